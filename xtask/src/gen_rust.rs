@@ -1,0 +1,277 @@
+//! hw-specs → Rust: zerocopy structs with big-endian fields, accessors,
+//! const layout asserts, open enums and a `LAYOUT` description per struct.
+
+use crate::spec::{Direction, Field, FieldType, Spec, Struct, uint_bits, uint_for_width};
+use std::fmt::Write;
+
+pub fn generate(spec: &Spec, header: &str) -> String {
+    let mut o = String::new();
+    for line in header.lines() {
+        writeln!(o, "// {line}").unwrap();
+    }
+    o.push_str(
+        "\n#![allow(non_camel_case_types)] // spec names (`mlx5_wqe_ctrl_seg`) are kept so one grep crosses Rust, C and docs\n\
+         #![allow(clippy::all)]\n\n\
+         use marrow_layout::{BitLayout, Direction, Endian, FieldLayout, FieldOverflow, StructLayout};\n\
+         use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};\n\
+         #[allow(unused_imports)]\n\
+         use zerocopy::byteorder::{big_endian, little_endian};\n\n",
+    );
+    o.push_str("// ------------------------------------------------------------------ constants\n\n");
+    for c in &spec.consts {
+        writeln!(o, "/// {}\n///\n/// Source: {}", c.doc, c.cite).unwrap();
+        writeln!(o, "pub const {}: u32 = {};\n", c.name, hex_or_dec(c.value)).unwrap();
+    }
+    o.push_str("// --------------------------------------------------------------- enumerations\n\n");
+    for e in &spec.enums {
+        gen_enum(&mut o, e);
+    }
+    o.push_str("// -------------------------------------------------------------------- layouts\n\n");
+    for s in &spec.structs {
+        gen_struct(&mut o, spec, s);
+    }
+    writeln!(o, "/// Every layout of this spec, for tests and decoders.").unwrap();
+    writeln!(o, "pub const ALL_LAYOUTS: &[&StructLayout] = &[").unwrap();
+    for s in &spec.structs {
+        writeln!(o, "    &{}::LAYOUT,", s.name).unwrap();
+    }
+    o.push_str("];\n");
+    o
+}
+
+fn hex_or_dec(v: u64) -> String {
+    if v >= 256 { format!("{v:#x}") } else { v.to_string() }
+}
+
+fn gen_enum(o: &mut String, e: &crate::spec::Enum) {
+    let r = &e.repr;
+    writeln!(o, "/// {}\n///\n/// Source: {}\n///", e.doc, e.cite).unwrap();
+    writeln!(o, "/// An open type: values the spec does not name are kept, never rejected.").unwrap();
+    writeln!(
+        o,
+        "#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, FromBytes, IntoBytes, KnownLayout, Immutable)]"
+    )
+    .unwrap();
+    writeln!(o, "#[repr(transparent)]\npub struct {}(pub {r});\n", e.name).unwrap();
+    writeln!(o, "impl {} {{", e.name).unwrap();
+    for v in &e.values {
+        let doc = v.doc.as_deref().unwrap_or("");
+        let cite = v.cite.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+        writeln!(o, "    /// `{}{}` = {:#04x}. {doc}{cite}", e.c_prefix, v.name, v.value).unwrap();
+        writeln!(o, "    pub const {}: Self = Self({:#04x});", v.name, v.value).unwrap();
+    }
+    writeln!(o, "    /// Every named value, in spec order.").unwrap();
+    write!(o, "    pub const ALL: &'static [Self] = &[").unwrap();
+    for v in &e.values {
+        write!(o, "Self::{}, ", v.name).unwrap();
+    }
+    writeln!(o, "];\n").unwrap();
+    writeln!(o, "    /// The spec name, or `None` for a value the spec does not define.").unwrap();
+    writeln!(o, "    pub const fn name(self) -> Option<&'static str> {{\n        match self.0 {{").unwrap();
+    for v in &e.values {
+        writeln!(o, "            {:#04x} => Some(\"{}\"),", v.value, v.name).unwrap();
+    }
+    writeln!(o, "            _ => None,\n        }}\n    }}\n").unwrap();
+    writeln!(o, "    /// True when the spec names this value.").unwrap();
+    writeln!(o, "    pub const fn is_known(self) -> bool {{\n        self.name().is_some()\n    }}\n}}\n").unwrap();
+    writeln!(
+        o,
+        "impl core::fmt::Debug for {n} {{\n    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{\n        match self.name() {{\n            Some(s) => write!(f, \"{{s}}({{:#04x}})\", self.0),\n            None => write!(f, \"{n}::Unknown({{:#04x}})\", self.0),\n        }}\n    }}\n}}\n",
+        n = e.name
+    )
+    .unwrap();
+    writeln!(
+        o,
+        "impl core::fmt::Display for {n} {{\n    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{\n        match self.name() {{\n            Some(s) => f.write_str(s),\n            None => write!(f, \"unknown {{:#04x}}\", self.0),\n        }}\n    }}\n}}\n",
+        n = e.name
+    )
+    .unwrap();
+    writeln!(o, "impl From<{r}> for {n} {{\n    fn from(v: {r}) -> Self {{\n        Self(v)\n    }}\n}}\n", n = e.name)
+        .unwrap();
+}
+
+fn rust_field_type(f: &Field) -> String {
+    match f.ty {
+        FieldType::U8 => "u8".into(),
+        FieldType::Be16 => "big_endian::U16".into(),
+        FieldType::Be32 => "big_endian::U32".into(),
+        FieldType::Be64 => "big_endian::U64".into(),
+        FieldType::Le16 => "little_endian::U16".into(),
+        FieldType::Le32 => "little_endian::U32".into(),
+        FieldType::Le64 => "little_endian::U64".into(),
+        FieldType::Bytes => format!("[u8; {}]", f.size()),
+    }
+}
+
+fn endian_name(f: &Field) -> &'static str {
+    match f.ty {
+        FieldType::U8 | FieldType::Bytes => "None",
+        t if t.is_little() => "Little",
+        _ => "Big",
+    }
+}
+
+fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::HostToDevice => "HostToDevice",
+        Direction::DeviceToHost => "DeviceToHost",
+        Direction::Both => "Both",
+    }
+}
+
+fn gen_struct(o: &mut String, spec: &Spec, s: &Struct) {
+    let n = &s.name;
+    writeln!(o, "/// {}\n///\n/// Source: {}\n///", s.doc, s.cite).unwrap();
+    writeln!(o, "/// Direction: {}. Size: {} bytes.", direction_name(s.direction), s.size).unwrap();
+    writeln!(
+        o,
+        "#[derive(Clone, Copy, PartialEq, Eq, Hash, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]"
+    )
+    .unwrap();
+    writeln!(o, "#[repr(C)]\npub struct {n} {{").unwrap();
+    for f in &s.fields {
+        writeln!(o, "    {}: {},", f.name, rust_field_type(f)).unwrap();
+    }
+    writeln!(o, "}}\n").unwrap();
+
+    writeln!(o, "const _: () = assert!(core::mem::size_of::<{n}>() == {});", s.size).unwrap();
+    for f in &s.fields {
+        writeln!(o, "const _: () = assert!(core::mem::offset_of!({n}, {}) == {});", f.name, f.offset).unwrap();
+    }
+    o.push('\n');
+
+    writeln!(o, "impl {n} {{").unwrap();
+    writeln!(o, "    /// Size in bytes.\n    pub const SIZE: usize = {};\n", s.size).unwrap();
+    writeln!(o, "    /// The layout as data, for decoders and oracle tests.").unwrap();
+    writeln!(o, "    pub const LAYOUT: StructLayout = StructLayout {{").unwrap();
+    writeln!(o, "        name: \"{n}\",\n        size: {},", s.size).unwrap();
+    writeln!(o, "        direction: Direction::{},", direction_name(s.direction)).unwrap();
+    writeln!(o, "        doc: {:?},\n        cite: {:?},", s.doc, s.cite).unwrap();
+    writeln!(o, "        fields: &[").unwrap();
+    for f in &s.fields {
+        writeln!(o, "            FieldLayout {{").unwrap();
+        writeln!(o, "                name: \"{}\",\n                offset: {},\n                size: {},", f.name, f.offset, f.size())
+            .unwrap();
+        writeln!(o, "                endian: Endian::{},\n                reserved: {},", endian_name(f), f.reserved).unwrap();
+        writeln!(o, "                doc: {:?},\n                cite: {:?},", f.doc, f.cite).unwrap();
+        writeln!(o, "                bits: &[").unwrap();
+        for b in &f.bits {
+            let (hi, lo) = b.range().expect("validated");
+            let en = b.enumeration.as_deref().map(|e| format!("Some(\"{e}\")")).unwrap_or("None".into());
+            writeln!(
+                o,
+                "                    BitLayout {{ name: \"{}\", hi: {hi}, lo: {lo}, enumeration: {en}, doc: {:?} }},",
+                b.name, b.doc
+            )
+            .unwrap();
+        }
+        writeln!(o, "                ],\n            }},").unwrap();
+    }
+    writeln!(o, "        ],\n    }};\n").unwrap();
+
+    for f in &s.fields {
+        gen_field_accessors(o, spec, f);
+    }
+    writeln!(o, "}}\n").unwrap();
+
+    writeln!(o, "impl core::fmt::Debug for {n} {{").unwrap();
+    writeln!(o, "    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{").unwrap();
+    writeln!(o, "        f.debug_struct(\"{n}\")").unwrap();
+    for f in s.fields.iter().filter(|f| !f.reserved) {
+        match f.ty {
+            FieldType::Bytes => writeln!(o, "            .field(\"{0}\", &self.{0})", f.name).unwrap(),
+            FieldType::U8 => writeln!(o, "            .field(\"{0}\", &format_args!(\"{{:#04x}}\", self.{0}))", f.name)
+                .unwrap(),
+            _ => writeln!(
+                o,
+                "            .field(\"{0}\", &format_args!(\"{{:#0{1}x}}\", self.{0}.get()))",
+                f.name,
+                f.size() * 2 + 2
+            )
+            .unwrap(),
+        }
+    }
+    writeln!(o, "            .finish()\n    }}\n}}\n").unwrap();
+}
+
+fn gen_field_accessors(o: &mut String, spec: &Spec, f: &Field) {
+    let name = &f.name;
+    let (hi_word, lo_word) = (f.size() * 8, 0);
+    let _ = lo_word;
+    match f.ty {
+        FieldType::Bytes => {
+            writeln!(o, "    /// {} ({}: bytes {:#x}..{:#x}).", f.doc, f.cite, f.offset, f.offset + f.size()).unwrap();
+            writeln!(o, "    #[inline]\n    pub fn {name}(&self) -> &[u8; {}] {{\n        &self.{name}\n    }}\n", f.size())
+                .unwrap();
+            if !f.reserved {
+                writeln!(o, "    /// Set `{name}`.").unwrap();
+                writeln!(
+                    o,
+                    "    #[inline]\n    pub fn set_{name}(&mut self, v: &[u8; {}]) -> &mut Self {{\n        self.{name} = *v;\n        self\n    }}\n",
+                    f.size()
+                )
+                .unwrap();
+            }
+        }
+        _ => {
+            let t = uint_for_width(hi_word as u32);
+            let (get, set) = if f.ty == FieldType::U8 {
+                (format!("self.{name}"), format!("self.{name} = v"))
+            } else {
+                (format!("self.{name}.get()"), format!("self.{name}.set(v)"))
+            };
+            writeln!(o, "    /// {} ({}), offset {:#x}.", f.doc, f.cite, f.offset).unwrap();
+            writeln!(o, "    #[inline]\n    pub fn {name}(&self) -> {t} {{\n        {get}\n    }}\n").unwrap();
+            if !f.reserved {
+                writeln!(o, "    /// Set the whole `{name}` word.").unwrap();
+                writeln!(
+                    o,
+                    "    #[inline]\n    pub fn set_{name}(&mut self, v: {t}) -> &mut Self {{\n        {set};\n        self\n    }}\n"
+                )
+                .unwrap();
+            }
+            for b in f.bits.iter().filter(|b| !b.is_reserved()) {
+                gen_bits_accessors(o, spec, f, t, b);
+            }
+        }
+    }
+}
+
+fn gen_bits_accessors(o: &mut String, spec: &Spec, f: &Field, word: &str, b: &crate::spec::Bits) {
+    let (hi, lo) = b.range().expect("validated");
+    let width = hi - lo + 1;
+    let fname = &f.name;
+    let bname = &b.name;
+    let raw_get = format!("marrow_layout::get_bits(self.{fname}() as u64, {hi}, {lo})");
+    let (ty, conv_get, conv_set, ty_bits) = if let Some(e) = &b.enumeration {
+        let en = spec.enum_by_name(e).expect("validated");
+        (e.clone(), format!("{e}({raw_get} as {})", en.repr), "v.0 as u64".to_string(), uint_bits(&en.repr))
+    } else if width == 1 {
+        ("bool".to_string(), format!("{raw_get} != 0"), "v as u64".to_string(), 1)
+    } else {
+        let t = uint_for_width(width);
+        (t.to_string(), format!("{raw_get} as {t}"), "v as u64".to_string(), uint_bits(t))
+    };
+    writeln!(o, "    /// `{fname}[{hi}:{lo}]`: {}.", b.doc).unwrap();
+    writeln!(o, "    #[inline]\n    pub fn {bname}(&self) -> {ty} {{\n        {conv_get}\n    }}\n").unwrap();
+    let set_expr = format!("marrow_layout::set_bits(self.{fname}() as u64, {hi}, {lo}, {conv_set}, \"{bname}\")");
+    if ty_bits <= width {
+        writeln!(o, "    /// Set `{fname}[{hi}:{lo}]` ({bname}).").unwrap();
+        writeln!(
+            o,
+            "    #[inline]\n    pub fn set_{bname}(&mut self, v: {ty}) -> &mut Self {{\n        let w = match {set_expr} {{\n            Ok(w) => w,\n            Err(_) => unreachable!(),\n        }};\n        self.set_{fname}(w as {word})\n    }}\n"
+        )
+        .unwrap();
+    } else {
+        writeln!(
+            o,
+            "    /// Set `{fname}[{hi}:{lo}]` ({bname}); a value wider than {width} bits is refused, not masked."
+        )
+        .unwrap();
+        writeln!(
+            o,
+            "    #[inline]\n    pub fn set_{bname}(&mut self, v: {ty}) -> Result<&mut Self, FieldOverflow> {{\n        let w = {set_expr}?;\n        Ok(self.set_{fname}(w as {word}))\n    }}\n"
+        )
+        .unwrap();
+    }
+}
