@@ -38,7 +38,9 @@ pub enum WqeOp<'a> {
     Nop,
     /// `RDMA_WRITE` from a gather list.
     RdmaWrite { remote: RemoteAddr, sgl: &'a [Sge] },
-    /// `RDMA_WRITE_IMM`; `imm` is delivered to the responder's CQE.
+    /// `RDMA_WRITE_IMM`; `imm` is delivered to the responder's CQE. It is the
+    /// host value, stored big endian (rdma-core's `imm_data` is this value
+    /// after `htobe32`, which its helpers then store unchanged).
     RdmaWriteImm { remote: RemoteAddr, sgl: &'a [Sge], imm: u32 },
     /// `RDMA_WRITE` with the payload inline in the WQE.
     RdmaWriteInline { remote: RemoteAddr, data: &'a [u8] },

@@ -1,0 +1,298 @@
+//! Safe wrappers over the oracle harnesses that `build.rs` compiles:
+//! rdma-core's inline helpers from `<infiniband/mlx5dv.h>` and the layout of
+//! marrow's generated C header as g++ computes it.
+//!
+//! This test-only crate is the one place outside `crates/mmio` with `unsafe`:
+//! calls into C. Each wrapper passes buffers of exactly the size the C side
+//! reads or writes.
+
+use std::ffi::{CStr, c_char};
+
+/// Bytes the Rust side pre-fills every output buffer with, so that a byte a
+/// helper does not write stays visible.
+pub const POISON: u8 = 0xA5;
+
+#[repr(C)]
+struct RawField {
+    strct: *const c_char,
+    field: *const c_char,
+    offset: usize,
+    size: usize,
+    struct_size: usize,
+}
+
+#[repr(C)]
+struct RawConst {
+    name: *const c_char,
+    value: u64,
+}
+
+unsafe extern "C" {
+    fn oracle_set_ctrl_seg(
+        out: *mut u8,
+        pi: u16,
+        opcode: u8,
+        opmod: u8,
+        qp_num: u32,
+        fm_ce_se: u8,
+        ds: u8,
+        signature: u8,
+        imm: u32,
+        clear_8_11: i32,
+    );
+    fn oracle_x86_set_ctrl_seg(
+        out: *mut u8,
+        pi: u16,
+        opcode: u8,
+        opmod: u8,
+        qp_num: u32,
+        fm_ce_se: u8,
+        ds: u8,
+        signature: u8,
+        imm: u32,
+    );
+    fn oracle_set_data_seg(out: *mut u8, length: u32, lkey: u32, address: u64);
+    fn oracle_x86_set_data_seg(out: *mut u8, length: u32, lkey: u32, address: u64);
+    fn oracle_set_dgram_seg(
+        out: *mut u8,
+        key: u64,
+        dqp_dct: u32,
+        ext: u8,
+        stat_rate_sl: u8,
+        fl_mlid: u8,
+        rlid: u16,
+        rmac: *const u8,
+        tclass: u8,
+        hop_limit: u8,
+        grh_gid_fl: u32,
+        rgid: *const u8,
+    );
+    fn oracle_cqe_getters(cqe: *const u8, owner: *mut u8, se: *mut u8, format: *mut u8, opcode: *mut u8);
+    fn oracle_set_cqe_owner(cqe: *mut u8, val: u8);
+    fn oracle_field_count() -> usize;
+    fn oracle_field_at(i: usize) -> *const RawField;
+    fn oracle_const_count() -> usize;
+    fn oracle_const_at(i: usize) -> *const RawConst;
+    fn generated_field_count() -> usize;
+    fn generated_field_at(i: usize) -> *const RawField;
+}
+
+/// Arguments of `mlx5dv_set_ctrl_seg`, in its order.
+#[derive(Clone, Copy, Debug)]
+pub struct CtrlArgs {
+    pub pi: u16,
+    pub opcode: u8,
+    pub opmod: u8,
+    pub qp_num: u32,
+    pub fm_ce_se: u8,
+    pub ds: u8,
+    pub signature: u8,
+    pub imm: u32,
+}
+
+/// `imm` as rdma-core's helpers take it: "The caller should prepare imm in
+/// advance" (mlx5dv.h), i.e. already big endian (`htobe32`), as
+/// `ibv_send_wr.imm_data` is. marrow's API takes the host value.
+pub fn htobe32(v: u32) -> u32 {
+    u32::from_ne_bytes(v.to_be_bytes())
+}
+
+/// `mlx5dv_set_ctrl_seg` into a poisoned 16-byte buffer, after the 32-bit
+/// clear of bytes 8..11 that rdma-core's post path does when `clear_8_11`.
+/// `a.imm` is the host value; it is passed through [`htobe32`].
+pub fn set_ctrl_seg(a: &CtrlArgs, clear_8_11: bool) -> [u8; 16] {
+    let mut out = [POISON; 16];
+    // SAFETY: the harness reads and writes exactly 16 bytes at `out`.
+    unsafe {
+        oracle_set_ctrl_seg(
+            out.as_mut_ptr(),
+            a.pi,
+            a.opcode,
+            a.opmod,
+            a.qp_num,
+            a.fm_ce_se,
+            a.ds,
+            a.signature,
+            htobe32(a.imm),
+            i32::from(clear_8_11),
+        )
+    };
+    out
+}
+
+/// `mlx5dv_x86_set_ctrl_seg` (the SSE3 shuffle encoding) into a poisoned
+/// buffer; `a.imm` is the host value, passed through [`htobe32`].
+pub fn x86_set_ctrl_seg(a: &CtrlArgs) -> [u8; 16] {
+    let mut out = [POISON; 16];
+    // SAFETY: the harness reads and writes exactly 16 bytes at `out`.
+    unsafe {
+        oracle_x86_set_ctrl_seg(out.as_mut_ptr(), a.pi, a.opcode, a.opmod, a.qp_num, a.fm_ce_se, a.ds, a.signature, htobe32(a.imm))
+    };
+    out
+}
+
+/// `mlx5dv_set_data_seg` into a poisoned buffer.
+pub fn set_data_seg(length: u32, lkey: u32, addr: u64) -> [u8; 16] {
+    let mut out = [POISON; 16];
+    // SAFETY: the harness reads and writes exactly 16 bytes at `out`.
+    unsafe { oracle_set_data_seg(out.as_mut_ptr(), length, lkey, addr) };
+    out
+}
+
+/// `mlx5dv_x86_set_data_seg` into a poisoned buffer.
+pub fn x86_set_data_seg(length: u32, lkey: u32, addr: u64) -> [u8; 16] {
+    let mut out = [POISON; 16];
+    // SAFETY: the harness reads and writes exactly 16 bytes at `out`.
+    unsafe { oracle_x86_set_data_seg(out.as_mut_ptr(), length, lkey, addr) };
+    out
+}
+
+/// Arguments of `mlx5dv_set_dgram_seg`.
+#[derive(Clone, Copy, Debug)]
+pub struct DgramArgs {
+    pub key: u64,
+    pub dqp_dct: u32,
+    pub ext: u8,
+    pub stat_rate_sl: u8,
+    pub fl_mlid: u8,
+    pub rlid: u16,
+    pub rmac: [u8; 6],
+    pub tclass: u8,
+    pub hop_limit: u8,
+    pub grh_gid_fl: u32,
+    pub rgid: [u8; 16],
+}
+
+/// `mlx5dv_set_dgram_seg` into a poisoned 48-byte buffer.
+pub fn set_dgram_seg(a: &DgramArgs) -> [u8; 48] {
+    let mut out = [POISON; 48];
+    // SAFETY: the harness writes 48 bytes at `out` and reads 6 and 16 bytes
+    // from the two arrays, which live for the call.
+    unsafe {
+        oracle_set_dgram_seg(
+            out.as_mut_ptr(),
+            a.key,
+            a.dqp_dct,
+            a.ext,
+            a.stat_rate_sl,
+            a.fl_mlid,
+            a.rlid,
+            a.rmac.as_ptr(),
+            a.tclass,
+            a.hop_limit,
+            a.grh_gid_fl,
+            a.rgid.as_ptr(),
+        )
+    };
+    out
+}
+
+/// `(owner, se, format, opcode)` from rdma-core's `mlx5dv_get_cqe_*`.
+pub fn cqe_getters(cqe: &[u8; 64]) -> (u8, u8, u8, u8) {
+    let (mut o, mut s, mut f, mut op) = (0, 0, 0, 0);
+    // SAFETY: the harness reads 64 bytes from `cqe` and writes one byte to
+    // each of the four locals.
+    unsafe { oracle_cqe_getters(cqe.as_ptr(), &mut o, &mut s, &mut f, &mut op) };
+    (o, s, f, op)
+}
+
+/// `mlx5dv_set_cqe_owner` on a copy of `cqe`.
+pub fn set_cqe_owner(cqe: &[u8; 64], val: u8) -> [u8; 64] {
+    let mut out = *cqe;
+    // SAFETY: the harness reads and writes 64 bytes at `out`.
+    unsafe { oracle_set_cqe_owner(out.as_mut_ptr(), val) };
+    out
+}
+
+/// A field's place as a C compiler computed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CField {
+    pub strct: String,
+    pub field: String,
+    pub offset: usize,
+    pub size: usize,
+    pub struct_size: usize,
+}
+
+fn read_table(count: usize, at: impl Fn(usize) -> *const RawField) -> Vec<CField> {
+    (0..count)
+        .map(|i| {
+            let p = at(i);
+            assert!(!p.is_null(), "harness table entry {i} missing");
+            // SAFETY: `p` points into a static table of the harness; its
+            // strings are NUL-terminated literals.
+            let r = unsafe { &*p };
+            // SAFETY: as above.
+            let (s, f) = unsafe { (CStr::from_ptr(r.strct), CStr::from_ptr(r.field)) };
+            CField {
+                strct: s.to_string_lossy().into_owned(),
+                field: f.to_string_lossy().into_owned(),
+                offset: r.offset,
+                size: r.size,
+                struct_size: r.struct_size,
+            }
+        })
+        .collect()
+}
+
+/// Every named field of rdma-core's mlx5dv.h structs, as gcc lays them out.
+pub fn rdma_core_fields() -> Vec<CField> {
+    // SAFETY: plain calls into the harness, which returns static data.
+    read_table(unsafe { oracle_field_count() }, |i| unsafe { oracle_field_at(i) })
+}
+
+/// Every field of marrow's generated header, as g++ lays it out.
+pub fn generated_header_fields() -> Vec<CField> {
+    // SAFETY: plain calls into the harness, which returns static data.
+    read_table(unsafe { generated_field_count() }, |i| unsafe { generated_field_at(i) })
+}
+
+/// rdma-core's constants by name.
+pub fn rdma_core_consts() -> Vec<(String, u64)> {
+    // SAFETY: plain call into the harness.
+    let n = unsafe { oracle_const_count() };
+    (0..n)
+        .map(|i| {
+            // SAFETY: `i < n`, so the harness returns a pointer into its static table.
+            let r = unsafe { &*oracle_const_at(i) };
+            // SAFETY: the name is a NUL-terminated literal.
+            let name = unsafe { CStr::from_ptr(r.name) };
+            (name.to_string_lossy().into_owned(), r.value)
+        })
+        .collect()
+}
+
+/// A small deterministic generator (splitmix64) so each run tests the same
+/// inputs and a failure names a reproducible case.
+#[derive(Clone, Debug)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    pub fn next_u16(&mut self) -> u16 {
+        self.next_u64() as u16
+    }
+    pub fn next_u8(&mut self) -> u8 {
+        self.next_u64() as u8
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    pub fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        let mut b = [0u8; N];
+        b.iter_mut().for_each(|x| *x = self.next_u8());
+        b
+    }
+}
+
+/// Inputs per differential test; the issue asks for at least 10,000.
+pub const CASES: usize = 20_000;
