@@ -438,14 +438,14 @@ impl<'a> Iterator for Segments<'a> {
             return None; // an error ended the walk
         }
         if at >= self.bytes.len() {
-            // A missing fixed segment is an error even at the end.
-            if let Some((plan, i)) = self.fixed.take() {
-                if let Some(f) = plan.get(i) {
-                    self.at = usize::MAX;
-                    return Some(Err(WqeDecodeError::MissingSegment { what: f.name(), offset: at }));
-                }
-            }
-            return None;
+            // A fixed segment the opcode needs but `ds` left out is an error.
+            self.at = usize::MAX;
+            let plan = match self.plan() {
+                Ok((plan, _)) => plan,
+                Err(e) => return Some(Err(e)),
+            };
+            let i = self.fixed.map_or(0, |(_, i)| i);
+            return plan.get(i).map(|f| Err(WqeDecodeError::MissingSegment { what: f.name(), offset: at }));
         }
         let chunk = &self.bytes[at..at + DS];
         if at == 0 {
