@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what the tests need from Debian, and nothing when it is already there.
+#   libibverbs-dev: rdma-core's <infiniband/mlx5dv.h>, the oracle for mlx5 layouts.
+#   g++:            compiles the generated C header as C++ in the oracle tests.
+set -euo pipefail
+need=()
+[ -f /usr/include/infiniband/mlx5dv.h ] || need+=(libibverbs-dev)
+command -v g++ >/dev/null || need+=(g++)
+command -v cc >/dev/null || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "install-test-deps: installing ${need[*]}"
+    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
