@@ -267,7 +267,7 @@ impl Spec {
                 if let Some(e) = &b.enumeration {
                     let en = self.enum_by_name(e).with_context(|| format!("{}.{}: no enum {e}", f.name, b.name))?;
                     ensure!(
-                        uint_bits(&en.repr) >= hi - lo + 1,
+                        uint_bits(&en.repr) > hi - lo,
                         "{}.{}: enum {e} is narrower than the field",
                         f.name,
                         b.name
@@ -280,7 +280,7 @@ impl Spec {
             bail!("fields end at {at:#x}, struct size is {:#x}", s.size);
         }
         if let Some(a) = s.align {
-            ensure!(a.is_power_of_two() && s.size % a == 0, "align {a} does not divide size");
+            ensure!(a.is_power_of_two() && s.size.is_multiple_of(a), "align {a} does not divide size");
         }
         Ok(())
     }

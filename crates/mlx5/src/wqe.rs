@@ -305,10 +305,10 @@ pub fn build_wqe(ctrl: &CtrlParams, op: &WqeOp<'_>, out: &mut [u8]) -> Result<Bu
         return Err(WqeError::QpnOutOfRange { qpn: ctrl.qpn });
     }
     let atomic = op.atomic_segments();
-    if let (Some((_, _, want)), Some(local)) = (atomic, op.local_atomic()) {
-        if local.length != want {
-            return Err(WqeError::AtomicLength { expected: want, got: local.length });
-        }
+    if let (Some((_, _, want)), Some(local)) = (atomic, op.local_atomic())
+        && local.length != want
+    {
+        return Err(WqeError::AtomicLength { expected: want, got: local.length });
     }
     // Size first: ctrl, raddr, atomic operands, then local data or inline.
     let fixed = 1 + usize::from(op.remote().is_some()) + atomic.map_or(0, |(_, n, _)| n);
