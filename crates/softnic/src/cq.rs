@@ -1,0 +1,117 @@
+//! Completion queues: 64-byte CQEs in a ring, the owner bit flipping on each
+//! pass (rdma-core `cq.c` `get_sw_cqe`: software owns CQE `n` when
+//! `(op_own & 1) == !!(n & ncqe)`), the consumer index read from the CQ
+//! doorbell record `[MLX5_CQ_SET_CI]`, overflow detected when the ring is
+//! full; or collapsed (`cc=1`) and overrun-allowed (`oi=1`), every CQE in
+//! slot 0, as NVSHMEM creates its CQs (`ibgda.cpp` `DEVX_SET(cqc, ...)`).
+
+use crate::shm::Shm;
+use crate::trace::{Kind, Recorder};
+use marrow_mlx5::cqe::{Completion, encode_cqe, owner_bit_for};
+use marrow_mlx5::raw::{MLX5_CQ_SET_CI, MLX5_CQE_INIT_OP_OWN, MLX5_CQE_SIZE};
+use marrow_mmio::Region;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+const CQE: usize = MLX5_CQE_SIZE as usize;
+
+/// How CQEs are placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqMode {
+    /// One slot per CQE, owner bit per pass, overflow checked.
+    Normal,
+    /// Every CQE in slot 0, no overflow check (NVSHMEM's `cc=1, oi=1`).
+    Collapsed,
+}
+
+/// A CQ as the device model holds it.
+#[derive(Debug)]
+pub struct Cq {
+    /// CQ number.
+    pub cqn: u32,
+    /// Placement mode.
+    pub mode: CqMode,
+    /// Entries (a power of two).
+    pub ncqe: u32,
+    /// The CQE ring.
+    pub buf: Region,
+    /// The CQ doorbell record (8 bytes).
+    pub dbrec: Region,
+    /// CQEs written so far, not reduced.
+    pub pi: u32,
+    /// Set once the ring overflowed; no CQE is written after that.
+    pub overflowed: bool,
+    /// Force an overflow on the next CQE (fault injection).
+    pub force_overflow: bool,
+    /// The shared mapping behind `buf` and `dbrec`.
+    pub shm: Arc<Shm>,
+}
+
+/// Bytes of the shared mapping of a CQ: the ring, then the doorbell record
+/// at the next 64-byte boundary.
+pub fn cq_layout(ncqe: u32) -> (usize, usize) {
+    let ring = ncqe as usize * CQE;
+    (ring, ring + 64)
+}
+
+impl Cq {
+    /// A CQ of `ncqe` entries over a fresh mapping, initialised as rdma-core
+    /// does (`op_own = 0xf0`: INVALID, owner 0).
+    pub fn new(cqn: u32, ncqe: u32, mode: CqMode) -> std::io::Result<Cq> {
+        let (ring, total) = cq_layout(ncqe);
+        let shm = Arc::new(Shm::create(&format!("cq{cqn}"), total)?);
+        let r = shm.region();
+        let buf = r.sub(0, ring).map_err(std::io::Error::other)?;
+        let dbrec = r.sub(ring, 8).map_err(std::io::Error::other)?;
+        let init = if mode == CqMode::Collapsed { 0xff } else { MLX5_CQE_INIT_OP_OWN as u8 };
+        for i in 0..ncqe as usize {
+            // NVSHMEM memsets its collapsed CQ to 0xff; rdma-core sets op_own only.
+            if mode == CqMode::Collapsed {
+                buf.fill(i * CQE, CQE, 0xff).map_err(std::io::Error::other)?;
+            }
+            buf.write_u8(i * CQE + CQE - 1, init).map_err(std::io::Error::other)?;
+        }
+        Ok(Cq { cqn, mode, ncqe, buf, dbrec, pi: 0, overflowed: false, force_overflow: false, shm })
+    }
+
+    /// The consumer index software last published (24 bits).
+    pub fn consumer_index(&self) -> u32 {
+        self.dbrec.read_be32(4 * MLX5_CQ_SET_CI as usize).unwrap_or(0) & 0x00ff_ffff
+    }
+
+    /// Write one CQE. `Err` when the CQ overflows (or already has): the
+    /// caller moves the QP to the error state, as the HCA does on a CQ error.
+    pub fn push(&mut self, c: &Completion, qpn: u32, trace: &mut Option<Recorder>) -> Result<(), ()> {
+        if self.overflowed {
+            return Err(());
+        }
+        let ci = self.consumer_index();
+        let outstanding = self.pi.wrapping_sub(ci) & 0x00ff_ffff;
+        if self.force_overflow || (self.mode == CqMode::Normal && outstanding >= self.ncqe) {
+            self.overflowed = true;
+            if let Some(t) = trace {
+                let mut b = self.pi.to_le_bytes().to_vec();
+                b.extend_from_slice(&ci.to_le_bytes());
+                t.record(Kind::CQ_OVERFLOW, qpn, self.cqn, 0, &b);
+            }
+            return Err(());
+        }
+        let (slot, owner) = match self.mode {
+            CqMode::Normal => ((self.pi % self.ncqe) as usize, owner_bit_for(self.pi, self.ncqe) == 1),
+            // Slot 0 always; the owner bit alternates so each CQE differs.
+            CqMode::Collapsed => (0, self.pi & 1 == 1),
+        };
+        let bytes = encode_cqe(c, owner).map_err(|_| ())?;
+        let off = slot * CQE;
+        // Payload first, op_own last: a poller that sees the new owner bit
+        // (then issues its from_device barrier) sees the whole CQE.
+        self.buf.write_bytes(off, &bytes[..CQE - 1]).map_err(|_| ())?;
+        fence(Ordering::Release);
+        self.buf.write_u8(off + CQE - 1, bytes[CQE - 1]).map_err(|_| ())?;
+        if let Some(t) = trace {
+            t.record(Kind::CQE_WRITE, qpn, self.cqn, off as u64, &bytes);
+        }
+        self.pi = self.pi.wrapping_add(1);
+        Ok(())
+    }
+}

@@ -1,0 +1,541 @@
+//! The HCA: objects (PDs, MRs, CQs, QPs), the doorbell scan an engine
+//! thread runs, and the send-queue walk that fetches each WQE and hands it
+//! to [`crate::exec`].
+
+use crate::cq::{Cq, CqMode};
+use crate::exec::{self, Outcome};
+use crate::fault::Faults;
+use crate::mr::{Access, MrTable, Pd};
+use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState};
+use crate::trace::{Kind, Recorder};
+use marrow_mlx5::cqe::{Completion, ErrorCompletion};
+use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
+use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
+use marrow_mlx5::wqe::wqebbs_for_ds;
+use marrow_mmio::Region;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+const BB: usize = MLX5_SEND_WQE_BB as usize;
+
+/// Errors of the control path (object creation and modification).
+#[derive(Debug, thiserror::Error)]
+pub enum HcaError {
+    /// No such object.
+    #[error("no {what} {id:#x}")]
+    NoSuch {
+        /// Kind of object.
+        what: &'static str,
+        /// Its number.
+        id: u32,
+    },
+    /// A size that is not a power of two or is out of range.
+    #[error("{what} = {value}: must be a power of two in {min}..={max}")]
+    BadSize {
+        /// Which size.
+        what: &'static str,
+        /// The value given.
+        value: u32,
+        /// Smallest allowed.
+        min: u32,
+        /// Largest allowed.
+        max: u32,
+    },
+    /// A QP state transition the state machine does not allow.
+    #[error("QP {qpn:#x}: {from:?} → {to:?} is not a legal transition (IBA §10.3.1)")]
+    BadTransition {
+        /// The QP.
+        qpn: u32,
+        /// Current state.
+        from: QpState,
+        /// Requested state.
+        to: QpState,
+    },
+    /// INIT→RTR needs the peer QP.
+    #[error("QP {qpn:#x}: INIT→RTR needs the destination QP number")]
+    NoPeer {
+        /// The QP.
+        qpn: u32,
+    },
+    /// Shared memory could not be created.
+    #[error("shared memory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Attributes of a QP modification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModifyQp {
+    /// Target state.
+    pub state: QpState,
+    /// Destination QP (INIT→RTR).
+    pub dest_qpn: Option<u32>,
+    /// RNR retry count (7 = infinite).
+    pub rnr_retry: Option<u32>,
+}
+
+impl ModifyQp {
+    /// Just a state change.
+    pub fn to(state: QpState) -> Self {
+        ModifyQp { state, dest_qpn: None, rnr_retry: None }
+    }
+}
+
+/// A device-side event software may want to know about (IBA "asynchronous events").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// A CQ overflowed; its QPs went to ERR.
+    CqOverflow {
+        /// The CQ.
+        cqn: u32,
+    },
+    /// A QP entered the error state.
+    QpFatal {
+        /// The QP.
+        qpn: u32,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The device model's state. One lock guards it; engine threads take it
+/// for a scan, the control path for each call.
+#[derive(Debug)]
+pub struct Hca {
+    pub(crate) mrs: MrTable,
+    pub(crate) cqs: BTreeMap<u32, Cq>,
+    pub(crate) qps: BTreeMap<u32, Qp>,
+    next_pd: u32,
+    next_cqn: u32,
+    next_qpn: u32,
+    pub(crate) trace: Option<Recorder>,
+    pub(crate) events: Vec<AsyncEvent>,
+    /// RNR retry interval.
+    pub(crate) rnr_timer: std::time::Duration,
+}
+
+impl Default for Hca {
+    fn default() -> Self {
+        Hca {
+            mrs: MrTable::default(),
+            cqs: BTreeMap::new(),
+            qps: BTreeMap::new(),
+            next_pd: 1,
+            next_cqn: 0x80,
+            // QPN 0 and 1 are the special QPs of IBA; a doorbell of all
+            // zeros can then never name a real QP.
+            next_qpn: 0x100,
+            trace: None,
+            events: Vec::new(),
+            rnr_timer: std::time::Duration::from_micros(20),
+        }
+    }
+}
+
+fn check_pow2(what: &'static str, value: u32, min: u32, max: u32) -> Result<(), HcaError> {
+    if value.is_power_of_two() && (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(HcaError::BadSize { what, value, min, max })
+    }
+}
+
+impl Hca {
+    /// Allocate a protection domain.
+    pub fn alloc_pd(&mut self) -> Pd {
+        self.next_pd += 1;
+        Pd(self.next_pd - 1)
+    }
+
+    /// Register memory; returns (lkey, rkey).
+    pub fn reg_mr(&mut self, pd: Pd, addr: u64, region: Region, access: Access) -> (u32, u32) {
+        self.mrs.register(pd, addr, region, access)
+    }
+
+    /// Deregister memory.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), HcaError> {
+        self.mrs.deregister(lkey).map(|_| ()).ok_or(HcaError::NoSuch { what: "MR with lkey", id: lkey })
+    }
+
+    /// Create a CQ of `ncqe` 64-byte entries.
+    pub fn create_cq(&mut self, ncqe: u32, mode: CqMode) -> Result<u32, HcaError> {
+        check_pow2("ncqe", ncqe, 1, 1 << 22)?;
+        let cqn = self.next_cqn;
+        self.next_cqn += 1;
+        self.cqs.insert(cqn, Cq::new(cqn, ncqe, mode)?);
+        Ok(cqn)
+    }
+
+    /// A CQ.
+    pub fn cq(&self, cqn: u32) -> Result<&Cq, HcaError> {
+        self.cqs.get(&cqn).ok_or(HcaError::NoSuch { what: "CQ", id: cqn })
+    }
+
+    /// Create an RC QP in RESET.
+    pub fn create_qp(&mut self, pd: Pd, send_cq: u32, recv_cq: u32, caps: QpCaps) -> Result<u32, HcaError> {
+        check_pow2("sq_wqebbs", caps.sq_wqebbs, 1, 32768)?;
+        check_pow2("rq_wqes", caps.rq_wqes, 1, 32768)?;
+        check_pow2("rq_stride", caps.rq_stride, 16, 1024)?;
+        self.cq(send_cq)?;
+        self.cq(recv_cq)?;
+        let qpn = self.next_qpn;
+        self.next_qpn += 1;
+        let mem = QpMemory::allocate(qpn, &caps)?;
+        self.qps.insert(
+            qpn,
+            Qp {
+                qpn,
+                pd,
+                state: QpState::Reset,
+                send_cq,
+                recv_cq,
+                peer: None,
+                caps,
+                mem,
+                sq_ci: 0,
+                sq_target: None,
+                rq_ci: 0,
+                faults: Faults::default(),
+                executed: 0,
+                error_reported: false,
+                delayed: Vec::new(),
+                rnr: None,
+                rnr_retry: 7,
+            },
+        );
+        Ok(qpn)
+    }
+
+    /// A QP.
+    pub fn qp(&self, qpn: u32) -> Result<&Qp, HcaError> {
+        self.qps.get(&qpn).ok_or(HcaError::NoSuch { what: "QP", id: qpn })
+    }
+
+    pub(crate) fn qp_mut(&mut self, qpn: u32) -> Result<&mut Qp, HcaError> {
+        self.qps.get_mut(&qpn).ok_or(HcaError::NoSuch { what: "QP", id: qpn })
+    }
+
+    /// Modify a QP (the control path: `ibv_modify_qp`).
+    pub fn modify_qp(&mut self, qpn: u32, m: ModifyQp) -> Result<(), HcaError> {
+        let qp = self.qp_mut(qpn)?;
+        if !qp.state.can_move_to(m.state) {
+            return Err(HcaError::BadTransition { qpn, from: qp.state, to: m.state });
+        }
+        if qp.state == QpState::Init && m.state == QpState::Rtr {
+            qp.peer = Some(m.dest_qpn.ok_or(HcaError::NoPeer { qpn })?);
+        }
+        if let Some(r) = m.rnr_retry {
+            qp.rnr_retry = r;
+        }
+        if m.state == QpState::Reset {
+            qp.sq_ci = 0;
+            qp.sq_target = None;
+            qp.rq_ci = 0;
+            qp.peer = None;
+            qp.error_reported = false;
+            qp.rnr = None;
+            qp.mem.dbrec.write_be32(0, 0).ok();
+            qp.mem.dbrec.write_be32(4, 0).ok();
+        }
+        self.set_state(qpn, m.state);
+        Ok(())
+    }
+
+    pub(crate) fn set_state(&mut self, qpn: u32, to: QpState) {
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
+        let from = qp.state;
+        qp.state = to;
+        if let Some(t) = &mut self.trace {
+            t.record(Kind::QP_STATE, qpn, 0, 0, &[from as u8, to as u8]);
+        }
+    }
+
+    /// Move a QP to ERR because of an error CQE or a CQ error.
+    pub(crate) fn fail_qp(&mut self, qpn: u32, why: String) {
+        if self.qps.get(&qpn).is_some_and(|q| q.state != QpState::Err) {
+            self.set_state(qpn, QpState::Err);
+            self.events.push(AsyncEvent::QpFatal { qpn, why });
+        }
+    }
+
+    /// Arm faults on a QP.
+    pub fn set_faults(&mut self, qpn: u32, faults: Faults) -> Result<(), HcaError> {
+        let overflow = faults.overflow_cq;
+        let qp = self.qp_mut(qpn)?;
+        qp.faults = faults;
+        let cqn = qp.send_cq;
+        if overflow && let Some(cq) = self.cqs.get_mut(&cqn) {
+            cq.force_overflow = true;
+        }
+        Ok(())
+    }
+
+    /// Drain the asynchronous events.
+    pub fn take_events(&mut self) -> Vec<AsyncEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Write a CQE to `cqn` for `qpn`; on overflow the QPs using the CQ go to ERR.
+    pub(crate) fn complete(&mut self, cqn: u32, qpn: u32, c: &Completion) {
+        let Some(cq) = self.cqs.get_mut(&cqn) else { return };
+        if cq.push(c, qpn, &mut self.trace).is_err() {
+            if !self.events.contains(&AsyncEvent::CqOverflow { cqn }) {
+                self.events.push(AsyncEvent::CqOverflow { cqn });
+            }
+            let users: Vec<u32> =
+                self.qps.values().filter(|q| q.send_cq == cqn || q.recv_cq == cqn).map(|q| q.qpn).collect();
+            for q in users {
+                self.fail_qp(q, format!("CQ {cqn:#x} overflowed"));
+            }
+        }
+    }
+
+    /// One scan of every QP: doorbells found, send queues walked. Returns
+    /// the number of WQEs executed or flushed, so an idle engine can back off.
+    pub fn scan(&mut self) -> usize {
+        let qpns: Vec<u32> = self.qps.keys().copied().collect();
+        let mut work = 0;
+        for qpn in qpns {
+            self.find_doorbells(qpn);
+            work += self.walk_send_queue(qpn);
+        }
+        work
+    }
+
+    /// Read and clear the doorbell registers of `qpn`'s UAR page.
+    fn find_doorbells(&mut self, qpn: u32) {
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
+        let uar = qp.mem.uar;
+        let now = Instant::now();
+        let mut found = Vec::new();
+        for off in DOORBELL_OFFSETS {
+            // Taking the value (leaving zeros) sees a doorbell written twice
+            // with the same bytes; no real QP has number 0, so an all-zero
+            // register is always "no doorbell".
+            if let Ok(bytes) = uar.swap_8bytes(off, [0; 8])
+                && bytes != [0; 8]
+            {
+                found.push((off, bytes));
+            }
+        }
+        let ready: Vec<PendingDoorbell> = {
+            let (due, later): (Vec<_>, Vec<_>) = qp.delayed.drain(..).partition(|d| d.at <= now);
+            qp.delayed = later;
+            due
+        };
+        for (off, bytes) in found {
+            if let Some(t) = &mut self.trace {
+                t.record(Kind::DOORBELL, qpn, 0, off as u64, &bytes);
+            }
+            let Some(qp) = self.qps.get_mut(&qpn) else { return };
+            if qp.faults.drop_doorbells > 0 {
+                qp.faults.drop_doorbells -= 1;
+                if let Some(t) = &mut self.trace {
+                    t.record(Kind::DOORBELL_DROPPED, qpn, 0, off as u64, &bytes);
+                }
+                continue;
+            }
+            if let Some(d) = qp.faults.delay_doorbell {
+                qp.delayed.push(PendingDoorbell { at: now + d, bytes });
+                continue;
+            }
+            self.ring(qpn, bytes);
+        }
+        for d in ready {
+            self.ring(qpn, d.bytes);
+        }
+    }
+
+    /// Act on a doorbell found on `page_qpn`'s UAR page.
+    fn ring(&mut self, page_qpn: u32, bytes: [u8; 8]) {
+        let db = decode_uar_doorbell(bytes);
+        // The doorbell names its QP; a UAR page may be shared by several.
+        let qpn = if self.qps.contains_key(&db.qpn) { db.qpn } else { page_qpn };
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
+        if db.qpn != qpn {
+            if let Some(t) = &mut self.trace {
+                let msg = format!("doorbell names QPN {:#x}, which does not exist; ignored", db.qpn);
+                t.record(Kind::WQE_ERROR, page_qpn, 0, 0, msg.as_bytes());
+            }
+            return;
+        }
+        let dbrec = qp.mem.dbrec.read_be32(4 * MLX5_SND_DBR as usize).unwrap_or(0) as u16;
+        if let Some(t) = &mut self.trace {
+            let mut rec = [0u8; 8];
+            qp.mem.dbrec.read_bytes(0, &mut rec).ok();
+            t.record(Kind::DBREC_READ, qpn, 0, 0, &rec);
+        }
+        // How far the doorbell itself says: rdma-core rings with the last
+        // WQE's control bytes (index of its first WQEBB, its ds), NVSHMEM and
+        // DOCA with the next free index. Take whichever of that and the
+        // doorbell record reaches further, within one ring.
+        let from_db = match db.style {
+            DoorbellStyle::RdmaCore => db.wqe_index.wrapping_add(wqebbs_for_ds(db.ds as usize) as u16),
+            DoorbellStyle::IndexAndQpn => db.wqe_index,
+        };
+        let ci = qp.sq_ci as u16;
+        let n = qp.caps.sq_wqebbs as u16;
+        let ahead = |t: u16| t.wrapping_sub(ci);
+        let mut target = qp.sq_target.unwrap_or(ci);
+        for t in [dbrec, from_db] {
+            if ahead(t) <= n && ahead(t) > ahead(target) {
+                target = t;
+            }
+        }
+        qp.sq_target = Some(target);
+    }
+
+    /// Execute (or flush) the WQEs announced on `qpn`'s send queue.
+    fn walk_send_queue(&mut self, qpn: u32) -> usize {
+        let mut done = 0;
+        // A bounded batch per scan keeps one busy QP from starving the others.
+        while done < 256 {
+            let Some(qp) = self.qps.get(&qpn) else { break };
+            if qp.pending() == 0 || qp.faults.stall {
+                break;
+            }
+            match qp.state {
+                QpState::Rts => {}
+                QpState::Sqd => break, // drained: new WQEs wait for RTS
+                _ => {
+                    // Posting outside RTS, or after an error: the QP is (or
+                    // goes) to ERR and every WQE completes with WR_FLUSH_ERR.
+                    if qp.state != QpState::Err {
+                        self.fail_qp(qpn, format!("WQE posted in state {:?}", qp.state));
+                    }
+                    if !self.flush_one(qpn) {
+                        break;
+                    }
+                    done += 1;
+                    continue;
+                }
+            }
+            if let Some((since, tries)) = qp.rnr
+                && since.elapsed() < self.rnr_timer * tries.max(1)
+            {
+                break; // waiting out the RNR timer
+            }
+            if !self.execute_one(qpn) {
+                break;
+            }
+            done += 1;
+        }
+        done
+    }
+
+    /// Copy the WQE at the consumer index out of the ring (WQEBB by WQEBB,
+    /// wrapping), as the HCA's fetch does.
+    fn fetch(&mut self, qpn: u32) -> Option<(Vec<u8>, usize)> {
+        let qp = self.qps.get(&qpn)?;
+        let n = qp.caps.sq_wqebbs;
+        let slot = |i: u32| ((qp.sq_ci.wrapping_add(i)) % n) as usize * BB;
+        let mut first = [0u8; BB];
+        qp.mem.sq.read_bytes(slot(0), &mut first).ok()?;
+        let ds = (first[7] & 0x3f) as usize;
+        // A WQE spans at most the WQEBBs announced; a `ds` that claims more
+        // is read only as far as the announced part (and fails validation).
+        let bbs = wqebbs_for_ds(ds.max(1)).min(qp.pending() as usize).max(1);
+        let mut wqe = first.to_vec();
+        for i in 1..bbs {
+            let mut b = [0u8; BB];
+            qp.mem.sq.read_bytes(slot(i as u32), &mut b).ok()?;
+            wqe.extend_from_slice(&b);
+        }
+        if let Some(t) = &mut self.trace {
+            let shown = (ds * 16).clamp(16, wqe.len());
+            t.record(Kind::WQE_FETCH, qpn, 0, slot(0) as u64, &wqe[..shown]);
+        }
+        Some((wqe, bbs))
+    }
+
+    /// Flush the WQE at the consumer index with WR_FLUSH_ERR.
+    fn flush_one(&mut self, qpn: u32) -> bool {
+        let Some((wqe, bbs)) = self.fetch(qpn) else { return false };
+        let (opcode, wqe_counter) = (WqeOpcode(wqe[3]), u16::from_be_bytes([wqe[1], wqe[2]]));
+        let qp = self.qps.get_mut(&qpn).expect("fetched above");
+        qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
+        let cqn = qp.send_cq;
+        let c = Completion::Error(ErrorCompletion {
+            opcode: CqeOpcode::REQ_ERR,
+            syndrome: Syndrome::WR_FLUSH_ERR,
+            vendor_err_synd: 0,
+            hw_err_synd: 0,
+            hw_synd_type: 0,
+            wqe_opcode: opcode,
+            qpn,
+            wqe_counter,
+        });
+        self.complete(cqn, qpn, &c);
+        true
+    }
+
+    /// Execute the WQE at the consumer index.
+    fn execute_one(&mut self, qpn: u32) -> bool {
+        let Some((wqe, bbs)) = self.fetch(qpn) else { return false };
+        let outcome = exec::execute(self, qpn, &wqe);
+        let qp = self.qps.get_mut(&qpn).expect("fetched above");
+        let ctrl = exec::ctrl_of(&wqe);
+        match outcome {
+            Outcome::Rnr => {
+                let tries = qp.rnr.map_or(1, |(_, t)| t + 1);
+                if qp.rnr_retry != 7 && tries > qp.rnr_retry {
+                    qp.rnr = None;
+                    self.error(qpn, bbs, &wqe, Syndrome::RNR_RETRY_EXC_ERR, 0, "receiver not ready, retries exhausted");
+                } else {
+                    qp.rnr = Some((qp.rnr.map_or(Instant::now(), |(s, _)| s), tries));
+                    return false;
+                }
+            }
+            Outcome::Done { byte_cnt } => {
+                qp.rnr = None;
+                qp.executed += 1;
+                qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
+                let cqn = qp.send_cq;
+                if matches!(ctrl.completion, CompletionMode::CQE_ALWAYS | CompletionMode::CQE_AND_EQE) {
+                    let c = Completion::Requester {
+                        wqe_opcode: ctrl.opcode,
+                        qpn,
+                        wqe_counter: ctrl.wqe_index,
+                        byte_cnt,
+                        timestamp: 0,
+                    };
+                    self.complete(cqn, qpn, &c);
+                }
+            }
+            Outcome::Error { syndrome, vendor, why } => {
+                qp.rnr = None;
+                self.error(qpn, bbs, &wqe, syndrome, vendor, &why);
+            }
+        }
+        true
+    }
+
+    /// Complete the WQE at the consumer index with an error CQE and move
+    /// the QP to ERR, as the HCA does.
+    fn error(&mut self, qpn: u32, bbs: usize, wqe: &[u8], syndrome: Syndrome, vendor: u8, why: &str) {
+        let ctrl = exec::ctrl_of(wqe);
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
+        qp.executed += 1;
+        qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
+        let report = !(ctrl.completion == CompletionMode::CQE_ON_FIRST_CQE_ERROR && qp.error_reported);
+        qp.error_reported = true;
+        let cqn = qp.send_cq;
+        if let Some(t) = &mut self.trace {
+            let msg = format!("{syndrome:?}: {why}");
+            t.record(Kind::WQE_ERROR, qpn, 0, 0, msg.as_bytes());
+        }
+        if report {
+            let c = Completion::Error(ErrorCompletion {
+                opcode: CqeOpcode::REQ_ERR,
+                syndrome,
+                vendor_err_synd: vendor,
+                hw_err_synd: 0,
+                hw_synd_type: 0,
+                wqe_opcode: ctrl.opcode,
+                qpn,
+                wqe_counter: ctrl.wqe_index,
+            });
+            self.complete(cqn, qpn, &c);
+        }
+        self.fail_qp(qpn, format!("{syndrome:?}: {why}"));
+    }
+}

@@ -1,0 +1,136 @@
+//! softnic: a register-accurate mlx5 device model that consumes real WQEs.
+//!
+//! Queues, doorbell records, UAR pages and registered memory live in shared
+//! memory (memfd), where any process, or a GPU through `cudaHostRegister`,
+//! can map them. Engine threads find doorbells as hardware does, by polling
+//! the UAR doorbell registers and reading the doorbell record, then fetch
+//! each WQE from the ring, validate it, move the data, and write a CQE with
+//! the owner bit of its pass. Bad WQEs get error CQEs with the syndrome
+//! hardware uses ([`exec`]), and the QP goes to ERR.
+//!
+//! ```
+//! use marrow_softnic::{SoftNic, CqMode, QpCaps};
+//! let nic = SoftNic::new();
+//! let mut hca = nic.hca();
+//! let pd = hca.alloc_pd();
+//! let cq = hca.create_cq(16, CqMode::Normal).unwrap();
+//! let qpn = hca.create_qp(pd, cq, cq, QpCaps::default()).unwrap();
+//! assert!(qpn >= 0x100);
+//! ```
+
+pub mod cq;
+pub mod exec;
+pub mod fault;
+pub mod hca;
+pub mod mr;
+pub mod pair;
+pub mod qp;
+pub mod shm;
+pub mod trace;
+
+pub use cq::{Cq, CqMode};
+pub use fault::Faults;
+pub use hca::{AsyncEvent, Hca, HcaError, ModifyQp};
+pub use mr::{Access, Pd};
+pub use qp::{QpCaps, QpMemory, QpState};
+pub use shm::Shm;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Debug, Default)]
+struct Shared {
+    hca: Mutex<Hca>,
+    stop: AtomicBool,
+}
+
+/// A device model and its engine threads.
+#[derive(Debug)]
+pub struct SoftNic {
+    shared: Arc<Shared>,
+    engines: Vec<JoinHandle<()>>,
+}
+
+impl Default for SoftNic {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SoftNic {
+    /// A device model with no engine thread (call [`SoftNic::start`] or [`SoftNic::scan`]).
+    pub fn new() -> SoftNic {
+        SoftNic { shared: Arc::new(Shared::default()), engines: Vec::new() }
+    }
+
+    /// Record a register trace of at most `cap` bytes.
+    pub fn enable_trace(&self, cap: usize) {
+        self.hca().trace = Some(trace::Recorder::new(cap));
+    }
+
+    /// The trace recorded so far, as file bytes (see `docs/TRACE.md`).
+    pub fn trace_bytes(&self) -> Option<Vec<u8>> {
+        self.hca().trace.as_ref().map(|t| t.bytes().to_vec())
+    }
+
+    /// The control path: the model's state, locked.
+    pub fn hca(&self) -> MutexGuard<'_, Hca> {
+        // A panic while the lock was held leaves the model as it was at the
+        // panic; keep serving rather than cascade.
+        self.shared.hca.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One engine pass on the calling thread; returns the WQEs handled.
+    pub fn scan(&self) -> usize {
+        self.hca().scan()
+    }
+
+    /// Start `n` engine threads polling doorbells. On machines with few
+    /// cores they spin briefly, then yield, then sleep 50 µs between idle scans.
+    pub fn start(&mut self, n: usize) {
+        for i in 0..n {
+            let shared = self.shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("softnic-engine-{i}"))
+                .spawn(move || engine(&shared))
+                .expect("spawning an engine thread");
+            self.engines.push(h);
+        }
+    }
+
+    /// Stop and join the engine threads.
+    pub fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for h in self.engines.drain(..) {
+            let _ = h.join();
+        }
+        self.shared.stop.store(false, Ordering::Release);
+    }
+}
+
+impl Drop for SoftNic {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn engine(shared: &Shared) {
+    let mut idle = 0u32;
+    while !shared.stop.load(Ordering::Acquire) {
+        let work = shared.hca.lock().unwrap_or_else(|p| p.into_inner()).scan();
+        if work > 0 {
+            idle = 0;
+            continue;
+        }
+        idle = idle.saturating_add(1);
+        if idle < 64 {
+            std::hint::spin_loop();
+        } else if idle < 256 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}

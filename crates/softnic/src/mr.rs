@@ -1,0 +1,125 @@
+//! Protection domains and memory regions: what the HCA's memory
+//! translation checks before every DMA (InfiniBand Architecture
+//! Specification vol. 1 §10.6, "Memory management"; verbs `ibv_reg_mr`
+//! access flags).
+//!
+//! A region registered here is backed by a shared mapping: the model
+//! reaches it through a [`Region`], and its `addr` is the virtual address
+//! the registering process uses in WQEs.
+
+use bitflags::bitflags;
+use marrow_mmio::Region;
+use std::collections::HashMap;
+
+bitflags! {
+    /// Access rights of a memory region (`IBV_ACCESS_*`). Local read is always allowed.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Access: u32 {
+        /// The HCA may write it for local operations (READ responses, atomic results, receives).
+        const LOCAL_WRITE = 1 << 0;
+        /// Peers may RDMA_WRITE into it.
+        const REMOTE_WRITE = 1 << 1;
+        /// Peers may RDMA_READ from it.
+        const REMOTE_READ = 1 << 2;
+        /// Peers may perform atomics on it.
+        const REMOTE_ATOMIC = 1 << 3;
+    }
+}
+
+/// A protection domain handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pd(pub u32);
+
+/// A registered memory region.
+#[derive(Clone, Debug)]
+pub struct Mr {
+    /// Owning protection domain.
+    pub pd: Pd,
+    /// Virtual address of the first byte, as used in WQEs.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+    /// Rights.
+    pub access: Access,
+    /// The memory.
+    pub region: Region,
+}
+
+/// Why a translation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyFault {
+    /// No region with that key.
+    NoSuchKey,
+    /// The key belongs to another protection domain.
+    WrongPd,
+    /// The range is not inside the region.
+    OutOfBounds,
+    /// The region lacks the right.
+    NoAccess,
+}
+
+/// Every memory region of a device model.
+#[derive(Debug, Default)]
+pub struct MrTable {
+    by_lkey: HashMap<u32, Mr>,
+    rkey_to_lkey: HashMap<u32, u32>,
+    next_key: u32,
+}
+
+impl MrTable {
+    /// Register `region` at `addr` with `access`; returns (lkey, rkey).
+    pub fn register(&mut self, pd: Pd, addr: u64, region: Region, access: Access) -> (u32, u32) {
+        // Keys look like mlx5 mkeys: an index in the upper 24 bits and a
+        // variant byte, so a stale key from another region does not alias.
+        self.next_key += 1;
+        let lkey = (self.next_key << 8) | 0x42;
+        let rkey = lkey ^ 0x80;
+        let mr = Mr { pd, addr, len: region.len() as u64, lkey, rkey, access, region };
+        self.by_lkey.insert(lkey, mr);
+        self.rkey_to_lkey.insert(rkey, lkey);
+        (lkey, rkey)
+    }
+
+    /// Remove a registration.
+    pub fn deregister(&mut self, lkey: u32) -> Option<Mr> {
+        let mr = self.by_lkey.remove(&lkey)?;
+        self.rkey_to_lkey.remove(&mr.rkey);
+        Some(mr)
+    }
+
+    /// Look up by lkey.
+    pub fn get(&self, lkey: u32) -> Option<&Mr> {
+        self.by_lkey.get(&lkey)
+    }
+
+    fn check(mr: &Mr, pd: Pd, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
+        if mr.pd != pd {
+            return Err(KeyFault::WrongPd);
+        }
+        let off = addr.checked_sub(mr.addr).ok_or(KeyFault::OutOfBounds)?;
+        if off.checked_add(len).is_none_or(|end| end > mr.len) {
+            return Err(KeyFault::OutOfBounds);
+        }
+        if !mr.access.contains(need) {
+            return Err(KeyFault::NoAccess);
+        }
+        Ok((mr.region, off as usize))
+    }
+
+    /// Translate a local access (`lkey`): the window and offset of `addr`.
+    pub fn local(&self, pd: Pd, lkey: u32, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
+        let mr = self.by_lkey.get(&lkey).ok_or(KeyFault::NoSuchKey)?;
+        Self::check(mr, pd, addr, len, need)
+    }
+
+    /// Translate a remote access (`rkey`).
+    pub fn remote(&self, pd: Pd, rkey: u32, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
+        let lkey = self.rkey_to_lkey.get(&rkey).ok_or(KeyFault::NoSuchKey)?;
+        let mr = self.by_lkey.get(lkey).ok_or(KeyFault::NoSuchKey)?;
+        Self::check(mr, pd, addr, len, need)
+    }
+}
