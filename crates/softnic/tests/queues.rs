@@ -1,0 +1,238 @@
+//! Rings, CQ modes, QP states, fault injection and the trace.
+
+use marrow_mlx5::prelude::*;
+use marrow_softnic::pair::{Pair, PairConfig, Side, WaitError};
+use marrow_softnic::trace::{self, Kind};
+use marrow_softnic::{AsyncEvent, CqMode, Faults, HcaError, ModifyQp, QpState};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(5);
+
+fn remote_b(p: &Pair, off: u64) -> RemoteAddr {
+    RemoteAddr { raddr: p.b.addr + off, rkey: p.b.rkey }
+}
+
+fn completion_counter(c: &Completion) -> u16 {
+    match c {
+        Completion::Requester { wqe_counter, .. } => *wqe_counter,
+        c => panic!("{c:?}"),
+    }
+}
+
+#[test]
+fn rings_of_one_wqebb_wrap_thousands_of_times() {
+    let mut p = Pair::new(PairConfig { sq_wqebbs: 1, ncqe: 1, ..PairConfig::default() }).unwrap();
+    for i in 0..3000u32 {
+        let data = i.to_ne_bytes();
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWriteInline { remote: remote_b(&p, 0), data: &data }).unwrap();
+        p.a.sq.ring().unwrap();
+        let c = p.wait(Side::A, false, T).unwrap();
+        assert_eq!(completion_counter(&c), i as u16);
+        p.a.sq.complete_through(i as u16, 1);
+        let mut got = [0u8; 4];
+        p.b.buf.read_bytes(0, &mut got).unwrap();
+        assert_eq!(got, data);
+    }
+}
+
+#[test]
+fn a_two_wqebb_wqe_wraps_across_the_end_of_a_two_wqebb_ring() {
+    let mut p = Pair::new(PairConfig { sq_wqebbs: 2, ncqe: 2, ..PairConfig::default() }).unwrap();
+    let l8 = Sge { addr: p.a.addr, length: 8, lkey: p.a.lkey };
+    p.b.buf.write_bytes(8, &0u64.to_ne_bytes()).unwrap();
+    for i in 0..500u64 {
+        // A NOP (1 WQEBB) then a masked CS64 (2 WQEBBs, ds 5): every other
+        // time the CS64 starts in the last slot and wraps to slot 0.
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+        p.a.sq.ring().unwrap();
+        let c = p.wait(Side::A, false, T).unwrap();
+        p.a.sq.complete_through(completion_counter(&c), 1);
+        let op = WqeOp::MaskedCs64 { remote: remote_b(&p, 8), local: l8, swap: i + 1, compare: i, swap_mask: !0, compare_mask: !0 };
+        let b = p.a.sq.post(CtrlParams::signaled(0, 0), &op).unwrap();
+        assert_eq!(b.wqebbs, 2);
+        p.a.sq.ring().unwrap();
+        let c = p.wait(Side::A, false, T).unwrap();
+        p.a.sq.complete_through(completion_counter(&c), 2);
+        let mut v = [0u8; 8];
+        p.b.buf.read_bytes(8, &mut v).unwrap();
+        assert_eq!(u64::from_ne_bytes(v), i + 1, "iteration {i}");
+    }
+}
+
+#[test]
+fn owner_phase_holds_across_thousands_of_cq_passes() {
+    let mut p = Pair::new(PairConfig { ncqe: 2, sq_wqebbs: 4, ..PairConfig::default() }).unwrap();
+    for i in 0..6000u32 {
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+        p.a.sq.ring().unwrap();
+        let c = p.wait(Side::A, false, T).unwrap();
+        assert_eq!(completion_counter(&c), i as u16);
+        p.a.sq.complete_through(i as u16, 1);
+    }
+    assert_eq!(p.a.scq.ci(), 6000);
+}
+
+#[test]
+fn collapsed_cq_writes_every_cqe_into_slot_zero() {
+    let mut p = Pair::new(PairConfig { cq_mode: CqMode::Collapsed, ncqe: 4, ..PairConfig::default() }).unwrap();
+    let buf = p.nic.hca().cq(p.a.send_cqn).unwrap().buf;
+    for i in 0..20u16 {
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+        p.a.sq.ring().unwrap();
+        let c = p.wait(Side::A, false, T).unwrap();
+        assert_eq!(completion_counter(&c), i);
+        // NVSHMEM reads wqe_counter from slot 0 (ibgda_poll_cq).
+        assert_eq!(buf.read_be32(60).unwrap() >> 16, u32::from(i));
+        p.a.sq.complete_through(i, 1);
+    }
+    // Slots 1..3 still hold the 0xff fill: nothing was written there, and
+    // no overflow was raised although the consumer index never moved.
+    let mut rest = [0u8; 192];
+    buf.read_bytes(64, &mut rest).unwrap();
+    assert!(rest.iter().all(|&b| b == 0xff));
+    assert!(p.nic.hca().take_events().is_empty());
+}
+
+#[test]
+fn cq_overflow_is_detected_and_fails_the_qp() {
+    let mut p = Pair::new(PairConfig { ncqe: 2, ..PairConfig::default() }).unwrap();
+    for _ in 0..3 {
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    }
+    p.a.sq.ring().unwrap();
+    // Nobody polls: the third CQE finds the ring full.
+    let deadline = std::time::Instant::now() + T;
+    while !p.nic.hca().cq(p.a.send_cqn).unwrap().overflowed {
+        assert!(std::time::Instant::now() < deadline, "no overflow detected");
+        std::thread::yield_now();
+    }
+    let events = p.nic.hca().take_events();
+    assert!(events.contains(&AsyncEvent::CqOverflow { cqn: p.a.send_cqn }), "{events:?}");
+    assert_eq!(p.nic.hca().qp(p.a.qpn).unwrap().state, QpState::Err);
+    // The two CQEs that fit are intact.
+    assert_eq!(completion_counter(&p.wait(Side::A, false, T).unwrap()), 0);
+    assert_eq!(completion_counter(&p.wait(Side::A, false, T).unwrap()), 1);
+}
+
+#[test]
+fn injected_cq_overflow() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.hca().set_faults(p.a.qpn, Faults { overflow_cq: true, ..Faults::default() }).unwrap();
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    p.a.sq.ring().unwrap();
+    let err = p.wait(Side::A, false, Duration::from_millis(200)).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("CQ overflowed") && msg.contains("Err"), "{msg}");
+}
+
+#[test]
+fn qp_state_machine_refuses_illegal_transitions() {
+    let p = Pair::unstarted(PairConfig::default()).unwrap();
+    let mut hca = p.nic.hca();
+    let q = p.a.qpn;
+    // RTS → RTR is not in IBA's diagram.
+    assert!(matches!(hca.modify_qp(q, ModifyQp::to(QpState::Rtr)), Err(HcaError::BadTransition { .. })));
+    hca.modify_qp(q, ModifyQp::to(QpState::Reset)).unwrap();
+    assert!(matches!(hca.modify_qp(q, ModifyQp::to(QpState::Rts)), Err(HcaError::BadTransition { .. })));
+    hca.modify_qp(q, ModifyQp::to(QpState::Init)).unwrap();
+    assert!(matches!(hca.modify_qp(q, ModifyQp::to(QpState::Rtr)), Err(HcaError::NoPeer { .. })));
+    hca.modify_qp(q, ModifyQp { state: QpState::Rtr, dest_qpn: Some(p.b.qpn), rnr_retry: None }).unwrap();
+    hca.modify_qp(q, ModifyQp::to(QpState::Rts)).unwrap();
+    hca.modify_qp(q, ModifyQp::to(QpState::Sqd)).unwrap();
+    hca.modify_qp(q, ModifyQp::to(QpState::Rts)).unwrap();
+    hca.modify_qp(q, ModifyQp::to(QpState::Err)).unwrap();
+    assert!(matches!(hca.modify_qp(q, ModifyQp::to(QpState::Rts)), Err(HcaError::BadTransition { .. })));
+    assert!(matches!(hca.modify_qp(0x9999, ModifyQp::to(QpState::Init)), Err(HcaError::NoSuch { .. })));
+    assert!(matches!(hca.create_cq(3, CqMode::Normal), Err(HcaError::BadSize { .. })));
+}
+
+#[test]
+fn sqd_holds_new_wqes_until_rts() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.hca().modify_qp(p.a.qpn, ModifyQp::to(QpState::Sqd)).unwrap();
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    p.a.sq.ring().unwrap();
+    assert!(matches!(p.wait(Side::A, false, Duration::from_millis(50)), Err(WaitError::Timeout(_))));
+    p.nic.hca().modify_qp(p.a.qpn, ModifyQp::to(QpState::Rts)).unwrap();
+    assert_eq!(completion_counter(&p.wait(Side::A, false, T).unwrap()), 0);
+}
+
+#[test]
+fn a_dropped_doorbell_times_out_with_the_decoded_state_then_the_next_one_works() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.enable_trace(1 << 20);
+    p.nic.hca().set_faults(p.a.qpn, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    p.a.sq.ring().unwrap();
+    let err = p.wait(Side::A, false, Duration::from_millis(100)).unwrap_err();
+    let WaitError::Timeout(t) = err else { panic!("{err}") };
+    assert_eq!((t.state, t.sq_pi, t.sq_ci, t.cq_pi), (QpState::Rts, 1, 0, 0));
+    assert!(t.to_string().contains("send queue posted 1 WQEBBs, device consumed 0"), "{t}");
+    // Ringing again (with the same producer index) recovers.
+    p.a.sq.ring().unwrap();
+    assert_eq!(completion_counter(&p.wait(Side::A, false, T).unwrap()), 0);
+    let (recs, e) = trace::parse(&p.nic.trace_bytes().unwrap());
+    assert!(e.is_none());
+    assert_eq!(recs.iter().filter(|r| r.kind == Kind::DOORBELL_DROPPED).count(), 1);
+    assert_eq!(recs.iter().filter(|r| r.kind == Kind::DOORBELL).count(), 2);
+}
+
+#[test]
+fn a_delayed_doorbell_completes_later() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.hca().set_faults(p.a.qpn, Faults { delay_doorbell: Some(Duration::from_millis(30)), ..Faults::default() }).unwrap();
+    let start = std::time::Instant::now();
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    p.a.sq.ring().unwrap();
+    p.wait(Side::A, false, T).unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(30));
+}
+
+#[test]
+fn a_stalled_engine_times_out_then_resumes() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.hca().set_faults(p.a.qpn, Faults { stall: true, ..Faults::default() }).unwrap();
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    p.a.sq.ring().unwrap();
+    assert!(matches!(p.wait(Side::A, false, Duration::from_millis(50)), Err(WaitError::Timeout(_))));
+    p.nic.hca().set_faults(p.a.qpn, Faults::default()).unwrap();
+    p.wait(Side::A, false, T).unwrap();
+}
+
+#[test]
+fn the_trace_records_every_register_event_with_its_bytes() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.enable_trace(1 << 20);
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWriteInline { remote: remote_b(&p, 0), data: b"abc" }).unwrap();
+    p.a.sq.ring().unwrap();
+    p.wait(Side::A, false, T).unwrap();
+    let (recs, e) = trace::parse(&p.nic.trace_bytes().unwrap());
+    assert!(e.is_none());
+    let kinds: Vec<Kind> = recs.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, vec![Kind::DOORBELL, Kind::DBREC_READ, Kind::WQE_FETCH, Kind::CQE_WRITE]);
+    // The doorbell is rdma-core's: the WQE's first 8 control bytes.
+    let wqe = WqeView::new(&recs[2].bytes).unwrap().parse().unwrap();
+    assert_eq!(wqe.ctrl.opcode, WqeOpcode::RDMA_WRITE);
+    assert_eq!(recs[0].bytes[..], recs[2].bytes[..8]);
+    assert_eq!(recs[0].addr, 0x800);
+    assert_eq!(recs[1].bytes[4..8], [0, 0, 0, 1]);
+    match decode_cqe(&recs[3].bytes).unwrap() {
+        Completion::Requester { wqe_opcode, .. } => assert_eq!(wqe_opcode, WqeOpcode::RDMA_WRITE),
+        c => panic!("{c:?}"),
+    }
+    assert!(recs.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+}
+
+#[test]
+fn successive_doorbells_alternate_blueflame_halves() {
+    let mut p = Pair::new(PairConfig::default()).unwrap();
+    p.nic.enable_trace(1 << 20);
+    for _ in 0..2 {
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+        p.a.sq.ring().unwrap();
+        p.wait(Side::A, false, T).unwrap();
+    }
+    let (recs, _) = trace::parse(&p.nic.trace_bytes().unwrap());
+    let addrs: Vec<u64> = recs.iter().filter(|r| r.kind == Kind::DOORBELL).map(|r| r.addr).collect();
+    assert_eq!(addrs, vec![0x800, 0x900]);
+}
