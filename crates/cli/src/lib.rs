@@ -5,13 +5,20 @@
 //! the field names of `hw-specs/mlx5.toml` (through the generated `LAYOUT`
 //! tables of `marrow-mlx5`).
 //!
+//! `marrow demo` runs two RC endpoints on the embedded softnic device model
+//! through every operation, checks every byte, and prints latencies and the
+//! register trace; `marrow trace show` decodes a trace file.
+//!
 //! The pieces are library modules so that tests can drive them:
 //! [`hexin`] parses input, [`decode`] builds a [`model::Report`], and
-//! [`print`] renders it as text or JSON.
+//! [`print`](mod@print) renders it as text or JSON; [`demo`] and [`trace`] are the
+//! other two commands.
 #![forbid(unsafe_code)]
 
 pub mod decode;
+pub mod demo;
 pub mod fields;
 pub mod hexin;
 pub mod model;
 pub mod print;
+pub mod trace;

@@ -2,15 +2,21 @@
 
 use clap::{Args, Parser, Subcommand};
 use marrow::decode::{Options, decode};
+use marrow::demo::{DEFAULT_TRACE_CAP, DemoOptions};
 use marrow::hexin::{InputFormat, read_input};
 use marrow::model::{ErrorAt, Kind};
 use marrow::print::{render_json, render_text};
+use marrow::trace::{Detail, Filter, OpcodeMatch, ShowOptions, parse_kind, parse_opcode};
+use marrow_softnic::trace::Kind as RecordKind;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Exit status of a run that found something wrong with its input.
 const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status of a demo that failed (timeout, wrong completion, byte mismatch).
+const EXIT_DEMO_FAILED: u8 = 1;
 
 #[derive(Parser, Debug)]
 #[command(name = "marrow", version, about = "Tools for GPU-initiated RDMA on mlx5 (ConnectX) NICs")]
@@ -23,6 +29,118 @@ struct Cli {
 enum Cmd {
     /// Decode a send WQE, CQE, doorbell record or UAR doorbell field by field.
     Decode(DecodeArgs),
+    /// Run two RC endpoints on the embedded softnic through every operation,
+    /// check every byte, print latencies and the register trace.
+    Demo(DemoArgs),
+    /// Read softnic register traces.
+    #[command(subcommand)]
+    Trace(TraceCmd),
+    /// Run the softnic device model as a daemon serving client processes
+    /// over a Unix socket (control path only; data moves through shared memory).
+    Softnic(SoftnicArgs),
+}
+
+#[derive(Args, Debug)]
+struct SoftnicArgs {
+    /// Socket to listen on (a stale one is replaced).
+    #[arg(long, default_value = "/tmp/marrow-softnic.sock")]
+    socket: std::path::PathBuf,
+    /// Engine threads polling doorbells.
+    #[arg(long, default_value_t = 1)]
+    engines: usize,
+    /// Record a register trace (at most 256 MiB) and rewrite this file with it
+    /// every --trace-every seconds.
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
+    /// Seconds between trace file rewrites.
+    #[arg(long, default_value_t = 1)]
+    trace_every: u64,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Exit status: 0 when every operation completed and every byte and value matched; 1 on a
+timeout (the message gives the decoded QP and CQ state), an unexpected completion, or a
+mismatch (the message says where). The trace is written in every case.")]
+struct DemoArgs {
+    /// A shorter run: a few iterations per operation and size.
+    #[arg(long)]
+    quick: bool,
+
+    /// Where to write the register trace.
+    #[arg(long, value_name = "PATH", default_value = "marrow-demo.trace")]
+    trace_out: PathBuf,
+
+    /// Most bytes the trace may take (later records are dropped and counted); decimal or 0x hex.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_TRACE_CAP as u64, value_parser = parse_u64)]
+    trace_cap: u64,
+
+    /// How long to wait for each completion, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    timeout_ms: u64,
+
+    /// Arm a fault on QP A to see a failure reported: stall (a hung engine: the wait
+    /// times out), drop-doorbell (a lost doorbell: the wait times out), or fail-wqe:N
+    /// (WQE N fails with REMOTE_ACCESS_ERR).
+    #[arg(long, value_name = "FAULT", value_parser = marrow::demo::parse_inject)]
+    inject: Option<marrow::demo::Inject>,
+}
+
+#[derive(Subcommand, Debug)]
+enum TraceCmd {
+    /// Decode a trace file: one line per record, WQEs, CQEs and doorbells decoded.
+    Show(TraceShowArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Filters combine: a record is shown when it passes every filter given; a filter given
+several times (--qp 0x100 --qp 0x101) passes any of its values.
+
+Kinds: doorbell, doorbell-dropped, dbrec-read, wqe-fetch, cqe-write, qp-state,
+cq-overflow, fault, recv-wqe-fetch, wqe-error.
+
+--json prints one JSON object per record (JSON Lines); a damaged file ends with
+{\"error\": ..., \"offset\": ...}.
+
+Exit status: 0 when the file is a whole trace; 2 when it is not a trace, or is
+truncated or damaged (the records before the damage are printed, then an 'error:'
+line with the file offset).")]
+struct TraceShowArgs {
+    /// The trace file (written by `marrow demo` or `SoftNic::trace_bytes`).
+    file: PathBuf,
+
+    /// Only records of this QP (decimal or 0x hex).
+    #[arg(long, value_name = "QPN", value_parser = parse_u32)]
+    qp: Vec<u32>,
+
+    /// Only WQE fetches and CQEs of this opcode: a WQE opcode (RDMA_WRITE, ATOMIC_FA...) or a CQE opcode (RESP_SEND).
+    #[arg(long, value_name = "NAME", value_parser = parse_opcode)]
+    opcode: Vec<OpcodeMatch>,
+
+    /// Only errors: error CQEs, WQE errors, injected faults, CQ overflows, QP state changes to ERR, dropped doorbells.
+    #[arg(long)]
+    errors: bool,
+
+    /// Only records of this kind (wqe-fetch, cqe-write...).
+    #[arg(long, value_name = "NAME", value_parser = parse_kind)]
+    kind: Vec<RecordKind>,
+
+    /// Show at most N records.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+
+    /// JSON Lines instead of text.
+    #[arg(long)]
+    json: bool,
+
+    /// One line per record.
+    #[arg(long, conflicts_with = "full")]
+    brief: bool,
+
+    /// Every field of CQEs, doorbells and doorbell records too.
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Args, Debug)]
@@ -72,10 +190,129 @@ fn parse_u32(s: &str) -> Result<u32, String> {
     r.map_err(|e| format!("'{s}': {e}"))
 }
 
+fn parse_u64(s: &str) -> Result<u64, String> {
+    marrow::trace::parse_num(s)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Decode(a) => run_decode(&a),
+        Cmd::Demo(a) => run_demo(&a),
+        Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
+        Cmd::Softnic(a) => run_softnic(&a),
+    }
+}
+
+fn run_softnic(a: &SoftnicArgs) -> ExitCode {
+    let mut nic = marrow_softnic::SoftNic::new();
+    if a.trace.is_some() {
+        nic.enable_trace(256 << 20);
+    }
+    nic.start(a.engines.max(1));
+    let nic = std::sync::Arc::new(nic);
+    if let Some(path) = a.trace.clone() {
+        let nic = nic.clone();
+        let every = std::time::Duration::from_secs(a.trace_every.max(1));
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(every);
+                if let Some(bytes) = nic.trace_bytes() {
+                    let _ = std::fs::write(&path, bytes);
+                }
+            }
+        });
+    }
+    eprintln!("marrow softnic: serving on {} with {} engine thread(s)", a.socket.display(), a.engines.max(1));
+    match marrow_softnic::daemon::run(nic, &a.socket) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: softnic daemon on {}: {e}", a.socket.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_demo(a: &DemoArgs) -> ExitCode {
+    let opts = DemoOptions {
+        quick: a.quick,
+        trace_out: a.trace_out.clone(),
+        trace_cap: usize::try_from(a.trace_cap).unwrap_or(usize::MAX),
+        timeout: Duration::from_millis(a.timeout_ms),
+        inject: a.inject,
+    };
+    let mut o = std::io::stdout().lock();
+    match marrow::demo::run(&opts, &mut o) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `marrow demo | head`: the reader left; not an error.
+        Err(marrow::demo::DemoError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = o.flush();
+            let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+            ExitCode::from(EXIT_DEMO_FAILED)
+        }
+    }
+}
+
+fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
+    let bytes = match std::fs::read(&a.file) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: cannot read {}: {e}", a.file.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let opts = ShowOptions {
+        filter: Filter {
+            qps: a.qp.clone(),
+            opcodes: a.opcode.clone(),
+            errors: a.errors,
+            kinds: a.kind.clone(),
+            limit: a.limit,
+        },
+        detail: if a.brief {
+            Detail::Brief
+        } else if a.full {
+            Detail::Full
+        } else {
+            Detail::Normal
+        },
+        json: a.json,
+    };
+    let mut o = std::io::BufWriter::new(std::io::stdout().lock());
+    let shown = match marrow::trace::show(&bytes, &opts, &mut o) {
+        Ok(s) => s,
+        // `marrow trace show ... | head`: the reader left; not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: writing the output: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    if !a.json {
+        let _ = writeln!(
+            o,
+            "-- {} of {} records shown ({}, {} bytes)",
+            shown.shown,
+            shown.total,
+            a.file.display(),
+            bytes.len()
+        );
+    }
+    let _ = o.flush();
+    match shown.damage {
+        None => ExitCode::SUCCESS,
+        Some(d) => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "error: {}: {} (file offset {:#x}); the {} records before it were read",
+                a.file.display(),
+                d.message,
+                d.offset,
+                shown.total
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
     }
 }
 

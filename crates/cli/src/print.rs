@@ -32,6 +32,21 @@ pub fn render_json(r: &Report) -> String {
     j.unwrap_or_else(|e| serde_json::json!({ "error": e.to_string(), "offset": null }).to_string())
 }
 
+/// One decoded item as text: its summary line, then its segments and
+/// notes indented by tabs (what [`render_text`] prints for each item).
+pub fn render_item(d: &Decoded) -> String {
+    let mut o = String::new();
+    item(&mut o, d);
+    o
+}
+
+/// One structure as text, its fields indented by tabs below its header line.
+pub fn render_node(n: &Node) -> String {
+    let mut o = String::new();
+    node(&mut o, 0, n);
+    o
+}
+
 fn line(o: &mut String, depth: usize, s: &str) {
     for _ in 0..depth {
         o.push('\t');

@@ -24,6 +24,10 @@ pub enum CqMode {
     Collapsed,
 }
 
+/// The CQ is in error (it overflowed): the CQE was not written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqError;
+
 /// A CQ as the device model holds it.
 #[derive(Debug)]
 pub struct Cq {
@@ -81,9 +85,9 @@ impl Cq {
 
     /// Write one CQE. `Err` when the CQ overflows (or already has): the
     /// caller moves the QP to the error state, as the HCA does on a CQ error.
-    pub fn push(&mut self, c: &Completion, qpn: u32, trace: &mut Option<Recorder>) -> Result<(), ()> {
+    pub fn push(&mut self, c: &Completion, qpn: u32, trace: &mut Option<Recorder>) -> Result<(), CqError> {
         if self.overflowed {
-            return Err(());
+            return Err(CqError);
         }
         let ci = self.consumer_index();
         let outstanding = self.pi.wrapping_sub(ci) & 0x00ff_ffff;
@@ -94,20 +98,20 @@ impl Cq {
                 b.extend_from_slice(&ci.to_le_bytes());
                 t.record(Kind::CQ_OVERFLOW, qpn, self.cqn, 0, &b);
             }
-            return Err(());
+            return Err(CqError);
         }
         let (slot, owner) = match self.mode {
             CqMode::Normal => ((self.pi % self.ncqe) as usize, owner_bit_for(self.pi, self.ncqe) == 1),
             // Slot 0 always; the owner bit alternates so each CQE differs.
             CqMode::Collapsed => (0, self.pi & 1 == 1),
         };
-        let bytes = encode_cqe(c, owner).map_err(|_| ())?;
+        let bytes = encode_cqe(c, owner).map_err(|_| CqError)?;
         let off = slot * CQE;
         // Payload first, op_own last: a poller that sees the new owner bit
         // (then issues its from_device barrier) sees the whole CQE.
-        self.buf.write_bytes(off, &bytes[..CQE - 1]).map_err(|_| ())?;
+        self.buf.write_bytes(off, &bytes[..CQE - 1]).map_err(|_| CqError)?;
         fence(Ordering::Release);
-        self.buf.write_u8(off + CQE - 1, bytes[CQE - 1]).map_err(|_| ())?;
+        self.buf.write_u8(off + CQE - 1, bytes[CQE - 1]).map_err(|_| CqError)?;
         if let Some(t) = trace {
             t.record(Kind::CQE_WRITE, qpn, self.cqn, off as u64, &bytes);
         }

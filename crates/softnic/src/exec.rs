@@ -398,7 +398,7 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Resu
         hca.mrs.local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE).map_err(|f| local_fault(f, local.lkey))?;
     let peer = peer_of(hca, qpn)?;
     let remote = p.remote.unwrap_or_default();
-    if remote.raddr % u64::from(width) != 0 {
+    if !remote.raddr.is_multiple_of(u64::from(width)) {
         return Err(err(Syndrome::REMOTE_INVAL_REQ_ERR, format!("atomic at {:#x} is not {width}-byte aligned", remote.raddr)));
     }
     let ppd = hca.qps[&peer].pd;
@@ -409,46 +409,28 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Resu
     let misaligned = || err(Syndrome::REMOTE_INVAL_REQ_ERR, "atomic target misaligned in memory");
     let old: u64 = if width == 8 {
         let a = rr.atomic_u64(roff).map_err(|_| misaligned())?;
-        let f = |old: u64| -> Option<u64> {
-            Some(match args {
-                AtomicArgs::Cs { compare, swap } => {
-                    if old == compare {
-                        swap
-                    } else {
-                        return None;
-                    }
-                }
-                AtomicArgs::Fa { add } => old.wrapping_add(add),
-                AtomicArgs::MaskedCs64 { swap, compare, swap_mask, compare_mask } => {
-                    if old & compare_mask == compare & compare_mask {
-                        (old & !swap_mask) | (swap & swap_mask)
-                    } else {
-                        return None;
-                    }
-                }
-                AtomicArgs::MaskedFa64 { add, field_boundary } => masked_add(old, add, field_boundary, 64),
-                _ => return None,
-            })
+        let f = |old: u64| match args {
+            AtomicArgs::Cs { compare, swap } => (old == compare).then_some(swap),
+            AtomicArgs::Fa { add } => Some(old.wrapping_add(add)),
+            AtomicArgs::MaskedCs64 { swap, compare, swap_mask, compare_mask } => {
+                (old & compare_mask == compare & compare_mask).then_some((old & !swap_mask) | (swap & swap_mask))
+            }
+            AtomicArgs::MaskedFa64 { add, field_boundary } => Some(masked_add(old, add, field_boundary, 64)),
+            _ => None,
         };
         match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
             Ok(v) | Err(v) => v,
         }
     } else {
         let a = rr.atomic_u32(roff).map_err(|_| misaligned())?;
-        let f = |old: u32| -> Option<u32> {
-            Some(match args {
-                AtomicArgs::MaskedCs32 { swap, compare, swap_mask, compare_mask } => {
-                    if old & compare_mask == compare & compare_mask {
-                        (old & !swap_mask) | (swap & swap_mask)
-                    } else {
-                        return None;
-                    }
-                }
-                AtomicArgs::MaskedFa32 { add, field_boundary } => {
-                    masked_add(old.into(), add.into(), field_boundary.into(), 32) as u32
-                }
-                _ => return None,
-            })
+        let f = |old: u32| match args {
+            AtomicArgs::MaskedCs32 { swap, compare, swap_mask, compare_mask } => {
+                (old & compare_mask == compare & compare_mask).then_some((old & !swap_mask) | (swap & swap_mask))
+            }
+            AtomicArgs::MaskedFa32 { add, field_boundary } => {
+                Some(masked_add(old.into(), add.into(), field_boundary.into(), 32) as u32)
+            }
+            _ => None,
         };
         match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
             Ok(v) | Err(v) => v.into(),

@@ -18,7 +18,9 @@
 //! assert!(qpn >= 0x100);
 //! ```
 
+pub mod client;
 pub mod cq;
+pub mod daemon;
 pub mod exec;
 pub mod fault;
 pub mod hca;
@@ -27,6 +29,7 @@ pub mod pair;
 pub mod qp;
 pub mod shm;
 pub mod trace;
+pub mod wire;
 
 pub use cq::{Cq, CqMode};
 pub use fault::Faults;
@@ -73,6 +76,11 @@ impl SoftNic {
     /// The trace recorded so far, as file bytes (see `docs/TRACE.md`).
     pub fn trace_bytes(&self) -> Option<Vec<u8>> {
         self.hca().trace.as_ref().map(|t| t.bytes().to_vec())
+    }
+
+    /// Trace records dropped because the trace reached its byte cap.
+    pub fn trace_dropped(&self) -> u64 {
+        self.hca().trace.as_ref().map_or(0, |t| t.dropped())
     }
 
     /// The control path: the model's state, locked.

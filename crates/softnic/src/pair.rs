@@ -27,6 +27,9 @@ pub struct PairConfig {
     pub buf_len: usize,
     /// Rights of the registered buffers.
     pub access: Access,
+    /// Record a register trace of at most this many bytes, from before the
+    /// QPs are connected (so their state changes are in it).
+    pub trace: Option<usize>,
 }
 
 impl Default for PairConfig {
@@ -37,6 +40,7 @@ impl Default for PairConfig {
             cq_mode: CqMode::Normal,
             buf_len: 1 << 20,
             access: Access::all(),
+            trace: None,
         }
     }
 }
@@ -171,6 +175,9 @@ impl Pair {
     /// As [`Pair::new`] without an engine thread: drive it with `nic.scan()`.
     pub fn unstarted(cfg: PairConfig) -> Result<Pair, HcaError> {
         let nic = SoftNic::new();
+        if let Some(cap) = cfg.trace {
+            nic.enable_trace(cap);
+        }
         let pd = nic.hca().alloc_pd();
         let a = endpoint(&nic, pd, &cfg, "buf-a")?;
         let b = endpoint(&nic, pd, &cfg, "buf-b")?;

@@ -63,7 +63,7 @@ impl Kind {
 /// One record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
-    /// Nanoseconds since the device model started.
+    /// Nanoseconds since the trace was enabled.
     pub t_ns: u64,
     /// What happened.
     pub kind: Kind,

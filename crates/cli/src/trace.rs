@@ -1,0 +1,668 @@
+//! `marrow trace show`: a softnic register trace (`docs/TRACE.md`), one
+//! line per record, with the WQEs, CQEs and doorbells decoded by the same
+//! decode tree as `marrow decode` ([`crate::decode`], [`crate::print`]).
+//!
+//! Everything here takes untrusted bytes: a damaged file prints the records
+//! before the damage and reports where it is; nothing panics.
+
+use crate::decode::{Options, decode};
+use crate::fields::{enum_text, struct_node};
+use crate::model::{Decoded, Kind as DecodeKind, hex_string};
+use crate::print::{render_item, render_node};
+use marrow_mlx5::cqe::{Completion, decode_cqe};
+use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
+use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, WqeOpcode, mlx5_wqe_data_seg};
+use marrow_softnic::QpState;
+use marrow_softnic::trace::{self as st, Kind, Record, TraceError};
+use serde_json::{Value as Json, json};
+use std::fmt::Write as _;
+use std::io::Write;
+
+/// Every record kind the format defines.
+pub const KINDS: &[Kind] = &[
+    Kind::DOORBELL,
+    Kind::DOORBELL_DROPPED,
+    Kind::DBREC_READ,
+    Kind::WQE_FETCH,
+    Kind::CQE_WRITE,
+    Kind::QP_STATE,
+    Kind::CQ_OVERFLOW,
+    Kind::FAULT,
+    Kind::RECV_WQE_FETCH,
+    Kind::WQE_ERROR,
+];
+
+/// A record kind from its name (`wqe-fetch`, `WQE_FETCH`) or number.
+pub fn parse_kind(s: &str) -> Result<Kind, String> {
+    let norm = s.trim().to_ascii_lowercase().replace('_', "-");
+    if let Some(k) = KINDS.iter().find(|k| k.name() == norm) {
+        return Ok(*k);
+    }
+    if let Ok(n) = parse_num(&norm).and_then(|n| u8::try_from(n).map_err(|e| e.to_string())) {
+        return Ok(Kind(n));
+    }
+    let names: Vec<&str> = KINDS.iter().map(|k| k.name()).collect();
+    Err(format!("unknown record kind '{s}'; kinds: {}", names.join(", ")))
+}
+
+/// A decimal or `0x` hex number.
+pub fn parse_num(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("'{s}': {e}"))
+}
+
+/// What `--opcode` matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpcodeMatch {
+    /// A send WQE opcode: WQE fetches of it, and requester or error CQEs of such a WQE.
+    Wqe(WqeOpcode),
+    /// A CQE opcode (`RESP_SEND`, `REQ_ERR`…): CQEs with it.
+    Cqe(CqeOpcode),
+}
+
+/// An opcode by its spec name (a WQE opcode such as `RDMA_WRITE`, or a CQE
+/// opcode such as `RESP_SEND`), or a WQE opcode by number.
+pub fn parse_opcode(s: &str) -> Result<OpcodeMatch, String> {
+    let up = s.trim().to_ascii_uppercase().replace('-', "_");
+    if let Some(op) = WqeOpcode::ALL.iter().find(|o| o.name() == Some(up.as_str())) {
+        return Ok(OpcodeMatch::Wqe(*op));
+    }
+    if let Some(op) = CqeOpcode::ALL.iter().find(|o| o.name() == Some(up.as_str())) {
+        return Ok(OpcodeMatch::Cqe(*op));
+    }
+    if let Ok(n) = parse_num(s).and_then(|n| u8::try_from(n).map_err(|e| e.to_string())) {
+        return Ok(OpcodeMatch::Wqe(WqeOpcode(n)));
+    }
+    let names: Vec<&str> = WqeOpcode::ALL.iter().filter_map(|o| o.name()).collect();
+    Err(format!("unknown opcode '{s}'; WQE opcodes: {} (or a CQE opcode such as RESP_SEND, REQ_ERR)", names.join(", ")))
+}
+
+/// Which records to show. Within one filter any value matches; all filters must match.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only these QPs.
+    pub qps: Vec<u32>,
+    /// Only WQE fetches and CQEs of these opcodes.
+    pub opcodes: Vec<OpcodeMatch>,
+    /// Only errors: error CQEs, WQE_ERROR, FAULT, CQ_OVERFLOW, QP_STATE to ERR, dropped doorbells.
+    pub errors: bool,
+    /// Only these kinds.
+    pub kinds: Vec<Kind>,
+    /// At most this many records.
+    pub limit: Option<usize>,
+}
+
+/// How much to print per record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// One line per record.
+    Brief,
+    /// WQEs field by field, the completion line of CQEs, receive scatter lists.
+    #[default]
+    Normal,
+    /// Also every field of CQEs, doorbells and doorbell records.
+    Full,
+}
+
+/// Options of `marrow trace show`.
+#[derive(Clone, Debug, Default)]
+pub struct ShowOptions {
+    /// Which records.
+    pub filter: Filter,
+    /// How much of each.
+    pub detail: Detail,
+    /// JSON Lines instead of text.
+    pub json: bool,
+}
+
+/// Where a trace file is damaged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// What is wrong.
+    pub message: String,
+    /// Byte offset in the file.
+    pub offset: usize,
+}
+
+/// What [`show`] printed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shown {
+    /// Records read before the end or the damage.
+    pub total: usize,
+    /// Records printed.
+    pub shown: usize,
+    /// The damage, for a malformed or truncated file.
+    pub damage: Option<Damage>,
+}
+
+/// A parse error as a message and a file offset.
+pub fn damage_of(e: &TraceError) -> Damage {
+    let offset = match *e {
+        TraceError::BadMagic => 0,
+        TraceError::BadVersion(_) => 8,
+        TraceError::Truncated { offset, .. } => offset,
+    };
+    Damage { message: e.to_string(), offset }
+}
+
+/// `ibv_qp_state` names.
+pub fn qp_state_name(v: u8) -> String {
+    match QpState::from_u8(v) {
+        Some(QpState::Reset) => "RESET".into(),
+        Some(QpState::Init) => "INIT".into(),
+        Some(QpState::Rtr) => "RTR".into(),
+        Some(QpState::Rts) => "RTS".into(),
+        Some(QpState::Sqd) => "SQD".into(),
+        Some(QpState::Sqe) => "SQE".into(),
+        Some(QpState::Err) => "ERR".into(),
+        None => format!("unknown {v:#04x}"),
+    }
+}
+
+/// One record, decoded.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// The line after the common columns.
+    pub summary: String,
+    /// Lines under it (without indentation), at the detail asked for.
+    pub details: Vec<String>,
+    /// The decode tree, for WQEs, CQEs, doorbells and doorbell records.
+    pub decoded: Option<Decoded>,
+    /// An error record (see [`Filter::errors`]).
+    pub is_error: bool,
+    /// The WQE opcode: of a fetched WQE, or of the WQE a requester or error CQE completes.
+    pub wqe_opcode: Option<WqeOpcode>,
+    /// The CQE opcode of a CQE.
+    pub cqe_opcode: Option<CqeOpcode>,
+    /// Extra JSON members.
+    pub extra: Vec<(&'static str, Json)>,
+}
+
+impl View {
+    fn new(summary: String) -> Self {
+        View {
+            summary,
+            details: Vec::new(),
+            decoded: None,
+            is_error: false,
+            wqe_opcode: None,
+            cqe_opcode: None,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// Text from a record's bytes: UTF-8 (lossy), control characters escaped.
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect()
+}
+
+fn try_decode(bytes: &[u8], kind: DecodeKind) -> Option<Decoded> {
+    decode(bytes, &Options { kind, ownership: None }).ok().and_then(|r| r.items.into_iter().next())
+}
+
+/// The tree lines of a decoded item, without its summary line, one level less indented.
+fn body_lines(d: &Decoded) -> Vec<String> {
+    render_item(d).lines().skip(1).map(|l| l.strip_prefix('\t').unwrap_or(l).to_owned()).collect()
+}
+
+fn error_lines(d: &Decoded) -> Vec<String> {
+    d.errors.iter().map(|e| format!("!! error: {e}")).collect()
+}
+
+fn hexdump_lines(bytes: &[u8], max: usize) -> Vec<String> {
+    let mut out: Vec<String> = bytes
+        .iter()
+        .take(max)
+        .collect::<Vec<_>>()
+        .chunks(16)
+        .enumerate()
+        .map(|(i, c)| {
+            let hex: Vec<String> = c.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{:#05x}: {}", i * 16, hex.join(" "))
+        })
+        .collect();
+    if bytes.len() > max {
+        out.push(format!("... {} more bytes", bytes.len() - max));
+    }
+    out
+}
+
+fn doorbell_view(r: &Record, detail: Detail) -> View {
+    let dropped = r.kind == Kind::DOORBELL_DROPPED;
+    let (Ok(arr), Some(d)) = (<[u8; 8]>::try_from(&r.bytes[..]), try_decode(&r.bytes, DecodeKind::UarDb)) else {
+        let mut v = View::new(format!("{} bytes (a doorbell is 8): {}", r.bytes.len(), hex_string(&r.bytes)));
+        v.is_error = dropped;
+        return v;
+    };
+    let u = decode_uar_doorbell(arr);
+    let text = match u.style {
+        DoorbellStyle::RdmaCore => format!(
+            "QPN {:#08x}, wqe_index {:#06x}, {} ds {} (rdma-core style: the last WQE's control bytes)",
+            u.qpn,
+            u.wqe_index,
+            enum_text(u.opcode.name(), u64::from(u.opcode.0), 2),
+            u.ds
+        ),
+        DoorbellStyle::IndexAndQpn => {
+            format!("QPN {:#08x}, wqe_index {:#06x} (NVSHMEM/DOCA style: next free WQEBB)", u.qpn, u.wqe_index)
+        }
+    };
+    let mut v = View::new(if dropped { format!("dropped by fault injection: {text}") } else { text });
+    v.is_error = dropped;
+    if detail == Detail::Full {
+        v.details = body_lines(&d);
+    }
+    v.decoded = Some(d);
+    v
+}
+
+fn dbrec_view(r: &Record, detail: Detail) -> View {
+    let Some(d) = (r.bytes.len() == 8).then(|| try_decode(&r.bytes, DecodeKind::QpDbrec)).flatten() else {
+        return View::new(format!("{} bytes (a QP doorbell record is 8): {}", r.bytes.len(), hex_string(&r.bytes)));
+    };
+    let mut v = View::new(d.summary.clone());
+    if detail == Detail::Full {
+        v.details = body_lines(&d);
+    }
+    v.decoded = Some(d);
+    v
+}
+
+fn wqe_view(r: &Record, detail: Detail) -> View {
+    let opcode = (r.bytes.len() >= 4).then(|| WqeOpcode(r.bytes[3]));
+    let Some(d) = try_decode(&r.bytes, DecodeKind::Wqe) else {
+        let mut v = View::new(format!("{} bytes, not a WQE", r.bytes.len()));
+        v.wqe_opcode = opcode;
+        return v;
+    };
+    let mut v = View::new(d.summary.clone());
+    v.wqe_opcode = opcode;
+    if detail != Detail::Brief {
+        v.details = body_lines(&d);
+    }
+    v.details.extend(error_lines(&d));
+    v.decoded = Some(d);
+    v
+}
+
+fn cqe_view(r: &Record, detail: Detail) -> View {
+    let Some(d) = (r.bytes.len() == 64).then(|| try_decode(&r.bytes, DecodeKind::Cqe)).flatten() else {
+        return View::new(format!("{} bytes (a CQE is 64): {}", r.bytes.len(), hex_string(&r.bytes)));
+    };
+    let op_own = r.bytes[63];
+    let owner = op_own & 1;
+    let mut v = View::new(d.summary.clone());
+    v.cqe_opcode = Some(CqeOpcode(op_own >> 4));
+    let op8 = |o: WqeOpcode| enum_text(o.name(), u64::from(o.0), 2);
+    match decode_cqe(&r.bytes) {
+        Ok(Completion::Requester { wqe_opcode, wqe_counter, byte_cnt, .. }) => {
+            v.wqe_opcode = Some(wqe_opcode);
+            v.summary = format!(
+                "CQE REQ: {} completed, wqe_counter {wqe_counter:#06x}, byte_cnt {byte_cnt}, owner {owner}",
+                op8(wqe_opcode)
+            );
+        }
+        Ok(Completion::Responder { opcode, wqe_counter, byte_cnt, imm, .. }) => {
+            v.summary = format!("CQE {opcode}: receive WQE {wqe_counter:#06x}, byte_cnt {byte_cnt}");
+            if let Some(imm) = imm {
+                let _ = write!(v.summary, ", imm {imm:#010x}");
+            }
+            let _ = write!(v.summary, ", owner {owner}");
+        }
+        Ok(Completion::Error(e)) => {
+            v.wqe_opcode = Some(e.wqe_opcode);
+            v.is_error = true;
+            v.summary = format!(
+                "CQE {}: {} failed, syndrome {}, vendor_err_synd {:#04x}, wqe_counter {:#06x}, owner {owner}",
+                e.opcode,
+                op8(e.wqe_opcode),
+                enum_text(e.syndrome.name(), u64::from(e.syndrome.0), 2),
+                e.vendor_err_synd,
+                e.wqe_counter
+            );
+        }
+        _ => {}
+    }
+    if matches!(v.cqe_opcode, Some(CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR)) {
+        v.is_error = true;
+    }
+    match detail {
+        Detail::Brief => {}
+        Detail::Normal => {
+            v.details.push(d.summary.clone());
+            v.details.extend(d.notes.iter().cloned());
+        }
+        Detail::Full => {
+            v.details.push(d.summary.clone());
+            v.details.extend(body_lines(&d));
+        }
+    }
+    if detail != Detail::Brief {
+        v.details.extend(error_lines(&d));
+    }
+    v.decoded = Some(d);
+    v
+}
+
+fn qp_state_view(r: &Record) -> View {
+    let [old, new] = r.bytes[..] else {
+        return View::new(format!("{} bytes (a state change is 2): {}", r.bytes.len(), hex_string(&r.bytes)));
+    };
+    let mut v = View::new(format!("{} ({old}) → {} ({new})", qp_state_name(old), qp_state_name(new)));
+    v.is_error = new == QpState::Err as u8;
+    v.extra.push(("qp_state", json!({ "from": qp_state_name(old), "to": qp_state_name(new) })));
+    v
+}
+
+fn cq_overflow_view(r: &Record) -> View {
+    let mut v = match r.bytes[..] {
+        [a, b, c, d, e, f, g, h] => {
+            let pi = u32::from_le_bytes([a, b, c, d]);
+            let ci = u32::from_le_bytes([e, f, g, h]);
+            View::new(format!("CQ {:#x} overflowed: producer index {pi}, consumer index {ci}", r.obj))
+        }
+        _ => View::new(format!("CQ {:#x} overflowed ({} bytes: {})", r.obj, r.bytes.len(), hex_string(&r.bytes))),
+    };
+    v.is_error = true;
+    v
+}
+
+fn recv_view(r: &Record, detail: Detail) -> View {
+    let mut entries = Vec::new();
+    let mut total = 0u64;
+    for (i, seg) in r.bytes.chunks_exact(16).enumerate() {
+        let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
+        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+        let addr = u64::from_be_bytes([seg[8], seg[9], seg[10], seg[11], seg[12], seg[13], seg[14], seg[15]]);
+        if lkey == MLX5_INVALID_LKEY {
+            break;
+        }
+        total += u64::from(bc);
+        entries.push((i * 16, seg, bc, lkey, addr));
+    }
+    let mut v = View::new(format!(
+        "receive WQE: {} scatter entr{}, {total} bytes",
+        entries.len(),
+        if entries.len() == 1 { "y" } else { "ies" }
+    ));
+    for (off, seg, bc, lkey, addr) in entries {
+        match detail {
+            Detail::Brief => {}
+            Detail::Normal => {
+                v.details.push(format!("[{off:#05x}] addr {addr:#018x}, byte_count {bc}, lkey {lkey:#010x}"))
+            }
+            Detail::Full => {
+                let n = struct_node(&mlx5_wqe_data_seg::LAYOUT, seg, off);
+                v.details.extend(render_node(&n).lines().map(str::to_owned));
+            }
+        }
+    }
+    v
+}
+
+/// Decode one record.
+pub fn view(r: &Record, detail: Detail) -> View {
+    match r.kind {
+        Kind::DOORBELL | Kind::DOORBELL_DROPPED => doorbell_view(r, detail),
+        Kind::DBREC_READ => dbrec_view(r, detail),
+        Kind::WQE_FETCH => wqe_view(r, detail),
+        Kind::CQE_WRITE => cqe_view(r, detail),
+        Kind::QP_STATE => qp_state_view(r),
+        Kind::CQ_OVERFLOW => cq_overflow_view(r),
+        Kind::RECV_WQE_FETCH => recv_view(r, detail),
+        Kind::FAULT | Kind::WQE_ERROR => {
+            let text = text_of(&r.bytes);
+            let mut v = View::new(text.clone());
+            v.is_error = true;
+            v.extra.push(("text", Json::String(text)));
+            v
+        }
+        Kind(k) => {
+            let mut v = View::new(format!("unknown record kind {k:#04x}, {} bytes", r.bytes.len()));
+            if detail != Detail::Brief {
+                v.details = hexdump_lines(&r.bytes, 256);
+            }
+            v
+        }
+    }
+}
+
+/// The object and offset a record's `obj` and `addr` name.
+pub fn place(r: &Record) -> String {
+    match r.kind {
+        Kind::DOORBELL | Kind::DOORBELL_DROPPED => format!("uar+{:#05x}", r.addr),
+        Kind::DBREC_READ => format!("dbrec+{:#x}", r.addr),
+        Kind::WQE_FETCH => format!("sq+{:#06x}", r.addr),
+        Kind::RECV_WQE_FETCH => format!("rq+{:#06x}", r.addr),
+        Kind::CQE_WRITE => format!("cq {:#x}+{:#06x}", r.obj, r.addr),
+        Kind::CQ_OVERFLOW => format!("cq {:#x}", r.obj),
+        Kind::QP_STATE | Kind::FAULT | Kind::WQE_ERROR => "-".into(),
+        _ => format!("obj {:#x} addr {:#x}", r.obj, r.addr),
+    }
+}
+
+fn qp_text(qpn: u32) -> String {
+    if qpn == u32::MAX { "QP -".into() } else { format!("QP {qpn:#08x}") }
+}
+
+fn kind_text(k: Kind) -> String {
+    if KINDS.contains(&k) { k.name().to_owned() } else { format!("kind-{:#04x}", k.0) }
+}
+
+/// Whether `r` (decoded as `v`) passes `f` (all but the limit).
+pub fn matches(f: &Filter, r: &Record, v: &View) -> bool {
+    if !f.qps.is_empty() && !f.qps.contains(&r.qpn) {
+        return false;
+    }
+    if !f.kinds.is_empty() && !f.kinds.contains(&r.kind) {
+        return false;
+    }
+    if f.errors && !v.is_error {
+        return false;
+    }
+    if !f.opcodes.is_empty() {
+        let hit = f.opcodes.iter().any(|m| match *m {
+            OpcodeMatch::Wqe(op) => matches!(r.kind, Kind::WQE_FETCH | Kind::CQE_WRITE) && v.wqe_opcode == Some(op),
+            OpcodeMatch::Cqe(op) => r.kind == Kind::CQE_WRITE && v.cqe_opcode == Some(op),
+        });
+        if !hit {
+            return false;
+        }
+    }
+    true
+}
+
+/// The text of one record: the header line, then its details indented by a tab.
+pub fn render_record(index: usize, r: &Record, v: &View) -> String {
+    let mut o = format!(
+        "#{index:<6} {:>12} ns  {:<16} {:<11} {:<14} {}\n",
+        r.t_ns,
+        kind_text(r.kind),
+        qp_text(r.qpn),
+        place(r),
+        v.summary
+    );
+    for d in &v.details {
+        o.push('\t');
+        o.push_str(d);
+        o.push('\n');
+    }
+    o
+}
+
+/// One record as a JSON object.
+pub fn record_json(index: usize, r: &Record, v: &View) -> Json {
+    let mut j = json!({
+        "index": index,
+        "t_ns": r.t_ns,
+        "kind": kind_text(r.kind),
+        "qpn": if r.qpn == u32::MAX { Json::Null } else { json!(r.qpn) },
+        "obj": r.obj,
+        "addr": r.addr,
+        "len": r.bytes.len(),
+        "bytes": hex_string(&r.bytes),
+        "summary": v.summary,
+        "error": v.is_error,
+    });
+    if let Json::Object(m) = &mut j {
+        if let Some(d) = &v.decoded {
+            m.insert("decode".into(), serde_json::to_value(d).unwrap_or(Json::Null));
+        }
+        for (k, val) in &v.extra {
+            m.insert((*k).into(), val.clone());
+        }
+    }
+    j
+}
+
+/// Print the records of the trace file `bytes` that pass the filter. The
+/// damage of a malformed file is returned, not printed (in JSON it also
+/// ends the output as `{"error", "offset"}`).
+pub fn show(bytes: &[u8], opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
+    let (records, err) = st::parse(bytes);
+    let damage = err.as_ref().map(damage_of);
+    let mut shown = 0;
+    for (i, r) in records.iter().enumerate() {
+        if opts.filter.limit.is_some_and(|l| shown >= l) {
+            break;
+        }
+        let v = view(r, opts.detail);
+        if !matches(&opts.filter, r, &v) {
+            continue;
+        }
+        if opts.json {
+            writeln!(out, "{}", record_json(i, r, &v))?;
+        } else {
+            out.write_all(render_record(i, r, &v).as_bytes())?;
+        }
+        shown += 1;
+    }
+    if let (true, Some(d)) = (opts.json, &damage) {
+        writeln!(out, "{}", json!({ "error": d.message, "offset": d.offset }))?;
+    }
+    Ok(Shown { total: records.len(), shown, damage })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use st::Recorder;
+
+    fn file(records: &[(Kind, u32, u32, u64, Vec<u8>)]) -> Vec<u8> {
+        let mut r = Recorder::new(1 << 20);
+        for (k, q, o, a, b) in records {
+            r.record(*k, *q, *o, *a, b);
+        }
+        r.bytes().to_vec()
+    }
+
+    fn text(bytes: &[u8], opts: &ShowOptions) -> (String, Shown) {
+        let mut out = Vec::new();
+        let s = show(bytes, opts, &mut out).unwrap();
+        (String::from_utf8(out).unwrap(), s)
+    }
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(parse_kind("WQE_FETCH"), Ok(Kind::WQE_FETCH));
+        assert_eq!(parse_kind("cqe-write"), Ok(Kind::CQE_WRITE));
+        assert!(parse_kind("bogus").is_err());
+        assert_eq!(parse_opcode("rdma_write"), Ok(OpcodeMatch::Wqe(WqeOpcode::RDMA_WRITE)));
+        assert_eq!(parse_opcode("RESP_SEND"), Ok(OpcodeMatch::Cqe(CqeOpcode::RESP_SEND)));
+        assert_eq!(parse_opcode("0x10"), Ok(OpcodeMatch::Wqe(WqeOpcode::RDMA_READ)));
+        assert!(parse_opcode("WRITE").is_err());
+        assert_eq!(qp_state_name(3), "RTS");
+        assert_eq!(qp_state_name(6), "ERR");
+    }
+
+    #[test]
+    fn state_changes_and_errors() {
+        let f = file(&[
+            (Kind::QP_STATE, 0x100, 0, 0, vec![3, 6]),
+            (Kind::QP_STATE, 0x100, 0, 0, vec![1, 2]),
+            (Kind::WQE_ERROR, 0x100, 0, 0, b"REMOTE_ACCESS_ERR: bad\nkey".to_vec()),
+            (Kind::DBREC_READ, 0x100, 0, 0, vec![0, 0, 0, 0, 0, 0, 0, 1]),
+        ]);
+        let (t, s) = text(&f, &ShowOptions::default());
+        assert_eq!((s.total, s.shown, s.damage), (4, 4, None));
+        assert!(t.contains("RTS (3) → ERR (6)"), "{t}");
+        assert!(t.contains("bad\\nkey"), "{t}");
+        assert!(t.contains("send_wqe_counter 0x0001"), "{t}");
+        let opts = ShowOptions { filter: Filter { errors: true, ..Filter::default() }, ..ShowOptions::default() };
+        let (t, s) = text(&f, &opts);
+        assert_eq!(s.shown, 2, "{t}");
+    }
+
+    #[test]
+    fn truncated_reports_the_offset() {
+        let f = file(&[(Kind::FAULT, 1, 0, 0, b"x".to_vec()), (Kind::FAULT, 1, 0, 0, b"y".to_vec())]);
+        let (t, s) = text(&f[..f.len() - 1], &ShowOptions::default());
+        assert_eq!(s.shown, 1);
+        assert_eq!(s.damage.unwrap().offset, 16 + 33);
+        assert!(t.contains("fault") && t.contains(" x\n"), "{t}");
+    }
+
+    fn any_record() -> impl Strategy<Value = (Kind, u32, u32, u64, Vec<u8>)> {
+        let sized = prop_oneof![Just(0usize), Just(2), Just(8), Just(16), Just(48), Just(64), Just(128), 0usize..300];
+        (0u8..12, prop_oneof![Just(0x100u32), Just(u32::MAX), any::<u32>()], any::<u32>(), any::<u64>(), sized)
+            .prop_flat_map(|(k, q, o, a, n)| {
+                proptest::collection::vec(any::<u8>(), n).prop_map(move |b| (Kind(k), q, o, a, b))
+            })
+    }
+
+    fn every_way(bytes: &[u8]) {
+        for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
+            for json in [false, true] {
+                let opts = ShowOptions {
+                    filter: Filter {
+                        opcodes: vec![OpcodeMatch::Wqe(WqeOpcode::RDMA_WRITE), OpcodeMatch::Cqe(CqeOpcode::REQ_ERR)],
+                        ..Filter::default()
+                    },
+                    detail,
+                    json,
+                };
+                let mut out = Vec::new();
+                let _ = show(bytes, &opts, &mut out);
+                let opts = ShowOptions { filter: Filter::default(), detail, json };
+                let mut out = Vec::new();
+                let s = show(bytes, &opts, &mut out).unwrap();
+                if json {
+                    for l in String::from_utf8(out).unwrap().lines() {
+                        serde_json::from_str::<Json>(l).unwrap();
+                    }
+                }
+                let _ = s;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            every_way(&bytes);
+            let mut f = st::MAGIC.to_vec();
+            f.extend_from_slice(&1u32.to_le_bytes());
+            f.extend_from_slice(&[0; 4]);
+            f.extend_from_slice(&bytes);
+            every_way(&f);
+        }
+
+        #[test]
+        fn arbitrary_records_never_panic(recs in proptest::collection::vec(any_record(), 0..12), cut in any::<prop::sample::Index>()) {
+            let f = file(&recs);
+            every_way(&f);
+            every_way(&f[..cut.index(f.len() + 1)]);
+        }
+    }
+}
