@@ -38,6 +38,19 @@ enum Cmd {
     /// Run the softnic device model as a daemon serving client processes
     /// over a Unix socket (control path only; data moves through shared memory).
     Softnic(SoftnicArgs),
+    /// Benchmarks, each reported as a ratio to a floor measured in the same run.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// The softnic device model: engine rate and write bandwidth.
+    Softnic {
+        /// Runs per figure; the best is kept.
+        #[arg(long, default_value_t = 51)]
+        runs: usize,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -201,7 +214,30 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => run_demo(&a),
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
         Cmd::Softnic(a) => run_softnic(&a),
+        Cmd::Bench(BenchCmd::Softnic { runs }) => run_bench_softnic(runs),
     }
+}
+
+fn run_bench_softnic(runs: usize) -> ExitCode {
+    use marrow_softnic::bench;
+    let runs = runs.max(1);
+    let figures = [bench::engine_rate(4096, runs), bench::write_bandwidth(64 << 10, 256, runs)];
+    println!("{:<44} {:>12} {:>12} {:>7}  {:<16} floor", "figure", "measured", "floor", "ratio", "target");
+    for f in &figures {
+        println!(
+            "{:<44} {:>12.3e} {:>12.3e} {:>7.3}  {:<16} {} ({})",
+            f.name,
+            f.rate,
+            f.floor,
+            f.ratio(),
+            f.target,
+            f.floor_name,
+            f.unit
+        );
+    }
+    let (off, on) = bench::trace_cost(4096, runs);
+    println!("trace off {off:.3e} WQE/s, trace on {on:.3e} WQE/s (on/off {:.2})", on / off);
+    ExitCode::SUCCESS
 }
 
 fn run_softnic(a: &SoftnicArgs) -> ExitCode {

@@ -8,7 +8,7 @@
 
 use crate::generated::mlx5::*;
 use crate::wqe::{RemoteAddr, Sge, inline_seg_bytes, wqebbs_for_ds};
-use zerocopy::{FromBytes, FromZeros};
+use zerocopy::FromBytes;
 
 const DS: usize = MLX5_SEND_WQE_DS as usize;
 
@@ -254,10 +254,12 @@ impl<'a> WqeView<'a> {
     /// Walk the segments. Each item is `(offset, segment)`; a malformed
     /// segment ends the walk with an error.
     pub fn segments(&self) -> Segments<'a> {
-        Segments { bytes: self.bytes, at: 0, opcode: self.ctrl.opcode(), opmod: self.ctrl.opmod(), fixed: None }
+        Segments { bytes: self.bytes, at: 0, plan: plan_for(self.ctrl.opcode(), self.ctrl.opmod()), fixed: None }
     }
 
-    /// Decode the whole WQE as the NIC would execute it.
+    /// Decode the whole WQE as the NIC would execute it. Reads the fixed
+    /// segments in place (no per-segment values are built: this is the
+    /// device model's hot path) and checks every local segment.
     pub fn parse(&self) -> Result<ParsedWqe<'a>, WqeDecodeError> {
         let ctrl = self.ctrl_fields();
         let op = ctrl.opcode;
@@ -276,61 +278,61 @@ impl<'a> WqeView<'a> {
         if !known.contains(&op) {
             return Err(WqeDecodeError::UnsupportedOpcode { opcode: op });
         }
-        let mut remote = None;
-        let mut atomic = None;
-        let mut locals_at = self.bytes.len();
-        let mut cs64_data = None;
-        for item in self.segments() {
-            let (off, seg) = item?;
-            match seg {
-                Segment::Ctrl(_) => {}
-                Segment::RemoteAddr(r) => remote = Some(RemoteAddr { raddr: r.raddr(), rkey: r.rkey() }),
-                Segment::Atomic(a) => {
-                    atomic = Some(if op == WqeOpcode::ATOMIC_CS {
-                        AtomicArgs::Cs { compare: a.compare(), swap: a.swap_add() }
-                    } else {
-                        AtomicArgs::Fa { add: a.swap_add() }
-                    })
+        let (plan, has_locals) = plan_for(op, ctrl.opmod)?;
+        let b = self.bytes;
+        let fixed_end = DS * (1 + plan.len());
+        if fixed_end > b.len() {
+            let missing = plan[b.len() / DS - 1];
+            return Err(WqeDecodeError::MissingSegment { what: missing.name(), offset: b.len() });
+        }
+        let be64 = |o: usize| u64::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7]]);
+        let be32 = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let remote = plan.first().map(|_| RemoteAddr { raddr: be64(16), rkey: be32(24) });
+        let atomic = match plan.get(1) {
+            Some(Fixed::Atomic) if op == WqeOpcode::ATOMIC_CS => Some(AtomicArgs::Cs { compare: be64(40), swap: be64(32) }),
+            Some(Fixed::Atomic) => Some(AtomicArgs::Fa { add: be64(32) }),
+            Some(Fixed::Cs32) => Some(AtomicArgs::MaskedCs32 {
+                swap: be32(32),
+                compare: be32(36),
+                swap_mask: be32(40),
+                compare_mask: be32(44),
+            }),
+            Some(Fixed::Fa32) => Some(AtomicArgs::MaskedFa32 { add: be32(32), field_boundary: be32(36) }),
+            Some(Fixed::Cs64Data) => Some(AtomicArgs::MaskedCs64 {
+                swap: be64(32),
+                compare: be64(40),
+                swap_mask: be64(48),
+                compare_mask: be64(56),
+            }),
+            Some(Fixed::Fa64) => Some(AtomicArgs::MaskedFa64 { add: be64(32), field_boundary: be64(40) }),
+            _ => None,
+        };
+        let locals = if has_locals { &b[fixed_end..] } else { &b[b.len()..] };
+        // Every local segment must fit what ds leaves.
+        let mut at = 0;
+        while at < locals.len() {
+            let bc = u32::from_be_bytes([locals[at], locals[at + 1], locals[at + 2], locals[at + 3]]);
+            if bc & MLX5_INLINE_SEG != 0 {
+                let len = (bc & MLX5_WQE_INLINE_SEG_BYTE_COUNT_MASK) as usize;
+                let room = locals.len() - at;
+                if inline_seg_bytes(len) > room {
+                    return Err(WqeDecodeError::InlineOverrun { offset: fixed_end + at, len, room });
                 }
-                Segment::MaskedCs32(a) => {
-                    atomic = Some(AtomicArgs::MaskedCs32 {
-                        swap: a.swap_data(),
-                        compare: a.compare_data(),
-                        swap_mask: a.swap_mask(),
-                        compare_mask: a.compare_mask(),
-                    })
-                }
-                Segment::MaskedFa32(a) => {
-                    atomic = Some(AtomicArgs::MaskedFa32 { add: a.add_data(), field_boundary: a.field_boundary() })
-                }
-                Segment::MaskedCs64Data(d) => cs64_data = Some(d),
-                Segment::MaskedCs64Mask(m) => {
-                    let d = cs64_data.unwrap_or_else(mlx5_wqe_masked_atomic_cs64_data_seg::new_zeroed);
-                    atomic = Some(AtomicArgs::MaskedCs64 {
-                        swap: d.swap(),
-                        compare: d.compare(),
-                        swap_mask: m.swap_mask(),
-                        compare_mask: m.compare_mask(),
-                    })
-                }
-                Segment::MaskedFa64(a) => {
-                    atomic = Some(AtomicArgs::MaskedFa64 { add: a.add_data(), field_boundary: a.field_boundary() })
-                }
-                Segment::Data(_) | Segment::Inline { .. } => locals_at = locals_at.min(off),
-                Segment::Opaque(_) => {}
+                at += inline_seg_bytes(len);
+            } else {
+                at += DS;
             }
         }
-        let locals = &self.bytes[locals_at..];
         let parsed = ParsedWqe { ctrl, remote, atomic, locals };
         if atomic.is_some() {
             let mut it = parsed.locals();
             match it.next() {
                 Some(Local::Sge(_)) => {}
-                Some(Local::Inline(_)) => return Err(WqeDecodeError::AtomicLocalInline { offset: locals_at }),
-                None => return Err(WqeDecodeError::MissingSegment { what: "local data segment", offset: locals_at }),
+                Some(Local::Inline(_)) => return Err(WqeDecodeError::AtomicLocalInline { offset: fixed_end }),
+                None => return Err(WqeDecodeError::MissingSegment { what: "local data segment", offset: fixed_end }),
             }
             if it.next().is_some() {
-                return Err(WqeDecodeError::AtomicExtraSegments { offset: locals_at + DS });
+                return Err(WqeDecodeError::AtomicExtraSegments { offset: fixed_end + DS });
             }
         }
         Ok(parsed)
@@ -379,8 +381,8 @@ fn local_at(bytes: &[u8], at: usize) -> Option<(Local<'_>, usize)> {
 pub struct Segments<'a> {
     bytes: &'a [u8],
     at: usize,
-    opcode: WqeOpcode,
-    opmod: u8,
+    /// The segment plan of the opcode, worked out once.
+    plan: Result<(&'static [Fixed], bool), WqeDecodeError>,
     /// Fixed segments still expected after the control segment.
     fixed: Option<(&'static [Fixed], usize)>,
 }
@@ -405,28 +407,26 @@ impl Fixed {
     }
 }
 
-impl<'a> Segments<'a> {
-    /// The fixed segments the opcode takes after the control segment, and
-    /// whether local data/inline segments follow.
-    fn plan(&self) -> Result<(&'static [Fixed], bool), WqeDecodeError> {
-        use Fixed::*;
-        Ok(match self.opcode {
-            WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM | WqeOpcode::RDMA_READ => (&[Raddr], true),
-            WqeOpcode::SEND | WqeOpcode::SEND_IMM | WqeOpcode::SEND_INVAL => (&[], true),
-            WqeOpcode::ATOMIC_CS | WqeOpcode::ATOMIC_FA => (&[Raddr, Atomic], true),
-            WqeOpcode::ATOMIC_MASKED_CS => match self.opmod {
-                0x08 => (&[Raddr, Cs32], true),
-                0x09 => (&[Raddr, Cs64Data, Cs64Mask], true),
-                opmod => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
-            },
-            WqeOpcode::ATOMIC_MASKED_FA => match self.opmod {
-                0x08 => (&[Raddr, Fa32], true),
-                0x09 => (&[Raddr, Fa64], true),
-                opmod => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
-            },
-            _ => (&[], false),
-        })
-    }
+/// The fixed segments an opcode takes after the control segment, and
+/// whether local data/inline segments follow.
+fn plan_for(opcode: WqeOpcode, opmod: u8) -> Result<(&'static [Fixed], bool), WqeDecodeError> {
+    use Fixed::*;
+    Ok(match opcode {
+        WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM | WqeOpcode::RDMA_READ => (&[Raddr], true),
+        WqeOpcode::SEND | WqeOpcode::SEND_IMM | WqeOpcode::SEND_INVAL => (&[], true),
+        WqeOpcode::ATOMIC_CS | WqeOpcode::ATOMIC_FA => (&[Raddr, Atomic], true),
+        WqeOpcode::ATOMIC_MASKED_CS => match opmod {
+            0x08 => (&[Raddr, Cs32], true),
+            0x09 => (&[Raddr, Cs64Data, Cs64Mask], true),
+            opmod => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
+        },
+        WqeOpcode::ATOMIC_MASKED_FA => match opmod {
+            0x08 => (&[Raddr, Fa32], true),
+            0x09 => (&[Raddr, Fa64], true),
+            opmod => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
+        },
+        _ => (&[], false),
+    })
 }
 
 impl<'a> Iterator for Segments<'a> {
@@ -440,7 +440,7 @@ impl<'a> Iterator for Segments<'a> {
         if at >= self.bytes.len() {
             // A fixed segment the opcode needs but `ds` left out is an error.
             self.at = usize::MAX;
-            let plan = match self.plan() {
+            let plan = match self.plan {
                 Ok((plan, _)) => plan,
                 Err(e) => return Some(Err(e)),
             };
@@ -455,7 +455,7 @@ impl<'a> Iterator for Segments<'a> {
                 Err(_) => None,
             };
         }
-        let (plan, locals) = match self.plan() {
+        let (plan, locals) = match self.plan {
             Ok(p) => p,
             Err(e) => {
                 self.at = usize::MAX;

@@ -109,7 +109,9 @@ impl Cq {
         let off = slot * CQE;
         // Payload first, op_own last: a poller that sees the new owner bit
         // (then issues its from_device barrier) sees the whole CQE.
-        self.buf.write_bytes(off, &bytes[..CQE - 1]).map_err(|_| CqError)?;
+        let mut payload = [0u8; CQE - 1];
+        payload.copy_from_slice(&bytes[..CQE - 1]);
+        self.buf.write_array(off, &payload).map_err(|_| CqError)?;
         fence(Ordering::Release);
         self.buf.write_u8(off + CQE - 1, bytes[CQE - 1]).map_err(|_| CqError)?;
         if let Some(t) = trace {

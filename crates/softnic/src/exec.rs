@@ -86,9 +86,12 @@ fn local_fault(f: KeyFault, lkey: u32) -> Outcome {
     err(Syndrome::LOCAL_PROT_ERR, format!("lkey {lkey:#x}: {f:?}"))
 }
 
+/// Local buffers of one WQE; most WQEs have one or two, so no allocation.
+type Pieces<'a> = smallvec::SmallVec<[Piece<'a>; 4]>;
+
 /// Resolve the local segments of `p` against the requester's PD.
-fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access) -> Result<(Vec<Piece<'a>>, u64), Outcome> {
-    let mut out = Vec::new();
+fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access) -> Result<(Pieces<'a>, u64), Outcome> {
+    let mut out = Pieces::new();
     let mut total = 0u64;
     for l in p.locals() {
         match l {

@@ -13,7 +13,7 @@ use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
 use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mmio::Region;
-use std::collections::BTreeMap;
+use crate::table::Table;
 use std::time::Instant;
 
 const BB: usize = MLX5_SEND_WQE_BB as usize;
@@ -102,11 +102,9 @@ pub enum AsyncEvent {
 #[derive(Debug)]
 pub struct Hca {
     pub(crate) mrs: MrTable,
-    pub(crate) cqs: BTreeMap<u32, Cq>,
-    pub(crate) qps: BTreeMap<u32, Qp>,
+    pub(crate) cqs: Table<Cq>,
+    pub(crate) qps: Table<Qp>,
     next_pd: u32,
-    next_cqn: u32,
-    next_qpn: u32,
     pub(crate) trace: Option<Recorder>,
     pub(crate) events: Vec<AsyncEvent>,
     /// RNR retry interval.
@@ -117,13 +115,11 @@ impl Default for Hca {
     fn default() -> Self {
         Hca {
             mrs: MrTable::default(),
-            cqs: BTreeMap::new(),
-            qps: BTreeMap::new(),
+            cqs: Table::new(0x80),
+            // QPN 0 and 1 are the special QPs of IBA; numbering from 0x100,
+            // a doorbell of all zeros can never name a real QP.
+            qps: Table::new(0x100),
             next_pd: 1,
-            next_cqn: 0x80,
-            // QPN 0 and 1 are the special QPs of IBA; a doorbell of all
-            // zeros can then never name a real QP.
-            next_qpn: 0x100,
             trace: None,
             events: Vec::new(),
             rnr_timer: std::time::Duration::from_micros(20),
@@ -159,10 +155,8 @@ impl Hca {
     /// Create a CQ of `ncqe` 64-byte entries.
     pub fn create_cq(&mut self, ncqe: u32, mode: CqMode) -> Result<u32, HcaError> {
         check_pow2("ncqe", ncqe, 1, 1 << 22)?;
-        let cqn = self.next_cqn;
-        self.next_cqn += 1;
-        self.cqs.insert(cqn, Cq::new(cqn, ncqe, mode)?);
-        Ok(cqn)
+        let cqn = self.cqs.next_number();
+        Ok(self.cqs.push(Cq::new(cqn, ncqe, mode)?))
     }
 
     /// A CQ.
@@ -177,11 +171,9 @@ impl Hca {
         check_pow2("rq_stride", caps.rq_stride, 16, 1024)?;
         self.cq(send_cq)?;
         self.cq(recv_cq)?;
-        let qpn = self.next_qpn;
-        self.next_qpn += 1;
+        let qpn = self.qps.next_number();
         let mem = QpMemory::allocate(qpn, &caps)?;
-        self.qps.insert(
-            qpn,
+        self.qps.push(
             Qp {
                 qpn,
                 pd,
@@ -292,7 +284,7 @@ impl Hca {
     /// One scan of every QP: doorbells found, send queues walked. Returns
     /// the number of WQEs executed or flushed, so an idle engine can back off.
     pub fn scan(&mut self) -> usize {
-        let qpns: Vec<u32> = self.qps.keys().copied().collect();
+        let qpns: Vec<u32> = self.qps.numbers().collect();
         let mut work = 0;
         for qpn in qpns {
             self.find_doorbells(qpn);
@@ -423,33 +415,31 @@ impl Hca {
     }
 
     /// Copy the WQE at the consumer index out of the ring (WQEBB by WQEBB,
-    /// wrapping), as the HCA's fetch does.
-    fn fetch(&mut self, qpn: u32) -> Option<(Vec<u8>, usize)> {
+    /// wrapping), as the HCA's fetch does. Returns the buffer and the
+    /// WQEBBs it spans.
+    fn fetch(&mut self, qpn: u32, wqe: &mut [u8; 16 * BB]) -> Option<usize> {
         let qp = self.qps.get(&qpn)?;
         let n = qp.caps.sq_wqebbs;
         let slot = |i: u32| ((qp.sq_ci.wrapping_add(i)) % n) as usize * BB;
-        let mut first = [0u8; BB];
-        qp.mem.sq.read_bytes(slot(0), &mut first).ok()?;
-        let ds = (first[7] & 0x3f) as usize;
+        wqe[..BB].copy_from_slice(&qp.mem.sq.read_array::<BB>(slot(0)).ok()?);
+        let ds = (wqe[7] & 0x3f) as usize;
         // A WQE spans at most the WQEBBs announced; a `ds` that claims more
         // is read only as far as the announced part (and fails validation).
         let bbs = wqebbs_for_ds(ds.max(1)).min(qp.pending() as usize).max(1);
-        let mut wqe = first.to_vec();
         for i in 1..bbs {
-            let mut b = [0u8; BB];
-            qp.mem.sq.read_bytes(slot(i as u32), &mut b).ok()?;
-            wqe.extend_from_slice(&b);
+            wqe[i * BB..(i + 1) * BB].copy_from_slice(&qp.mem.sq.read_array::<BB>(slot(i as u32)).ok()?);
         }
         if let Some(t) = &mut self.trace {
-            let shown = (ds * 16).clamp(16, wqe.len());
+            let shown = (ds * 16).clamp(16, bbs * BB);
             t.record(Kind::WQE_FETCH, qpn, 0, slot(0) as u64, &wqe[..shown]);
         }
-        Some((wqe, bbs))
+        Some(bbs)
     }
 
     /// Flush the WQE at the consumer index with WR_FLUSH_ERR.
     fn flush_one(&mut self, qpn: u32) -> bool {
-        let Some((wqe, bbs)) = self.fetch(qpn) else { return false };
+        let mut wqe = [0u8; 16 * BB];
+        let Some(bbs) = self.fetch(qpn, &mut wqe) else { return false };
         let (opcode, wqe_counter) = (WqeOpcode(wqe[3]), u16::from_be_bytes([wqe[1], wqe[2]]));
         let qp = self.qps.get_mut(&qpn).expect("fetched above");
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
@@ -470,16 +460,18 @@ impl Hca {
 
     /// Execute the WQE at the consumer index.
     fn execute_one(&mut self, qpn: u32) -> bool {
-        let Some((wqe, bbs)) = self.fetch(qpn) else { return false };
-        let outcome = exec::execute(self, qpn, &wqe);
+        let mut buf = [0u8; 16 * BB];
+        let Some(bbs) = self.fetch(qpn, &mut buf) else { return false };
+        let wqe = &buf[..bbs * BB];
+        let outcome = exec::execute(self, qpn, wqe);
         let qp = self.qps.get_mut(&qpn).expect("fetched above");
-        let ctrl = exec::ctrl_of(&wqe);
+        let ctrl = exec::ctrl_of(wqe);
         match outcome {
             Outcome::Rnr => {
                 let tries = qp.rnr.map_or(1, |(_, t)| t + 1);
                 if qp.rnr_retry != 7 && tries > qp.rnr_retry {
                     qp.rnr = None;
-                    self.error(qpn, bbs, &wqe, Syndrome::RNR_RETRY_EXC_ERR, 0, "receiver not ready, retries exhausted");
+                    self.error(qpn, bbs, wqe, Syndrome::RNR_RETRY_EXC_ERR, 0, "receiver not ready, retries exhausted");
                 } else {
                     qp.rnr = Some((qp.rnr.map_or(Instant::now(), |(s, _)| s), tries));
                     return false;
@@ -503,7 +495,7 @@ impl Hca {
             }
             Outcome::Error { syndrome, vendor, why } => {
                 qp.rnr = None;
-                self.error(qpn, bbs, &wqe, syndrome, vendor, &why);
+                self.error(qpn, bbs, wqe, syndrome, vendor, &why);
             }
         }
         true

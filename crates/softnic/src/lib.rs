@@ -19,6 +19,7 @@
 //! ```
 
 pub mod client;
+pub mod bench;
 pub mod cq;
 pub mod daemon;
 pub mod exec;
@@ -28,6 +29,7 @@ pub mod mr;
 pub mod pair;
 pub mod qp;
 pub mod shm;
+mod table;
 pub mod trace;
 pub mod wire;
 

@@ -9,7 +9,6 @@
 
 use bitflags::bitflags;
 use marrow_mmio::Region;
-use std::collections::HashMap;
 
 bitflags! {
     /// Access rights of a memory region (`IBV_ACCESS_*`). Local read is always allowed.
@@ -62,38 +61,44 @@ pub enum KeyFault {
     NoAccess,
 }
 
-/// Every memory region of a device model.
+/// Every memory region of a device model, indexed by the key's upper 24
+/// bits (as an mkey index), so a translation is one bounds-checked load.
 #[derive(Debug, Default)]
 pub struct MrTable {
-    by_lkey: HashMap<u32, Mr>,
-    rkey_to_lkey: HashMap<u32, u32>,
-    next_key: u32,
+    slots: Vec<Option<Mr>>,
 }
+
+const KEY_VARIANT: u32 = 0x42;
+const RKEY_FLIP: u32 = 0x80;
 
 impl MrTable {
     /// Register `region` at `addr` with `access`; returns (lkey, rkey).
     pub fn register(&mut self, pd: Pd, addr: u64, region: Region, access: Access) -> (u32, u32) {
         // Keys look like mlx5 mkeys: an index in the upper 24 bits and a
-        // variant byte, so a stale key from another region does not alias.
-        self.next_key += 1;
-        let lkey = (self.next_key << 8) | 0x42;
-        let rkey = lkey ^ 0x80;
-        let mr = Mr { pd, addr, len: region.len() as u64, lkey, rkey, access, region };
-        self.by_lkey.insert(lkey, mr);
-        self.rkey_to_lkey.insert(rkey, lkey);
+        // variant byte, so a stale or made-up key rarely aliases a live one.
+        if self.slots.is_empty() {
+            self.slots.push(None); // index 0 is never a key
+        }
+        let index = self.slots.len() as u32;
+        let lkey = (index << 8) | KEY_VARIANT;
+        let rkey = lkey ^ RKEY_FLIP;
+        self.slots.push(Some(Mr { pd, addr, len: region.len() as u64, lkey, rkey, access, region }));
         (lkey, rkey)
     }
 
     /// Remove a registration.
     pub fn deregister(&mut self, lkey: u32) -> Option<Mr> {
-        let mr = self.by_lkey.remove(&lkey)?;
-        self.rkey_to_lkey.remove(&mr.rkey);
-        Some(mr)
+        let slot = self.slots.get_mut((lkey >> 8) as usize)?;
+        if slot.as_ref().is_some_and(|m| m.lkey == lkey) { slot.take() } else { None }
     }
 
     /// Look up by lkey.
     pub fn get(&self, lkey: u32) -> Option<&Mr> {
-        self.by_lkey.get(&lkey)
+        self.slots.get((lkey >> 8) as usize)?.as_ref().filter(|m| m.lkey == lkey)
+    }
+
+    fn by_rkey(&self, rkey: u32) -> Option<&Mr> {
+        self.slots.get((rkey >> 8) as usize)?.as_ref().filter(|m| m.rkey == rkey)
     }
 
     fn check(mr: &Mr, pd: Pd, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
@@ -112,14 +117,11 @@ impl MrTable {
 
     /// Translate a local access (`lkey`): the window and offset of `addr`.
     pub fn local(&self, pd: Pd, lkey: u32, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
-        let mr = self.by_lkey.get(&lkey).ok_or(KeyFault::NoSuchKey)?;
-        Self::check(mr, pd, addr, len, need)
+        Self::check(self.get(lkey).ok_or(KeyFault::NoSuchKey)?, pd, addr, len, need)
     }
 
     /// Translate a remote access (`rkey`).
     pub fn remote(&self, pd: Pd, rkey: u32, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
-        let lkey = self.rkey_to_lkey.get(&rkey).ok_or(KeyFault::NoSuchKey)?;
-        let mr = self.by_lkey.get(lkey).ok_or(KeyFault::NoSuchKey)?;
-        Self::check(mr, pd, addr, len, need)
+        Self::check(self.by_rkey(rkey).ok_or(KeyFault::NoSuchKey)?, pd, addr, len, need)
     }
 }

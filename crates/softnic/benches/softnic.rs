@@ -1,0 +1,23 @@
+//! `cargo bench -p marrow-softnic`: the device model's figures, each as a
+//! ratio to a floor measured in the same run (see `marrow_softnic::bench`).
+
+fn main() {
+    let figures = [
+        marrow_softnic::bench::engine_rate(4096, 51),
+        marrow_softnic::bench::write_bandwidth(64 << 10, 256, 51),
+    ];
+    for f in &figures {
+        println!(
+            "{:<44} {:>14.3e} {:<6} floor {:>14.3e} ({})  ratio {:.2}  target {}",
+            f.name,
+            f.rate,
+            f.unit,
+            f.floor,
+            f.floor_name,
+            f.ratio(),
+            f.target
+        );
+    }
+    let (off, on) = marrow_softnic::bench::trace_cost(4096, 51);
+    println!("trace off {off:.3e} WQE/s, trace on {on:.3e} WQE/s");
+}
