@@ -48,7 +48,7 @@ enum BenchCmd {
     /// The softnic device model: engine rate and write bandwidth.
     Softnic {
         /// Runs per figure; the best is kept.
-        #[arg(long, default_value_t = 51)]
+        #[arg(long, default_value_t = 301)]
         runs: usize,
     },
 }

@@ -3,7 +3,7 @@
 
 fn main() {
     let figures = [
-        marrow_softnic::bench::engine_rate(4096, 51),
+        marrow_softnic::bench::engine_rate(4096, 301),
         marrow_softnic::bench::write_bandwidth(64 << 10, 256, 51),
     ];
     for f in &figures {
@@ -18,6 +18,6 @@ fn main() {
             f.target
         );
     }
-    let (off, on) = marrow_softnic::bench::trace_cost(4096, 51);
+    let (off, on) = marrow_softnic::bench::trace_cost(4096, 301);
     println!("trace off {off:.3e} WQE/s, trace on {on:.3e} WQE/s");
 }

@@ -22,22 +22,26 @@
 //! The model executes WQEs of a QP one at a time and in order, so every
 //! fence mode is satisfied by construction. Atomics operate on host-endian
 //! memory (the NIC in host-endianness atomic mode).
+//!
+//! This is the requester half; the responder half is [`crate::respond`],
+//! called directly for a peer in the same model or through a
+//! [`crate::link`] for a peer in another softnic process.
 
 use crate::hca::Hca;
+use crate::link::{self, ReqOp, Sink};
 use crate::mr::{Access, KeyFault};
+use crate::respond::{self, Nak, Src};
 use crate::trace::Kind;
-use marrow_mlx5::cqe::{Completion, ErrorCompletion};
-use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, Syndrome, WqeOpcode, mlx5_wqe_ctrl_seg};
-use marrow_mlx5::wqe_decode::{AtomicArgs, CtrlFields, Local, ParsedWqe, WqeView};
+use marrow_mlx5::raw::{Syndrome, WqeOpcode, mlx5_wqe_ctrl_seg};
+use marrow_mlx5::wqe_decode::{CtrlFields, Local, ParsedWqe, WqeView};
 use marrow_mmio::Region;
-use std::sync::atomic::Ordering;
 use zerocopy::{FromBytes, FromZeros};
 
 /// Largest message (IBA: 2^31 bytes).
 const MAX_MSG: u64 = 1 << 31;
 
 /// What became of one WQE.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Outcome {
     /// Executed.
     Done {
@@ -55,10 +59,26 @@ pub enum Outcome {
     },
     /// The peer has no receive WQE: retry after the RNR timer.
     Rnr,
+    /// Sent to a peer in another softnic; completes when its response arrives.
+    Pending {
+        /// Request id on the link.
+        id: u64,
+        /// Where the response's bytes go.
+        sink: Sink,
+        /// `byte_cnt` for the CQE once acknowledged.
+        byte_cnt: u32,
+    },
 }
 
 fn err(syndrome: Syndrome, why: impl Into<String>) -> Outcome {
     Outcome::Error { syndrome, vendor: 0, why: why.into() }
+}
+
+fn nak(n: Nak) -> Outcome {
+    match n.syndrome() {
+        Some((s, why)) => err(s, why),
+        None => Outcome::Rnr,
+    }
 }
 
 /// The control fields of a fetched WQE (zeros where bytes are missing).
@@ -68,17 +88,26 @@ pub fn ctrl_of(wqe: &[u8]) -> CtrlFields {
 }
 
 /// A resolved local buffer.
-enum Piece<'a> {
+#[derive(Debug)]
+pub enum Piece<'a> {
+    /// Registered memory: window, offset, length.
     Mem(Region, usize, usize),
+    /// Inline bytes from the WQE.
     Inline(&'a [u8]),
 }
 
 impl Piece<'_> {
-    fn len(&self) -> usize {
+    /// Bytes.
+    pub fn len(&self) -> usize {
         match self {
             Piece::Mem(_, _, l) => *l,
             Piece::Inline(d) => d.len(),
         }
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -118,19 +147,20 @@ fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access) -> 
     Ok((out, total))
 }
 
-/// Gather `pieces` into `dst` at `off`.
-fn gather(pieces: &[Piece<'_>], dst: &Region, mut off: usize) {
+/// The bytes of `pieces`, gathered for a link.
+fn gather(pieces: &[Piece<'_>]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(pieces.iter().map(Piece::len).sum());
     for p in pieces {
         match p {
             Piece::Mem(r, o, l) => {
-                let _ = Region::copy(r, *o, dst, off, *l);
+                let at = v.len();
+                v.resize(at + l, 0);
+                let _ = r.read_bytes(*o, &mut v[at..]);
             }
-            Piece::Inline(d) => {
-                let _ = dst.write_bytes(off, d);
-            }
+            Piece::Inline(d) => v.extend_from_slice(d),
         }
-        off += p.len();
     }
+    v
 }
 
 /// Scatter `src` at `off` into `pieces`.
@@ -141,73 +171,6 @@ fn scatter(src: &Region, mut off: usize, pieces: &[Piece<'_>]) {
         }
         off += p.len();
     }
-}
-
-/// The peer of a requester, checked ready to receive.
-fn peer_of(hca: &Hca, qpn: u32) -> Result<u32, Outcome> {
-    let qp = hca.qps.get(&qpn).ok_or_else(|| err(Syndrome::LOCAL_QP_OP_ERR, "QP vanished"))?;
-    let peer = qp.peer.ok_or_else(|| err(Syndrome::TRANSPORT_RETRY_EXC_ERR, "QP has no peer"))?;
-    match hca.qps.get(&peer) {
-        Some(p) if p.state.can_receive() => Ok(peer),
-        Some(p) => Err(err(
-            Syndrome::TRANSPORT_RETRY_EXC_ERR,
-            format!("peer QP {peer:#x} is in {:?}: no response, retries exhausted", p.state),
-        )),
-        None => Err(err(Syndrome::TRANSPORT_RETRY_EXC_ERR, format!("peer QP {peer:#x} does not exist"))),
-    }
-}
-
-/// A receive WQE of the peer, consumed.
-struct Recv {
-    index: u16,
-    sges: Vec<(u64, u32, u32)>,
-}
-
-/// Take the next receive WQE of `peer`, or `None` when none is posted.
-fn take_recv(hca: &mut Hca, peer: u32) -> Option<Recv> {
-    let qp = hca.qps.get_mut(&peer)?;
-    let head = qp.mem.dbrec.read_be32(0).ok()? as u16;
-    if head == qp.rq_ci as u16 {
-        return None;
-    }
-    let stride = qp.caps.rq_stride as usize;
-    let base = (qp.rq_ci % qp.caps.rq_wqes) as usize * stride;
-    let mut raw = vec![0u8; stride];
-    qp.mem.rq.read_bytes(base, &mut raw).ok()?;
-    let index = qp.rq_ci as u16;
-    qp.rq_ci = qp.rq_ci.wrapping_add(1);
-    let mut sges = Vec::new();
-    for seg in raw.chunks_exact(16) {
-        let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
-        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
-        let addr = u64::from_be_bytes(seg[8..16].try_into().unwrap_or([0; 8]));
-        if lkey == MLX5_INVALID_LKEY {
-            break;
-        }
-        sges.push((addr, bc, lkey));
-    }
-    if let Some(t) = &mut hca.trace {
-        t.record(Kind::RECV_WQE_FETCH, peer, 0, base as u64, &raw);
-    }
-    Some(Recv { index, sges })
-}
-
-/// A responder-side error: error CQE on the peer's receive CQ, peer to ERR.
-fn responder_error(hca: &mut Hca, peer: u32, index: u16, syndrome: Syndrome, why: &str) {
-    let Some(qp) = hca.qps.get(&peer) else { return };
-    let cqn = qp.recv_cq;
-    let c = Completion::Error(ErrorCompletion {
-        opcode: CqeOpcode::RESP_ERR,
-        syndrome,
-        vendor_err_synd: 0,
-        hw_err_synd: 0,
-        hw_synd_type: 0,
-        wqe_opcode: WqeOpcode(0),
-        qpn: peer,
-        wqe_counter: index,
-    });
-    hca.complete(cqn, peer, &c);
-    hca.fail_qp(peer, format!("responder {syndrome:?}: {why}"));
 }
 
 /// Execute the WQE `wqe` fetched from `qpn`'s send queue.
@@ -223,7 +186,7 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8]) -> Outcome {
         }
         return Outcome::Error { syndrome, vendor, why: "injected fault".into() };
     }
-    let (pd, sq_ci) = (qp.pd, qp.sq_ci as u16);
+    let (pd, sq_ci, peer, link) = (qp.pd, qp.sq_ci as u16, qp.peer, qp.peer_link);
     let view = match WqeView::new(wqe) {
         Ok(v) => v,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
@@ -242,152 +205,63 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8]) -> Outcome {
         Ok(p) => p,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
     };
+    if ctrl.opcode == WqeOpcode::NOP {
+        return Outcome::Done { byte_cnt: 0 };
+    }
+    let Some(peer) = peer else { return err(Syndrome::TRANSPORT_RETRY_EXC_ERR, "QP has no peer") };
+    let to = Target { peer, link };
     let result = match ctrl.opcode {
-        WqeOpcode::NOP => Ok(Outcome::Done { byte_cnt: 0 }),
-        WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, &p),
-        WqeOpcode::SEND | WqeOpcode::SEND_IMM => send(hca, qpn, pd, &p),
-        WqeOpcode::RDMA_READ => rdma_read(hca, qpn, pd, &p),
-        _ => atomic(hca, qpn, pd, &p),
+        WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, &p, to),
+        WqeOpcode::SEND | WqeOpcode::SEND_IMM => send(hca, qpn, pd, &p, to),
+        WqeOpcode::RDMA_READ => rdma_read(hca, qpn, pd, &p, to),
+        _ => atomic(hca, qpn, pd, &p, to),
     };
     result.unwrap_or_else(|o| o)
 }
 
-fn remote_fault(f: KeyFault, rkey: u32) -> Outcome {
-    err(Syndrome::REMOTE_ACCESS_ERR, format!("rkey {rkey:#x}: {f:?}"))
+/// Where the responder is: a QP of this model, or one behind a link.
+#[derive(Clone, Copy)]
+struct Target {
+    peer: u32,
+    link: Option<u32>,
 }
 
-fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Result<Outcome, Outcome> {
+fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
     let (pieces, total) = locals(hca, pd, p, Access::empty())?;
-    let peer = peer_of(hca, qpn)?;
-    let imm = p.ctrl.opcode == WqeOpcode::RDMA_WRITE_IMM;
     let remote = p.remote.unwrap_or_default();
-    let ppd = hca.qps[&peer].pd;
-    let target = hca.mrs.remote(ppd, remote.rkey, remote.raddr, total, Access::REMOTE_WRITE);
-    let recv = if imm {
-        match take_recv(hca, peer) {
-            Some(r) => Some(r),
-            None => return Ok(Outcome::Rnr),
-        }
-    } else {
-        None
-    };
-    let (r, off) = match target {
-        Ok(t) => t,
-        Err(f) => {
-            if let Some(rv) = &recv {
-                responder_error(hca, peer, rv.index, Syndrome::LOCAL_ACCESS_ERR, "RDMA_WRITE_IMM target");
-            }
-            return Err(remote_fault(f, remote.rkey));
-        }
-    };
-    if total > 0 {
-        gather(&pieces, &r, off);
+    let imm = (p.ctrl.opcode == WqeOpcode::RDMA_WRITE_IMM).then_some(p.ctrl.imm);
+    if let Some(l) = to.link {
+        let op = ReqOp::Write { raddr: remote.raddr, rkey: remote.rkey, imm };
+        return Ok(link::request(hca, l, qpn, to.peer, op, gather(&pieces), Sink::None, total as u32));
     }
-    if let Some(rv) = recv {
-        let cqn = hca.qps[&peer].recv_cq;
-        let c = Completion::Responder {
-            opcode: CqeOpcode::RESP_WR_IMM,
-            qpn: peer,
-            wqe_counter: rv.index,
-            byte_cnt: total as u32,
-            imm: Some(p.ctrl.imm),
-        };
-        hca.complete(cqn, peer, &c);
-    }
+    respond::write(hca, to.peer, remote, Src::Pieces(&pieces), imm).map_err(nak)?;
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
-fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Result<Outcome, Outcome> {
+fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
     let (pieces, total) = locals(hca, pd, p, Access::empty())?;
-    let peer = peer_of(hca, qpn)?;
-    let Some(rv) = take_recv(hca, peer) else { return Ok(Outcome::Rnr) };
-    let ppd = hca.qps[&peer].pd;
-    // Resolve the receive buffers; a bad key is the responder's error.
-    let mut dst = Vec::new();
-    let mut room = 0u64;
-    for &(addr, len, lkey) in &rv.sges {
-        if len == 0 {
-            continue;
-        }
-        match hca.mrs.local(ppd, lkey, addr, len.into(), Access::LOCAL_WRITE) {
-            Ok((r, off)) => dst.push((r, off, len as usize)),
-            Err(f) => {
-                responder_error(hca, peer, rv.index, Syndrome::LOCAL_PROT_ERR, &format!("lkey {lkey:#x}: {f:?}"));
-                return Err(err(Syndrome::REMOTE_OP_ERR, format!("responder QP {peer:#x}: receive lkey {lkey:#x} {f:?}")));
-            }
-        }
-        room += u64::from(len);
+    let imm = (p.ctrl.opcode == WqeOpcode::SEND_IMM).then_some(p.ctrl.imm);
+    if let Some(l) = to.link {
+        return Ok(link::request(hca, l, qpn, to.peer, ReqOp::Send { imm }, gather(&pieces), Sink::None, total as u32));
     }
-    if total > room {
-        responder_error(hca, peer, rv.index, Syndrome::LOCAL_LENGTH_ERR, "receive buffer too short");
-        return Err(err(
-            Syndrome::REMOTE_INVAL_REQ_ERR,
-            format!("SEND of {total} bytes, receive WQE {} holds {room}", rv.index),
-        ));
-    }
-    // Copy piece by piece into the scatter list.
-    let mut di = 0;
-    let mut doff = 0usize;
-    for piece in &pieces {
-        let mut left = piece.len();
-        let mut soff = 0usize;
-        while left > 0 && di < dst.len() {
-            let (r, o, l) = dst[di];
-            let n = left.min(l - doff);
-            match piece {
-                Piece::Mem(sr, so, _) => {
-                    let _ = Region::copy(sr, so + soff, &r, o + doff, n);
-                }
-                Piece::Inline(d) => {
-                    let _ = r.write_bytes(o + doff, &d[soff..soff + n]);
-                }
-            }
-            left -= n;
-            soff += n;
-            doff += n;
-            if doff == l {
-                di += 1;
-                doff = 0;
-            }
-        }
-    }
-    let imm = p.ctrl.opcode == WqeOpcode::SEND_IMM;
-    let cqn = hca.qps[&peer].recv_cq;
-    let c = Completion::Responder {
-        opcode: if imm { CqeOpcode::RESP_SEND_IMM } else { CqeOpcode::RESP_SEND },
-        qpn: peer,
-        wqe_counter: rv.index,
-        byte_cnt: total as u32,
-        imm: imm.then_some(p.ctrl.imm),
-    };
-    hca.complete(cqn, peer, &c);
+    respond::send(hca, to.peer, Src::Pieces(&pieces), imm).map_err(nak)?;
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
-fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Result<Outcome, Outcome> {
+fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
     let (pieces, total) = locals(hca, pd, p, Access::LOCAL_WRITE)?;
-    let peer = peer_of(hca, qpn)?;
     let remote = p.remote.unwrap_or_default();
-    let ppd = hca.qps[&peer].pd;
-    let (r, off) =
-        hca.mrs.remote(ppd, remote.rkey, remote.raddr, total, Access::REMOTE_READ).map_err(|f| remote_fault(f, remote.rkey))?;
+    if let Some(l) = to.link {
+        let dst = pieces.iter().filter_map(|p| if let Piece::Mem(r, o, l) = p { Some((*r, *o, *l)) } else { None });
+        let op = ReqOp::Read { raddr: remote.raddr, rkey: remote.rkey, len: total };
+        return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Read(dst.collect()), total as u32));
+    }
+    let (r, off) = respond::read(hca, to.peer, remote, total).map_err(nak)?;
     scatter(&r, off, &pieces);
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
-/// Masked fetch-and-add: add lane by lane, a carry stopping at every bit
-/// set in `boundary` (the most significant bit of each field).
-fn masked_add(old: u64, add: u64, boundary: u64, width: u32) -> u64 {
-    let (mut out, mut carry) = (0u64, 0u64);
-    for i in 0..width {
-        let s = ((old >> i) & 1) + ((add >> i) & 1) + carry;
-        out |= (s & 1) << i;
-        carry = if (boundary >> i) & 1 == 1 { 0 } else { s >> 1 };
-    }
-    out
-}
-
-fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Result<Outcome, Outcome> {
+fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
     let Some(args) = p.atomic else { return Err(err(Syndrome::LOCAL_QP_OP_ERR, "atomic without operands")) };
     let width = args.width();
     let local = match p.locals().next() {
@@ -399,62 +273,18 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>) -> Resu
     }
     let (lr, loff) =
         hca.mrs.local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE).map_err(|f| local_fault(f, local.lkey))?;
-    let peer = peer_of(hca, qpn)?;
     let remote = p.remote.unwrap_or_default();
-    if !remote.raddr.is_multiple_of(u64::from(width)) {
-        return Err(err(Syndrome::REMOTE_INVAL_REQ_ERR, format!("atomic at {:#x} is not {width}-byte aligned", remote.raddr)));
+    if let Some(l) = to.link {
+        let op = link::atomic_op(remote, args);
+        return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Atomic { region: lr, off: loff, width }, width));
     }
-    let ppd = hca.qps[&peer].pd;
-    let (rr, roff) = hca
-        .mrs
-        .remote(ppd, remote.rkey, remote.raddr, width.into(), Access::REMOTE_ATOMIC)
-        .map_err(|f| remote_fault(f, remote.rkey))?;
-    let misaligned = || err(Syndrome::REMOTE_INVAL_REQ_ERR, "atomic target misaligned in memory");
-    let old: u64 = if width == 8 {
-        let a = rr.atomic_u64(roff).map_err(|_| misaligned())?;
-        let f = |old: u64| match args {
-            AtomicArgs::Cs { compare, swap } => (old == compare).then_some(swap),
-            AtomicArgs::Fa { add } => Some(old.wrapping_add(add)),
-            AtomicArgs::MaskedCs64 { swap, compare, swap_mask, compare_mask } => {
-                (old & compare_mask == compare & compare_mask).then_some((old & !swap_mask) | (swap & swap_mask))
-            }
-            AtomicArgs::MaskedFa64 { add, field_boundary } => Some(masked_add(old, add, field_boundary, 64)),
-            _ => None,
-        };
-        match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
-            Ok(v) | Err(v) => v,
-        }
-    } else {
-        let a = rr.atomic_u32(roff).map_err(|_| misaligned())?;
-        let f = |old: u32| match args {
-            AtomicArgs::MaskedCs32 { swap, compare, swap_mask, compare_mask } => {
-                (old & compare_mask == compare & compare_mask).then_some((old & !swap_mask) | (swap & swap_mask))
-            }
-            AtomicArgs::MaskedFa32 { add, field_boundary } => {
-                Some(masked_add(old.into(), add.into(), field_boundary.into(), 32) as u32)
-            }
-            _ => None,
-        };
-        match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
-            Ok(v) | Err(v) => v.into(),
-        }
-    };
-    // The old value lands in the local buffer, in host order like the target.
-    let (b8, b4) = (old.to_ne_bytes(), (old as u32).to_ne_bytes());
-    let _ = lr.write_bytes(loff, if width == 8 { &b8[..] } else { &b4[..] });
+    let old = respond::atomic(hca, to.peer, remote, args).map_err(nak)?;
+    write_old(&lr, loff, width, old);
     Ok(Outcome::Done { byte_cnt: width })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::masked_add;
-
-    #[test]
-    fn masked_add_stops_carries_at_field_boundaries() {
-        // Two 16-bit fields in 32 bits: 0xffff + 1 does not carry into the upper field.
-        assert_eq!(masked_add(0x0001_ffff, 0x0001_0001, 0x8000_8000, 32), 0x0002_0000);
-        // No boundary: one 32-bit add.
-        assert_eq!(masked_add(0x0001_ffff, 0x0001_0001, 0, 32), 0x0003_0000);
-        assert_eq!(masked_add(u64::MAX, 1, 0, 64), 0);
-    }
+/// The old value of an atomic lands in the local buffer, in host order like the target.
+pub(crate) fn write_old(r: &Region, off: usize, width: u32, old: u64) {
+    let (b8, b4) = (old.to_ne_bytes(), (old as u32).to_ne_bytes());
+    let _ = r.write_bytes(off, if width == 8 { &b8[..] } else { &b4[..] });
 }

@@ -12,11 +12,17 @@ use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
 use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
 use marrow_mlx5::wqe::wqebbs_for_ds;
+use marrow_mlx5::wqe_decode::CtrlFields;
+use crate::qp::Awaiting;
+use crate::respond::Nak;
 use marrow_mmio::Region;
 use crate::table::Table;
 use std::time::Instant;
 
 const BB: usize = MLX5_SEND_WQE_BB as usize;
+
+/// A fetched WQE: one or two WQEBBs stay on the stack, unzeroed until read.
+type WqeBuf = smallvec::SmallVec<[u8; 2 * BB]>;
 
 /// Errors of the control path (object creation and modification).
 #[derive(Debug, thiserror::Error)]
@@ -71,12 +77,20 @@ pub struct ModifyQp {
     pub dest_qpn: Option<u32>,
     /// RNR retry count (7 = infinite).
     pub rnr_retry: Option<u32>,
+    /// The link the destination QP is behind (INIT→RTR), when it lives in
+    /// another softnic instance.
+    pub dest_link: Option<u32>,
 }
 
 impl ModifyQp {
     /// Just a state change.
     pub fn to(state: QpState) -> Self {
-        ModifyQp { state, dest_qpn: None, rnr_retry: None }
+        ModifyQp { state, dest_qpn: None, rnr_retry: None, dest_link: None }
+    }
+
+    /// INIT→RTR towards `dest_qpn` of this model.
+    pub fn rtr(dest_qpn: u32) -> Self {
+        ModifyQp { dest_qpn: Some(dest_qpn), ..Self::to(QpState::Rtr) }
     }
 }
 
@@ -109,6 +123,9 @@ pub struct Hca {
     pub(crate) events: Vec<AsyncEvent>,
     /// RNR retry interval.
     pub(crate) rnr_timer: std::time::Duration,
+    /// Links to other softnic instances.
+    pub(crate) links: crate::link::Senders,
+    next_request: u64,
 }
 
 impl Default for Hca {
@@ -123,6 +140,8 @@ impl Default for Hca {
             trace: None,
             events: Vec::new(),
             rnr_timer: std::time::Duration::from_micros(20),
+            links: Vec::new(),
+            next_request: 1,
         }
     }
 }
@@ -192,6 +211,8 @@ impl Hca {
                 delayed: Vec::new(),
                 rnr: None,
                 rnr_retry: 7,
+                peer_link: None,
+                awaiting: None,
             },
         );
         Ok(qpn)
@@ -214,6 +235,7 @@ impl Hca {
         }
         if qp.state == QpState::Init && m.state == QpState::Rtr {
             qp.peer = Some(m.dest_qpn.ok_or(HcaError::NoPeer { qpn })?);
+            qp.peer_link = m.dest_link;
         }
         if let Some(r) = m.rnr_retry {
             qp.rnr_retry = r;
@@ -223,6 +245,8 @@ impl Hca {
             qp.sq_target = None;
             qp.rq_ci = 0;
             qp.peer = None;
+            qp.peer_link = None;
+            qp.awaiting = None;
             qp.error_reported = false;
             qp.rnr = None;
             qp.mem.dbrec.write_be32(0, 0).ok();
@@ -382,7 +406,7 @@ impl Hca {
         // A bounded batch per scan keeps one busy QP from starving the others.
         while done < 256 {
             let Some(qp) = self.qps.get(&qpn) else { break };
-            if qp.pending() == 0 || qp.faults.stall {
+            if qp.pending() == 0 || qp.faults.stall || qp.awaiting.is_some() {
                 break;
             }
             match qp.state {
@@ -417,17 +441,17 @@ impl Hca {
     /// Copy the WQE at the consumer index out of the ring (WQEBB by WQEBB,
     /// wrapping), as the HCA's fetch does. Returns the buffer and the
     /// WQEBBs it spans.
-    fn fetch(&mut self, qpn: u32, wqe: &mut [u8; 16 * BB]) -> Option<usize> {
+    fn fetch(&mut self, qpn: u32, wqe: &mut WqeBuf) -> Option<usize> {
         let qp = self.qps.get(&qpn)?;
         let n = qp.caps.sq_wqebbs;
         let slot = |i: u32| ((qp.sq_ci.wrapping_add(i)) % n) as usize * BB;
-        wqe[..BB].copy_from_slice(&qp.mem.sq.read_array::<BB>(slot(0)).ok()?);
+        wqe.extend_from_slice(&qp.mem.sq.read_array::<BB>(slot(0)).ok()?);
         let ds = (wqe[7] & 0x3f) as usize;
         // A WQE spans at most the WQEBBs announced; a `ds` that claims more
         // is read only as far as the announced part (and fails validation).
         let bbs = wqebbs_for_ds(ds.max(1)).min(qp.pending() as usize).max(1);
         for i in 1..bbs {
-            wqe[i * BB..(i + 1) * BB].copy_from_slice(&qp.mem.sq.read_array::<BB>(slot(i as u32)).ok()?);
+            wqe.extend_from_slice(&qp.mem.sq.read_array::<BB>(slot(i as u32)).ok()?);
         }
         if let Some(t) = &mut self.trace {
             let shown = (ds * 16).clamp(16, bbs * BB);
@@ -438,7 +462,7 @@ impl Hca {
 
     /// Flush the WQE at the consumer index with WR_FLUSH_ERR.
     fn flush_one(&mut self, qpn: u32) -> bool {
-        let mut wqe = [0u8; 16 * BB];
+        let mut wqe = WqeBuf::new();
         let Some(bbs) = self.fetch(qpn, &mut wqe) else { return false };
         let (opcode, wqe_counter) = (WqeOpcode(wqe[3]), u16::from_be_bytes([wqe[1], wqe[2]]));
         let qp = self.qps.get_mut(&qpn).expect("fetched above");
@@ -460,22 +484,32 @@ impl Hca {
 
     /// Execute the WQE at the consumer index.
     fn execute_one(&mut self, qpn: u32) -> bool {
-        let mut buf = [0u8; 16 * BB];
+        let mut buf = WqeBuf::new();
         let Some(bbs) = self.fetch(qpn, &mut buf) else { return false };
-        let wqe = &buf[..bbs * BB];
+        let wqe = &buf[..];
         let outcome = exec::execute(self, qpn, wqe);
-        let qp = self.qps.get_mut(&qpn).expect("fetched above");
-        let ctrl = exec::ctrl_of(wqe);
+        self.finish(qpn, bbs, exec::ctrl_of(wqe), outcome)
+    }
+
+    /// Act on what became of the WQE at the consumer index: complete it,
+    /// fail it, wait out RNR, or wait for a linked peer's response.
+    /// Returns whether the walk may go on to the next WQE.
+    fn finish(&mut self, qpn: u32, bbs: usize, ctrl: CtrlFields, outcome: Outcome) -> bool {
+        let Some(qp) = self.qps.get_mut(&qpn) else { return false };
         match outcome {
             Outcome::Rnr => {
                 let tries = qp.rnr.map_or(1, |(_, t)| t + 1);
                 if qp.rnr_retry != 7 && tries > qp.rnr_retry {
                     qp.rnr = None;
-                    self.error(qpn, bbs, wqe, Syndrome::RNR_RETRY_EXC_ERR, 0, "receiver not ready, retries exhausted");
+                    self.error(qpn, bbs, ctrl, Syndrome::RNR_RETRY_EXC_ERR, 0, "receiver not ready, retries exhausted");
                 } else {
                     qp.rnr = Some((qp.rnr.map_or(Instant::now(), |(s, _)| s), tries));
                     return false;
                 }
+            }
+            Outcome::Pending { id, sink, byte_cnt } => {
+                qp.awaiting = Some(Awaiting { id, sink, byte_cnt, bbs, ctrl });
+                return false;
             }
             Outcome::Done { byte_cnt } => {
                 qp.rnr = None;
@@ -495,16 +529,70 @@ impl Hca {
             }
             Outcome::Error { syndrome, vendor, why } => {
                 qp.rnr = None;
-                self.error(qpn, bbs, wqe, syndrome, vendor, &why);
+                self.error(qpn, bbs, ctrl, syndrome, vendor, &why);
             }
         }
         true
     }
 
+    pub(crate) fn next_request_id(&mut self) -> u64 {
+        self.next_request += 1;
+        self.next_request
+    }
+
+    pub(crate) fn link_sender(&self, link: u32) -> Option<&std::sync::mpsc::Sender<Vec<u8>>> {
+        self.links.get(link as usize)?.as_ref()
+    }
+
+    /// Register a link's sending side; returns its number.
+    pub(crate) fn add_link(&mut self, tx: std::sync::mpsc::Sender<Vec<u8>>) -> u32 {
+        self.links.push(Some(tx));
+        self.links.len() as u32 - 1
+    }
+
+    /// A response came back over a link for `qpn`'s outstanding WQE.
+    pub(crate) fn on_response(&mut self, qpn: u32, id: u64, result: Result<(), Nak>, data: &[u8]) {
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
+        let Some(aw) = qp.awaiting.take_if(|a| a.id == id) else {
+            if let Some(t) = &mut self.trace {
+                t.record(Kind::WQE_ERROR, qpn, 0, 0, format!("stale link response {id}").as_bytes());
+            }
+            return;
+        };
+        let outcome = match result {
+            Ok(()) => {
+                crate::link::deliver(&aw.sink, data);
+                Outcome::Done { byte_cnt: aw.byte_cnt }
+            }
+            Err(n) => match n.syndrome() {
+                Some((syndrome, why)) => Outcome::Error { syndrome, vendor: 0, why: why.to_string() },
+                None => Outcome::Rnr,
+            },
+        };
+        self.finish(qpn, aw.bbs, aw.ctrl, outcome);
+    }
+
+    /// A link closed: requests outstanding on it never get a response.
+    pub(crate) fn link_down(&mut self, link: u32) {
+        if let Some(slot) = self.links.get_mut(link as usize) {
+            *slot = None;
+        }
+        let waiting: Vec<u32> = self
+            .qps
+            .values()
+            .filter(|q| q.peer_link == Some(link) && q.awaiting.is_some())
+            .map(|q| q.qpn)
+            .collect();
+        for qpn in waiting {
+            let Some(aw) = self.qps.get_mut(&qpn).and_then(|q| q.awaiting.take()) else { continue };
+            let why = format!("link {link} closed with the request outstanding");
+            self.finish(qpn, aw.bbs, aw.ctrl, Outcome::Error { syndrome: Syndrome::TRANSPORT_RETRY_EXC_ERR, vendor: 0, why });
+        }
+    }
+
     /// Complete the WQE at the consumer index with an error CQE and move
     /// the QP to ERR, as the HCA does.
-    fn error(&mut self, qpn: u32, bbs: usize, wqe: &[u8], syndrome: Syndrome, vendor: u8, why: &str) {
-        let ctrl = exec::ctrl_of(wqe);
+    fn error(&mut self, qpn: u32, bbs: usize, ctrl: CtrlFields, syndrome: Syndrome, vendor: u8, why: &str) {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         qp.executed += 1;
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);

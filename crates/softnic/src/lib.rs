@@ -25,9 +25,11 @@ pub mod daemon;
 pub mod exec;
 pub mod fault;
 pub mod hca;
+pub mod link;
 pub mod mr;
 pub mod pair;
 pub mod qp;
+pub mod respond;
 pub mod shm;
 mod table;
 pub mod trace;
@@ -108,6 +110,35 @@ impl SoftNic {
                 .expect("spawning an engine thread");
             self.engines.push(h);
         }
+    }
+
+    /// Connect this model to another softnic instance (usually in another
+    /// process) over `stream`; returns the link number to name in
+    /// `ModifyQp::dest_link`. Requests for QPs of this model that arrive on
+    /// the link are answered; responses complete the QPs that wait for them.
+    pub fn attach_link(&self, stream: std::os::unix::net::UnixStream) -> std::io::Result<u32> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let id = self.hca().add_link(tx);
+        let w = stream.try_clone()?;
+        std::thread::Builder::new().name(format!("softnic-link{id}-tx")).spawn(move || link::writer(w, rx))?;
+        let shared = self.shared.clone();
+        std::thread::Builder::new().name(format!("softnic-link{id}-rx")).spawn(move || {
+            let mut r = stream;
+            while let Ok(Some((msg, data))) = link::read_frame(&mut r) {
+                let mut hca = shared.hca.lock().unwrap_or_else(|p| p.into_inner());
+                match msg {
+                    link::LinkMsg::Req { id: rid, src_qpn, dst_qpn, op } => {
+                        let f = link::respond(&mut hca, id, rid, src_qpn, dst_qpn, op, &data);
+                        if let Some(tx) = hca.link_sender(id) {
+                            let _ = tx.send(f);
+                        }
+                    }
+                    link::LinkMsg::Resp { id: rid, dst_qpn, result } => hca.on_response(dst_qpn, rid, result, &data),
+                }
+            }
+            shared.hca.lock().unwrap_or_else(|p| p.into_inner()).link_down(id);
+        })?;
+        Ok(id)
     }
 
     /// Stop and join the engine threads.

@@ -185,7 +185,7 @@ impl Pair {
             let mut hca = nic.hca();
             for (me, peer) in [(a.qpn, b.qpn), (b.qpn, a.qpn)] {
                 hca.modify_qp(me, ModifyQp::to(QpState::Init))?;
-                hca.modify_qp(me, ModifyQp { state: QpState::Rtr, dest_qpn: Some(peer), rnr_retry: None })?;
+                hca.modify_qp(me, ModifyQp::rtr(peer))?;
                 hca.modify_qp(me, ModifyQp::to(QpState::Rts))?;
             }
         }

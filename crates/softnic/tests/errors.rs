@@ -223,7 +223,7 @@ fn peer_not_ready_is_transport_retry_exc_err() {
 #[test]
 fn send_without_a_receive_is_rnr_retry_exc_err_after_the_retries() {
     let mut p = pair();
-    p.nic.hca().modify_qp(p.a.qpn, ModifyQp { state: QpState::Rts, dest_qpn: None, rnr_retry: Some(3) }).unwrap();
+    p.nic.hca().modify_qp(p.a.qpn, ModifyQp { rnr_retry: Some(3), ..ModifyQp::to(QpState::Rts) }).unwrap();
     post(WqeOp::SendInline { data: b"x" }, &mut p);
     expect_error(&mut p, Side::A, false, Syndrome::RNR_RETRY_EXC_ERR);
 }

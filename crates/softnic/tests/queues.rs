@@ -136,7 +136,7 @@ fn qp_state_machine_refuses_illegal_transitions() {
     assert!(matches!(hca.modify_qp(q, ModifyQp::to(QpState::Rts)), Err(HcaError::BadTransition { .. })));
     hca.modify_qp(q, ModifyQp::to(QpState::Init)).unwrap();
     assert!(matches!(hca.modify_qp(q, ModifyQp::to(QpState::Rtr)), Err(HcaError::NoPeer { .. })));
-    hca.modify_qp(q, ModifyQp { state: QpState::Rtr, dest_qpn: Some(p.b.qpn), rnr_retry: None }).unwrap();
+    hca.modify_qp(q, ModifyQp::rtr(p.b.qpn)).unwrap();
     hca.modify_qp(q, ModifyQp::to(QpState::Rts)).unwrap();
     hca.modify_qp(q, ModifyQp::to(QpState::Sqd)).unwrap();
     hca.modify_qp(q, ModifyQp::to(QpState::Rts)).unwrap();

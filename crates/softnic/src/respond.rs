@@ -1,0 +1,322 @@
+//! The responder half of RC: what the HCA owning the target QP does with an
+//! incoming request (InfiniBand Architecture Specification vol. 1 §9.7,
+//! "Reliable service", responder side). The requester half calls these
+//! directly when the peer QP lives in the same model, and through a link
+//! ([`crate::link`]) when it lives in another softnic process. Either way
+//! the responder validates everything against its own tables.
+
+use crate::exec::Piece;
+use crate::hca::Hca;
+use crate::mr::{Access, KeyFault, Pd};
+use crate::trace::Kind;
+use marrow_mlx5::cqe::{Completion, ErrorCompletion};
+use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, Syndrome, WqeOpcode};
+use marrow_mlx5::wqe::RemoteAddr;
+use marrow_mlx5::wqe_decode::AtomicArgs;
+use marrow_mmio::Region;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
+
+/// A negative acknowledgement: why the responder refused a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Nak {
+    /// Remote access error: bad rkey, range or rights (NAK code "remote access error").
+    Access(String),
+    /// Invalid request: misaligned atomic, message longer than the receive.
+    InvalReq(String),
+    /// Remote operational error: the responder failed on its own buffers.
+    RemoteOp(String),
+    /// Receiver not ready: no receive WQE posted.
+    Rnr,
+    /// No response at all: the QP is absent or not ready to receive.
+    NoResponse(String),
+}
+
+impl Nak {
+    /// The requester's syndrome (`None` for RNR, which is retried).
+    pub fn syndrome(&self) -> Option<(Syndrome, &str)> {
+        match self {
+            Nak::Access(w) => Some((Syndrome::REMOTE_ACCESS_ERR, w)),
+            Nak::InvalReq(w) => Some((Syndrome::REMOTE_INVAL_REQ_ERR, w)),
+            Nak::RemoteOp(w) => Some((Syndrome::REMOTE_OP_ERR, w)),
+            Nak::NoResponse(w) => Some((Syndrome::TRANSPORT_RETRY_EXC_ERR, w)),
+            Nak::Rnr => None,
+        }
+    }
+}
+
+/// The bytes a WRITE or SEND carries: local memory, or a wire buffer.
+#[derive(Debug)]
+pub enum Src<'a, 'b> {
+    /// Resolved local buffers of a requester in the same model.
+    Pieces(&'b [Piece<'a>]),
+    /// Bytes that came over a link.
+    Bytes(&'b [u8]),
+}
+
+impl Src<'_, '_> {
+    /// Bytes in total.
+    pub fn len(&self) -> usize {
+        match self {
+            Src::Pieces(p) => p.iter().map(Piece::len).sum(),
+            Src::Bytes(b) => b.len(),
+        }
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copy `n` bytes starting at byte `from` of the source into `dst` at `off`.
+    fn copy_range(&self, mut from: usize, mut n: usize, dst: &Region, mut off: usize) {
+        match self {
+            Src::Bytes(b) => {
+                let _ = dst.write_bytes(off, &b[from..from + n]);
+            }
+            Src::Pieces(pieces) => {
+                for p in pieces.iter() {
+                    if n == 0 {
+                        break;
+                    }
+                    let l = p.len();
+                    if from >= l {
+                        from -= l;
+                        continue;
+                    }
+                    let k = (l - from).min(n);
+                    match p {
+                        Piece::Mem(r, o, _) => {
+                            let _ = Region::copy(r, o + from, dst, off, k);
+                        }
+                        Piece::Inline(d) => {
+                            let _ = dst.write_bytes(off, &d[from..from + k]);
+                        }
+                    }
+                    off += k;
+                    n -= k;
+                    from = 0;
+                }
+            }
+        }
+    }
+}
+
+/// The responder QP's PD, if it exists and accepts requests.
+fn responder(hca: &Hca, peer: u32) -> Result<Pd, Nak> {
+    match hca.qps.get(&peer) {
+        Some(p) if p.state.can_receive() => Ok(p.pd),
+        Some(p) => Err(Nak::NoResponse(format!("peer QP {peer:#x} is in {:?}: no response, retries exhausted", p.state))),
+        None => Err(Nak::NoResponse(format!("peer QP {peer:#x} does not exist"))),
+    }
+}
+
+fn access_nak(f: KeyFault, rkey: u32) -> Nak {
+    Nak::Access(format!("rkey {rkey:#x}: {f:?}"))
+}
+
+/// A receive WQE of the responder, consumed.
+struct Recv {
+    index: u16,
+    sges: Vec<(u64, u32, u32)>,
+}
+
+/// Take the next receive WQE of `peer`, or `None` when none is posted.
+fn take_recv(hca: &mut Hca, peer: u32) -> Option<Recv> {
+    let qp = hca.qps.get_mut(&peer)?;
+    let head = qp.mem.dbrec.read_be32(0).ok()? as u16;
+    if head == qp.rq_ci as u16 {
+        return None;
+    }
+    let stride = qp.caps.rq_stride as usize;
+    let base = (qp.rq_ci % qp.caps.rq_wqes) as usize * stride;
+    let mut raw = vec![0u8; stride];
+    qp.mem.rq.read_bytes(base, &mut raw).ok()?;
+    let index = qp.rq_ci as u16;
+    qp.rq_ci = qp.rq_ci.wrapping_add(1);
+    let mut sges = Vec::new();
+    for seg in raw.chunks_exact(16) {
+        let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
+        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+        let addr = u64::from_be_bytes(seg[8..16].try_into().unwrap_or([0; 8]));
+        if lkey == MLX5_INVALID_LKEY {
+            break;
+        }
+        sges.push((addr, bc, lkey));
+    }
+    if let Some(t) = &mut hca.trace {
+        t.record(Kind::RECV_WQE_FETCH, peer, 0, base as u64, &raw);
+    }
+    Some(Recv { index, sges })
+}
+
+/// A responder-side error: error CQE on the responder's receive CQ, QP to ERR.
+fn responder_error(hca: &mut Hca, peer: u32, index: u16, syndrome: Syndrome, why: &str) {
+    let Some(qp) = hca.qps.get(&peer) else { return };
+    let cqn = qp.recv_cq;
+    let c = Completion::Error(ErrorCompletion {
+        opcode: CqeOpcode::RESP_ERR,
+        syndrome,
+        vendor_err_synd: 0,
+        hw_err_synd: 0,
+        hw_synd_type: 0,
+        wqe_opcode: WqeOpcode(0),
+        qpn: peer,
+        wqe_counter: index,
+    });
+    hca.complete(cqn, peer, &c);
+    hca.fail_qp(peer, format!("responder {syndrome:?}: {why}"));
+}
+
+/// RDMA_WRITE (with `imm`: RDMA_WRITE_IMM, which consumes a receive WQE).
+pub fn write(hca: &mut Hca, peer: u32, remote: RemoteAddr, src: Src<'_, '_>, imm: Option<u32>) -> Result<(), Nak> {
+    let pd = responder(hca, peer)?;
+    let total = src.len();
+    let target = hca.mrs.remote(pd, remote.rkey, remote.raddr, total as u64, Access::REMOTE_WRITE);
+    let recv = match imm {
+        Some(_) => Some(take_recv(hca, peer).ok_or(Nak::Rnr)?),
+        None => None,
+    };
+    let (r, off) = match target {
+        Ok(t) => t,
+        Err(f) => {
+            if let Some(rv) = &recv {
+                responder_error(hca, peer, rv.index, Syndrome::LOCAL_ACCESS_ERR, "RDMA_WRITE_IMM target");
+            }
+            return Err(access_nak(f, remote.rkey));
+        }
+    };
+    src.copy_range(0, total, &r, off);
+    if let Some(rv) = recv {
+        let cqn = hca.qps[&peer].recv_cq;
+        let c = Completion::Responder {
+            opcode: CqeOpcode::RESP_WR_IMM,
+            qpn: peer,
+            wqe_counter: rv.index,
+            byte_cnt: total as u32,
+            imm,
+        };
+        hca.complete(cqn, peer, &c);
+    }
+    Ok(())
+}
+
+/// SEND (with `imm`: SEND_IMM): scatter into the next receive WQE.
+pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Result<(), Nak> {
+    let pd = responder(hca, peer)?;
+    let total = src.len();
+    let rv = take_recv(hca, peer).ok_or(Nak::Rnr)?;
+    let mut dst = Vec::new();
+    let mut room = 0usize;
+    for &(addr, len, lkey) in &rv.sges {
+        if len == 0 {
+            continue;
+        }
+        match hca.mrs.local(pd, lkey, addr, len.into(), Access::LOCAL_WRITE) {
+            Ok((r, off)) => dst.push((r, off, len as usize)),
+            Err(f) => {
+                responder_error(hca, peer, rv.index, Syndrome::LOCAL_PROT_ERR, &format!("lkey {lkey:#x}: {f:?}"));
+                return Err(Nak::RemoteOp(format!("responder QP {peer:#x}: receive lkey {lkey:#x} {f:?}")));
+            }
+        }
+        room += len as usize;
+    }
+    if total > room {
+        responder_error(hca, peer, rv.index, Syndrome::LOCAL_LENGTH_ERR, "receive buffer too short");
+        return Err(Nak::InvalReq(format!("SEND of {total} bytes, receive WQE {} holds {room}", rv.index)));
+    }
+    let mut from = 0;
+    for (r, off, len) in dst {
+        let n = len.min(total - from);
+        if n == 0 {
+            break;
+        }
+        src.copy_range(from, n, &r, off);
+        from += n;
+    }
+    let cqn = hca.qps[&peer].recv_cq;
+    let c = Completion::Responder {
+        opcode: if imm.is_some() { CqeOpcode::RESP_SEND_IMM } else { CqeOpcode::RESP_SEND },
+        qpn: peer,
+        wqe_counter: rv.index,
+        byte_cnt: total as u32,
+        imm,
+    };
+    hca.complete(cqn, peer, &c);
+    Ok(())
+}
+
+/// RDMA_READ: where the requested bytes are.
+pub fn read(hca: &mut Hca, peer: u32, remote: RemoteAddr, total: u64) -> Result<(Region, usize), Nak> {
+    let pd = responder(hca, peer)?;
+    hca.mrs.remote(pd, remote.rkey, remote.raddr, total, Access::REMOTE_READ).map_err(|f| access_nak(f, remote.rkey))
+}
+
+/// Masked fetch-and-add: add lane by lane, a carry stopping at every bit
+/// set in `boundary` (the most significant bit of each field).
+pub fn masked_add(old: u64, add: u64, boundary: u64, width: u32) -> u64 {
+    let (mut out, mut carry) = (0u64, 0u64);
+    for i in 0..width {
+        let s = ((old >> i) & 1) + ((add >> i) & 1) + carry;
+        out |= (s & 1) << i;
+        carry = if (boundary >> i) & 1 == 1 { 0 } else { s >> 1 };
+    }
+    out
+}
+
+/// An atomic: the old value, after the operation was applied atomically.
+pub fn atomic(hca: &mut Hca, peer: u32, remote: RemoteAddr, args: AtomicArgs) -> Result<u64, Nak> {
+    let pd = responder(hca, peer)?;
+    let width = args.width();
+    if !remote.raddr.is_multiple_of(u64::from(width)) {
+        return Err(Nak::InvalReq(format!("atomic at {:#x} is not {width}-byte aligned", remote.raddr)));
+    }
+    let (rr, roff) = hca
+        .mrs
+        .remote(pd, remote.rkey, remote.raddr, width.into(), Access::REMOTE_ATOMIC)
+        .map_err(|f| access_nak(f, remote.rkey))?;
+    let misaligned = || Nak::InvalReq("atomic target misaligned in memory".into());
+    if width == 8 {
+        let a = rr.atomic_u64(roff).map_err(|_| misaligned())?;
+        let f = |old: u64| match args {
+            AtomicArgs::Cs { compare, swap } => (old == compare).then_some(swap),
+            AtomicArgs::Fa { add } => Some(old.wrapping_add(add)),
+            AtomicArgs::MaskedCs64 { swap, compare, swap_mask, compare_mask } => {
+                (old & compare_mask == compare & compare_mask).then_some((old & !swap_mask) | (swap & swap_mask))
+            }
+            AtomicArgs::MaskedFa64 { add, field_boundary } => Some(masked_add(old, add, field_boundary, 64)),
+            _ => None,
+        };
+        Ok(match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
+            Ok(v) | Err(v) => v,
+        })
+    } else {
+        let a = rr.atomic_u32(roff).map_err(|_| misaligned())?;
+        let f = |old: u32| match args {
+            AtomicArgs::MaskedCs32 { swap, compare, swap_mask, compare_mask } => {
+                (old & compare_mask == compare & compare_mask).then_some((old & !swap_mask) | (swap & swap_mask))
+            }
+            AtomicArgs::MaskedFa32 { add, field_boundary } => {
+                Some(masked_add(old.into(), add.into(), field_boundary.into(), 32) as u32)
+            }
+            _ => None,
+        };
+        Ok(match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
+            Ok(v) | Err(v) => v.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked_add;
+
+    #[test]
+    fn masked_add_stops_carries_at_field_boundaries() {
+        // Two 16-bit fields in 32 bits: 0xffff + 1 does not carry into the upper field.
+        assert_eq!(masked_add(0x0001_ffff, 0x0001_0001, 0x8000_8000, 32), 0x0002_0000);
+        // No boundary: one 32-bit add.
+        assert_eq!(masked_add(0x0001_ffff, 0x0001_0001, 0, 32), 0x0003_0000);
+        assert_eq!(masked_add(u64::MAX, 1, 0, 64), 0);
+    }
+}
