@@ -16,6 +16,8 @@ use marrow_mmio::{OutOfBounds, Region, barrier};
 use zerocopy::FromBytes;
 
 const BB: usize = MLX5_SEND_WQE_BB as usize;
+/// Bytes of one BlueFlame buffer (half of the register).
+const BF_BUF: usize = MLX5_DB_BLUEFLAME_BUFFER_SIZE as usize;
 
 /// Why a post failed. Nothing was written to the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +68,8 @@ pub struct SendQueue {
     bf_offset: usize,
     /// Control bytes of the last WQE posted, for the rdma-core doorbell.
     last_ctrl: Option<mlx5_wqe_ctrl_seg>,
+    /// The last WQE posted, when it fits a BlueFlame buffer.
+    last_wqe: Option<([u8; BF_BUF], usize)>,
     index_qpn_doorbell: bool,
 }
 
@@ -83,6 +87,7 @@ impl SendQueue {
             ci: 0,
             bf_offset: MLX5_BF_OFFSET as usize,
             last_ctrl: None,
+            last_wqe: None,
             index_qpn_doorbell: false,
         }
     }
@@ -132,6 +137,11 @@ impl SendQueue {
             self.ring.write_bytes(slot * BB, &scratch[i * BB..(i + 1) * BB])?;
         }
         self.last_ctrl = mlx5_wqe_ctrl_seg::read_from_bytes(&scratch[..16]).ok();
+        self.last_wqe = (built.len() <= BF_BUF).then(|| {
+            let mut b = [0u8; BF_BUF];
+            b[..built.len()].copy_from_slice(&scratch[..built.len()]);
+            (b, built.len())
+        });
         self.pi = self.pi.wrapping_add(need as u32);
         Ok(built)
     }
@@ -152,7 +162,35 @@ impl SendQueue {
             self.ring.write_bytes(slot * BB, &bb)?;
         }
         self.last_ctrl = mlx5_wqe_ctrl_seg::read_from_bytes(&wqe[..16.min(wqe.len())]).ok();
+        self.last_wqe = None;
         self.pi = self.pi.wrapping_add(need as u32);
+        Ok(())
+    }
+
+    /// Publish the one WQE just posted by BlueFlame: the whole WQE into the
+    /// register instead of an 8-byte doorbell (rdma-core `post_send_db` does
+    /// this for a single WQE that fits the buffer). Falls back to [`ring`]
+    /// when the last WQE does not fit. The first 8 bytes go last, as one
+    /// store: shared memory has no write-combining burst, and a device model
+    /// polling the register must see the rest before them.
+    ///
+    /// [`ring`]: SendQueue::ring
+    pub fn ring_blueflame(&mut self) -> Result<(), PostError> {
+        let Some((wqe, len)) = self.last_wqe.take() else { return self.ring() };
+        // The WQE stores (ring copy) must be visible before the doorbell record.
+        barrier::to_device();
+        self.dbrec.write_be32(4 * MLX5_SND_DBR as usize, self.pi & 0xffff)?;
+        // The doorbell record before the write-combining register.
+        barrier::wc_start();
+        self.uar.write_bytes(self.bf_offset + 8, &wqe[8..len])?;
+        // The body before the first 8 bytes that announce it.
+        barrier::wc_start();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&wqe[..8]);
+        self.uar.write_8bytes(self.bf_offset, first)?;
+        // Push the write-combined register out now.
+        barrier::wc_flush();
+        self.bf_offset ^= MLX5_DB_BLUEFLAME_BUFFER_SIZE as usize;
         Ok(())
     }
 

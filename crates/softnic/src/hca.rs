@@ -10,7 +10,7 @@ use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
-use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
+use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mlx5::wqe_decode::CtrlFields;
 use crate::qp::Awaiting;
@@ -213,6 +213,7 @@ impl Hca {
                 rnr_retry: 7,
                 peer_link: None,
                 awaiting: None,
+                blueflame: None,
             },
         );
         Ok(qpn)
@@ -247,6 +248,7 @@ impl Hca {
             qp.peer = None;
             qp.peer_link = None;
             qp.awaiting = None;
+            qp.blueflame = None;
             qp.error_reported = false;
             qp.rnr = None;
             qp.mem.dbrec.write_be32(0, 0).ok();
@@ -342,6 +344,7 @@ impl Hca {
             if let Some(t) = &mut self.trace {
                 t.record(Kind::DOORBELL, qpn, 0, off as u64, &bytes);
             }
+            self.take_blueflame(qpn, off, bytes);
             let Some(qp) = self.qps.get_mut(&qpn) else { return };
             if qp.faults.drop_doorbells > 0 {
                 qp.faults.drop_doorbells -= 1;
@@ -359,6 +362,32 @@ impl Hca {
         for d in ready {
             self.ring(qpn, d.bytes);
         }
+    }
+
+    /// A BlueFlame write carries the whole WQE in the register (rdma-core
+    /// `post_send_db` copies it in 64-byte chunks when it fits the buffer,
+    /// `MLX5_DB_BLUEFLAME_BUFFER_SIZE`): keep it, so the WQE is executed
+    /// from these bytes rather than fetched from the ring. Shared memory has
+    /// no write-combining burst, so the writer stores the first 8 bytes
+    /// last; the rest of the buffer is read after them, then cleared.
+    fn take_blueflame(&mut self, qpn: u32, off: usize, first: [u8; 8]) {
+        let ds = (first[7] & 0x3f) as usize;
+        let len = ds * 16;
+        if ds == 0 || len > MLX5_DB_BLUEFLAME_BUFFER_SIZE as usize {
+            return;
+        }
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
+        let mut wqe = first.to_vec();
+        wqe.resize(len.max(8), 0);
+        if len <= 8 || qp.mem.uar.read_bytes(off + 8, &mut wqe[8..]).is_err() || wqe[8..].iter().all(|&b| b == 0) {
+            return; // an 8-byte doorbell
+        }
+        let _ = qp.mem.uar.fill(off + 8, len - 8, 0);
+        let index = u16::from_be_bytes([first[1], first[2]]);
+        if let Some(t) = &mut self.trace {
+            t.record(Kind::BLUEFLAME, qpn, 0, off as u64, &wqe);
+        }
+        qp.blueflame = Some((index, wqe));
     }
 
     /// Act on a doorbell found on `page_qpn`'s UAR page.
@@ -442,6 +471,14 @@ impl Hca {
     /// wrapping), as the HCA's fetch does. Returns the buffer and the
     /// WQEBBs it spans.
     fn fetch(&mut self, qpn: u32, wqe: &mut WqeBuf) -> Option<usize> {
+        let qp = self.qps.get_mut(&qpn)?;
+        if let Some((_, bf)) = qp.blueflame.take_if(|(i, _)| *i == qp.sq_ci as u16) {
+            // The WQE came with its doorbell: no fetch from the ring.
+            let bbs = bf.len().div_ceil(BB);
+            wqe.extend_from_slice(&bf);
+            wqe.resize(bbs * BB, 0);
+            return Some(bbs);
+        }
         let qp = self.qps.get(&qpn)?;
         let n = qp.caps.sq_wqebbs;
         let slot = |i: u32| ((qp.sq_ci.wrapping_add(i)) % n) as usize * BB;

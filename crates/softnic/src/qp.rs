@@ -185,6 +185,8 @@ pub struct Qp {
     pub peer_link: Option<u32>,
     /// The WQE sent over the link and not yet acknowledged.
     pub awaiting: Option<Awaiting>,
+    /// A WQE that arrived by BlueFlame: its index and bytes.
+    pub blueflame: Option<(u16, Vec<u8>)>,
 }
 
 /// A WQE whose request went over a link, waiting for the response.

@@ -41,6 +41,8 @@ impl Kind {
     pub const RECV_WQE_FETCH: Kind = Kind(9);
     /// Why a WQE failed; bytes = a UTF-8 description.
     pub const WQE_ERROR: Kind = Kind(10);
+    /// A whole WQE found in a BlueFlame register; `addr` = offset in the UAR page.
+    pub const BLUEFLAME: Kind = Kind(11);
 
     /// A short name.
     pub fn name(self) -> &'static str {
@@ -55,6 +57,7 @@ impl Kind {
             8 => "fault",
             9 => "recv-wqe-fetch",
             10 => "wqe-error",
+            11 => "blueflame",
             _ => "unknown",
         }
     }
