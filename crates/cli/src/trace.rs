@@ -30,6 +30,7 @@ pub const KINDS: &[Kind] = &[
     Kind::FAULT,
     Kind::RECV_WQE_FETCH,
     Kind::WQE_ERROR,
+    Kind::BLUEFLAME,
 ];
 
 /// A record kind from its name (`wqe-fetch`, `WQE_FETCH`) or number.
@@ -413,7 +414,7 @@ pub fn view(r: &Record, detail: Detail) -> View {
     match r.kind {
         Kind::DOORBELL | Kind::DOORBELL_DROPPED => doorbell_view(r, detail),
         Kind::DBREC_READ => dbrec_view(r, detail),
-        Kind::WQE_FETCH => wqe_view(r, detail),
+        Kind::WQE_FETCH | Kind::BLUEFLAME => wqe_view(r, detail),
         Kind::CQE_WRITE => cqe_view(r, detail),
         Kind::QP_STATE => qp_state_view(r),
         Kind::CQ_OVERFLOW => cq_overflow_view(r),
@@ -441,6 +442,7 @@ pub fn place(r: &Record) -> String {
         Kind::DOORBELL | Kind::DOORBELL_DROPPED => format!("uar+{:#05x}", r.addr),
         Kind::DBREC_READ => format!("dbrec+{:#x}", r.addr),
         Kind::WQE_FETCH => format!("sq+{:#06x}", r.addr),
+        Kind::BLUEFLAME => format!("uar+{:#05x}", r.addr),
         Kind::RECV_WQE_FETCH => format!("rq+{:#06x}", r.addr),
         Kind::CQE_WRITE => format!("cq {:#x}+{:#06x}", r.obj, r.addr),
         Kind::CQ_OVERFLOW => format!("cq {:#x}", r.obj),
@@ -470,7 +472,7 @@ pub fn matches(f: &Filter, r: &Record, v: &View) -> bool {
     }
     if !f.opcodes.is_empty() {
         let hit = f.opcodes.iter().any(|m| match *m {
-            OpcodeMatch::Wqe(op) => matches!(r.kind, Kind::WQE_FETCH | Kind::CQE_WRITE) && v.wqe_opcode == Some(op),
+            OpcodeMatch::Wqe(op) => matches!(r.kind, Kind::WQE_FETCH | Kind::BLUEFLAME | Kind::CQE_WRITE) && v.wqe_opcode == Some(op),
             OpcodeMatch::Cqe(op) => r.kind == Kind::CQE_WRITE && v.cqe_opcode == Some(op),
         });
         if !hit {
