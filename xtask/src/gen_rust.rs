@@ -11,7 +11,8 @@ pub fn generate(spec: &Spec, header: &str) -> String {
     }
     o.push_str(
         "\n#![allow(non_camel_case_types)] // spec names (`mlx5_wqe_ctrl_seg`) are kept so one grep crosses Rust, C and docs\n\
-         #![allow(clippy::all)]\n\n\
+         #![allow(clippy::all)]\n\
+         #![allow(unused_imports)] // each spec uses a subset of the layout types\n\n\
          use marrow_layout::{BitLayout, Direction, Endian, FieldLayout, FieldOverflow, StructLayout};\n\
          use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};\n\
          #[allow(unused_imports)]\n\

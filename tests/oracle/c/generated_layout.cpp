@@ -1,9 +1,10 @@
-// The generated header compiled by g++ as C++17: its static asserts run here,
+// The generated headers compiled by g++ as C++17: its static asserts run here,
 // and the X-macro hands every field's offsetof/sizeof, as the C++ compiler
 // computes them, to the Rust test that compares them with Rust's layout.
 #include <cstddef>
 #include <cstdint>
 
+#include "marrow/generated/gcrb.h"
 #include "marrow/generated/mlx5.h"
 
 struct generated_field {
@@ -15,7 +16,7 @@ struct generated_field {
 };
 
 #define X(s, f) {#s, #f, offsetof(struct marrow_##s, f), sizeof(((struct marrow_##s *)nullptr)->f), sizeof(struct marrow_##s)},
-static const generated_field table[] = {MARROW_MLX5_LAYOUT_FIELDS(X)};
+static const generated_field table[] = {MARROW_MLX5_LAYOUT_FIELDS(X) MARROW_GCRB_LAYOUT_FIELDS(X)};
 #undef X
 
 extern "C" size_t generated_field_count() { return sizeof(table) / sizeof(table[0]); }

@@ -276,6 +276,7 @@ fn generated_c_header_layout_equals_rust_layout() {
     let c = generated_header_fields();
     let rust: Vec<CField> = ALL_LAYOUTS
         .iter()
+        .chain(marrow_gcrb::ALL_LAYOUTS.iter())
         .flat_map(|l| {
             l.fields.iter().map(|f| CField {
                 strct: l.name.to_string(),
@@ -286,7 +287,7 @@ fn generated_c_header_layout_equals_rust_layout() {
             })
         })
         .collect();
-    assert_eq!(c, rust, "g++'s layout of marrow/generated/mlx5.h differs from Rust's");
+    assert_eq!(c, rust, "g++'s layout of marrow/generated/{{mlx5,gcrb}}.h differs from Rust's");
     // The Rust side's own sizes, as rustc lays the structs out.
     assert_eq!(core::mem::size_of::<mlx5_wqe_ctrl_seg>(), 16);
     assert_eq!(core::mem::size_of::<mlx5_cqe64>(), 64);

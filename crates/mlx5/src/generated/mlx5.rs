@@ -3,6 +3,7 @@
 
 #![allow(non_camel_case_types)] // spec names (`mlx5_wqe_ctrl_seg`) are kept so one grep crosses Rust, C and docs
 #![allow(clippy::all)]
+#![allow(unused_imports)] // each spec uses a subset of the layout types
 
 use marrow_layout::{BitLayout, Direction, Endian, FieldLayout, FieldOverflow, StructLayout};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
