@@ -1,0 +1,104 @@
+//! The device code run by CPU threads: FFI into `kernels/cpu/device_cpu.cpp`,
+//! which compiles `marrow/device.h` for the CPU. The calls take the GCRB
+//! page's address; the rings and buffers it names are shared memory the
+//! softnic's engine serves.
+
+use crate::DeviceError;
+use crate::world::Channel;
+
+unsafe extern "C" {
+    fn marrow_cpu_set_thread(index: u32);
+    fn marrow_cpu_check_config(page: *mut u8) -> i32;
+    fn marrow_cpu_put_nbi(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
+    fn marrow_cpu_put(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
+    fn marrow_cpu_get(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
+    fn marrow_cpu_fetch_add(page: *mut u8, pe: u32, roff: u64, value: u64, result_loff: u64, old: *mut u64) -> i32;
+    fn marrow_cpu_compare_swap(page: *mut u8, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64, old: *mut u64) -> i32;
+    fn marrow_cpu_put_signal(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> i32;
+    fn marrow_cpu_quiet(page: *mut u8) -> i32;
+}
+
+fn rc(code: i32) -> Result<(), DeviceError> {
+    if code == 0 { Ok(()) } else { Err(DeviceError(code)) }
+}
+
+/// A CPU thread's handle on a channel: the device API, callable from any
+/// number of threads at once (the protocol is lock-free but for the CQ poll
+/// and doorbell locks in the GCRB).
+#[derive(Clone, Copy, Debug)]
+pub struct Device {
+    page: *mut u8,
+}
+
+// SAFETY: the page is shared memory that the device code accesses only
+// with atomics, volatile accesses and fences, from any thread, as GPU
+// threads do; a `Device` is an address, not a borrow.
+unsafe impl Send for Device {}
+// SAFETY: as above.
+unsafe impl Sync for Device {}
+
+impl Device {
+    /// The device API over `ch`'s GCRB. The channel must outlive every call.
+    pub fn new(ch: &Channel) -> Device {
+        Device { page: ch.page().base_addr() as *mut u8 }
+    }
+
+    /// Name the calling thread in the device trace.
+    pub fn set_thread(index: u32) {
+        // SAFETY: sets a thread-local in the device code.
+        unsafe { marrow_cpu_set_thread(index) }
+    }
+
+    /// Check the GCRB's magic and version.
+    pub fn check_config(&self) -> Result<(), DeviceError> {
+        // SAFETY: `page` is a live GCRB page (see `new`).
+        rc(unsafe { marrow_cpu_check_config(self.page) })
+    }
+
+    /// Non-blocking put.
+    pub fn put_nbi(&self, pe: u32, roff: u64, loff: u64, len: u32) -> Result<(), DeviceError> {
+        // SAFETY: `page` is a live GCRB page; offsets are bounds-checked by the device code.
+        rc(unsafe { marrow_cpu_put_nbi(self.page, pe, roff, loff, len) })
+    }
+
+    /// Blocking put.
+    pub fn put(&self, pe: u32, roff: u64, loff: u64, len: u32) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_put(self.page, pe, roff, loff, len) })
+    }
+
+    /// Blocking get.
+    pub fn get(&self, pe: u32, roff: u64, loff: u64, len: u32) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_get(self.page, pe, roff, loff, len) })
+    }
+
+    /// Fetch-and-add; returns the old value.
+    pub fn fetch_add(&self, pe: u32, roff: u64, value: u64, result_loff: u64) -> Result<u64, DeviceError> {
+        let mut old = 0;
+        // SAFETY: as in `put_nbi`; `old` is a valid u64 for the call.
+        rc(unsafe { marrow_cpu_fetch_add(self.page, pe, roff, value, result_loff, &mut old) })?;
+        Ok(old)
+    }
+
+    /// Compare-and-swap; returns the old value.
+    pub fn compare_swap(&self, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64) -> Result<u64, DeviceError> {
+        let mut old = 0;
+        // SAFETY: as in `fetch_add`.
+        rc(unsafe { marrow_cpu_compare_swap(self.page, pe, roff, compare, swap, result_loff, &mut old) })?;
+        Ok(old)
+    }
+
+    /// Put, then add to a signal word after it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_signal(&self, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_put_signal(self.page, pe, roff, loff, len, sig_roff, sig_add, scratch_loff) })
+    }
+
+    /// Wait for everything posted so far.
+    pub fn quiet(&self) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_quiet(self.page) })
+    }
+}

@@ -1,0 +1,128 @@
+//! Filling a GCRB page from a channel's objects, and reading back what the
+//! device code recorded (error block, heads, trace ring) as text a person
+//! can act on.
+
+use marrow_gcrb::*;
+use marrow_mlx5::raw::{Syndrome, WqeOpcode};
+use marrow_mmio::Region;
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+/// What a channel's GCRB describes.
+#[derive(Clone, Copy, Debug)]
+pub struct GcrbSetup {
+    /// QP number.
+    pub qpn: u32,
+    /// Send queue ring (device address) and depth in WQEBBs.
+    pub sq: (u64, u32),
+    /// QP doorbell record (device address).
+    pub dbrec: u64,
+    /// UAR doorbell register (device address) and size.
+    pub db: (u64, u32),
+    /// CQ ring (device address), entries, doorbell record, collapsed?
+    pub cq: (u64, u32, u64, bool),
+    /// Local window: lkey, device address, length.
+    pub local: (u32, u64, u64),
+    /// Remote windows by PE: (address, rkey).
+    pub keys: [(u64, u32); 2],
+    /// Timeout of every device-side wait.
+    pub timeout_ns: u64,
+}
+
+/// Write a fresh GCRB (config, zeroed heads, error block and trace) into `page`.
+pub fn fill(page: &Region, s: &GcrbSetup) -> Result<(), marrow_mmio::OutOfBounds> {
+    page.fill(0, GCRB_PAGE_SIZE as usize, 0)?;
+    let mut c = gcrb_config::new_zeroed();
+    c.set_magic(GCRB_MAGIC).set_version(GCRB_VERSION).set_qpn(s.qpn);
+    c.set_sq_base(s.sq.0).set_sq_wqebbs(s.sq.1).set_sq_stride(64);
+    c.set_dbrec_addr(s.dbrec).set_db_addr(s.db.0).set_db_size(s.db.1);
+    c.set_cq_base(s.cq.0).set_cq_ncqe(s.cq.1).set_cq_dbrec_addr(s.cq.2).set_cq_mode(u32::from(s.cq.3));
+    c.set_local_lkey(s.local.0).set_local_base(s.local.1).set_local_len(s.local.2);
+    c.set_timeout_ns(s.timeout_ns).set_key_count(s.keys.len() as u32);
+    page.write_bytes(GCRB_OFF_CONFIG as usize, c.as_bytes())?;
+    for (pe, (raddr, rkey)) in s.keys.iter().enumerate() {
+        let mut k = gcrb_key::new_zeroed();
+        k.set_raddr(*raddr).set_rkey(*rkey);
+        page.write_bytes(GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE, k.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn read<T: FromBytes>(page: &Region, off: u32, size: usize) -> Option<T> {
+    let mut b = vec![0u8; size];
+    page.read_bytes(off as usize, &mut b).ok()?;
+    T::read_from_bytes(&b).ok()
+}
+
+/// The error block.
+pub fn error(page: &Region) -> Option<gcrb_error> {
+    read(page, GCRB_OFF_ERROR, gcrb_error::SIZE)
+}
+
+/// The heads.
+pub fn heads(page: &Region) -> Option<gcrb_heads> {
+    read(page, GCRB_OFF_HEADS, gcrb_heads::SIZE)
+}
+
+/// The last trace entries, oldest first.
+pub fn trace(page: &Region) -> Vec<gcrb_trace_entry> {
+    let Some(h) = heads(page) else { return Vec::new() };
+    let n = GCRB_TRACE_ENTRIES as u64;
+    let end = h.trace_head();
+    (end.saturating_sub(n)..end)
+        .filter_map(|i| read(page, GCRB_OFF_TRACE + ((i % n) as u32) * gcrb_trace_entry::SIZE as u32, gcrb_trace_entry::SIZE))
+        .collect()
+}
+
+/// The decoded state of a channel, for a person: status, which wait, the
+/// CQE syndrome by name, the heads, the recent trace.
+pub fn report(page: &Region) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let Some(e) = error(page) else { return "GCRB unreadable".into() };
+    let status = GcrbStatus(e.status());
+    let _ = write!(o, "GCRB status {status}");
+    if status == GcrbStatus::TIMEOUT {
+        let _ = write!(o, ": wait {} gave up after {} ns", GcrbWait(e.wait()), e.elapsed_ns());
+    }
+    if status == GcrbStatus::CQE_ERROR {
+        let _ = write!(
+            o,
+            ": syndrome {:?}, vendor_err_synd {:#04x}, hw_err_synd {:#04x}, WQE {:?} at wqe_counter {:#06x}",
+            Syndrome(e.syndrome()),
+            e.vendor_err_synd(),
+            e.hw_err_synd(),
+            WqeOpcode(e.wqe_opcode()),
+            e.wqe_counter()
+        );
+    }
+    if status != GcrbStatus::OK {
+        let _ = write!(
+            o,
+            "\n  heads then: resv_head {} ready_head {} prod_idx {} cons_idx {} cq_ci {}",
+            e.resv_head(),
+            e.ready_head(),
+            e.prod_idx(),
+            e.cons_idx(),
+            e.cq_ci()
+        );
+    }
+    if let Some(h) = heads(page) {
+        let _ = write!(
+            o,
+            "\n  heads now:  resv_head {} ready_head {} prod_idx {} cons_idx {} cq_ci {}",
+            h.resv_head(),
+            h.ready_head(),
+            h.prod_idx(),
+            h.cons_idx(),
+            h.cq_ci()
+        );
+    }
+    let t = trace(page);
+    if !t.is_empty() {
+        let _ = write!(o, "\n  device trace (last {}):", t.len().min(8));
+        for e in t.iter().rev().take(8).rev() {
+            let _ = write!(o, "\n    t={} {} thread {} arg0 {:#x} arg1 {:#x}", e.t_ns(), GcrbEvent(e.event()), e.thread(), e.arg0(), e.arg1());
+        }
+    }
+    o
+}

@@ -1,0 +1,127 @@
+//! The softnic backend: PEs in one process, each with a symmetric buffer
+//! registered on one softnic, and a channel (RC QP + CQ + GCRB) from each PE
+//! to the other.
+
+use crate::gcrb_page::{self, GcrbSetup};
+use marrow_mmio::Region;
+use marrow_softnic::{Access, CqMode, Faults, ModifyQp, QpCaps, QpState, Shm, SoftNic};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Sizes and limits of a world.
+#[derive(Clone, Copy, Debug)]
+pub struct WorldConfig {
+    /// Bytes of each PE's symmetric buffer.
+    pub buf_len: usize,
+    /// Send queue WQEBBs per channel.
+    pub sq_wqebbs: u32,
+    /// CQ entries per channel.
+    pub ncqe: u32,
+    /// Collapsed CQs (NVSHMEM's mode) instead of owner-bit rings.
+    pub collapsed_cq: bool,
+    /// Timeout of every device-side wait.
+    pub timeout: Duration,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2) }
+    }
+}
+
+/// One PE's channel to the other PE.
+#[derive(Debug)]
+pub struct Channel {
+    /// The QP.
+    pub qpn: u32,
+    /// Its send CQ.
+    pub cqn: u32,
+    page: Arc<Shm>,
+}
+
+impl Channel {
+    /// The GCRB page.
+    pub fn page(&self) -> Region {
+        self.page.region()
+    }
+
+    /// The decoded GCRB state (error, heads, trace) for a person.
+    pub fn report(&self) -> String {
+        gcrb_page::report(&self.page())
+    }
+}
+
+/// Two PEs on one softnic.
+#[derive(Debug)]
+pub struct World {
+    /// The device model.
+    pub nic: SoftNic,
+    /// PE 0's and PE 1's channels (each to the other PE).
+    pub channels: [Channel; 2],
+    /// The symmetric buffers.
+    pub bufs: [Region; 2],
+    _shm: [Arc<Shm>; 2],
+}
+
+impl World {
+    /// Build the world and start one softnic engine thread.
+    pub fn new(cfg: WorldConfig) -> Result<World, crate::TransportError> {
+        let mut nic = SoftNic::new();
+        let (bufs, shm, keys, qpns, cqs, lkeys) = {
+            let mut hca = nic.hca();
+            let pd = hca.alloc_pd();
+            let shm = [Arc::new(Shm::create("pe0", cfg.buf_len)?), Arc::new(Shm::create("pe1", cfg.buf_len)?)];
+            let bufs = [shm[0].region().sub(0, cfg.buf_len)?, shm[1].region().sub(0, cfg.buf_len)?];
+            let mut keys = [(0u64, 0u32); 2];
+            let mut lkeys = [0u32; 2];
+            for pe in 0..2 {
+                let (l, r) = hca.reg_mr(pd, bufs[pe].base_addr() as u64, bufs[pe], Access::all());
+                keys[pe] = (bufs[pe].base_addr() as u64, r);
+                lkeys[pe] = l;
+            }
+            let mode = if cfg.collapsed_cq { CqMode::Collapsed } else { CqMode::Normal };
+            let mut qpns = [0u32; 2];
+            let mut cqs = [0u32; 2];
+            for pe in 0..2 {
+                cqs[pe] = hca.create_cq(cfg.ncqe, mode)?;
+                let rcq = hca.create_cq(16, CqMode::Normal)?;
+                qpns[pe] = hca.create_qp(pd, cqs[pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
+            }
+            for pe in 0..2 {
+                hca.modify_qp(qpns[pe], ModifyQp::to(QpState::Init))?;
+                hca.modify_qp(qpns[pe], ModifyQp::rtr(qpns[1 - pe]))?;
+                hca.modify_qp(qpns[pe], ModifyQp::to(QpState::Rts))?;
+            }
+            (bufs, shm, keys, qpns, cqs, lkeys)
+        };
+        let mut channels = Vec::new();
+        for pe in 0..2 {
+            let page = Arc::new(Shm::create(&format!("gcrb{pe}"), marrow_gcrb::GCRB_PAGE_SIZE as usize)?);
+            let setup = {
+                let hca = nic.hca();
+                let q = hca.qp(qpns[pe])?;
+                let c = hca.cq(cqs[pe])?;
+                GcrbSetup {
+                    qpn: qpns[pe],
+                    sq: (q.mem.sq.base_addr() as u64, cfg.sq_wqebbs),
+                    dbrec: q.mem.dbrec.base_addr() as u64,
+                    db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
+                    cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64, cfg.collapsed_cq),
+                    local: (lkeys[pe], bufs[pe].base_addr() as u64, cfg.buf_len as u64),
+                    keys,
+                    timeout_ns: cfg.timeout.as_nanos() as u64,
+                }
+            };
+            gcrb_page::fill(&page.region(), &setup)?;
+            channels.push(Channel { qpn: qpns[pe], cqn: cqs[pe], page });
+        }
+        nic.start(1);
+        let channels: [Channel; 2] = channels.try_into().map_err(|_| crate::TransportError::Missing("channels"))?;
+        Ok(World { nic, channels, bufs, _shm: shm })
+    }
+
+    /// Arm softnic faults on PE `pe`'s QP.
+    pub fn set_faults(&self, pe: usize, faults: Faults) -> Result<(), crate::TransportError> {
+        Ok(self.nic.hca().set_faults(self.channels[pe].qpn, faults)?)
+    }
+}

@@ -1,0 +1,201 @@
+//! The device code (`kernels/include/marrow/device.h`) run by CPU threads
+//! against the softnic: many threads, tiny rings that force wraparound, every
+//! operation checked against values computed here, and every injected fault
+//! ending in a decoded error, never a hang.
+
+use marrow_gcrb::{GcrbStatus, GcrbWait};
+use marrow_mlx5::raw::Syndrome;
+use marrow_softnic::Faults;
+use marrow_transport::cpu::Device;
+use marrow_transport::gcrb_page;
+use marrow_transport::{DeviceError, World, WorldConfig};
+use std::time::Duration;
+
+fn world(sq: u32, ncqe: u32, collapsed: bool) -> World {
+    World::new(WorldConfig { sq_wqebbs: sq, ncqe, collapsed_cq: collapsed, timeout: Duration::from_secs(5), ..WorldConfig::default() })
+        .unwrap()
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8) * 2
+}
+
+/// Many threads put into disjoint slots of PE 1 through PE 0's channel.
+fn many_threads_put(sq: u32, ncqe: u32, collapsed: bool) {
+    let w = world(sq, ncqe, collapsed);
+    let dev = Device::new(&w.channels[0]);
+    dev.check_config().unwrap();
+    let n = threads();
+    let per = 200usize;
+    let ch0 = &w.channels[0];
+    std::thread::scope(|s| {
+        for t in 0..n {
+            let buf = w.bufs[0];
+            s.spawn(move || {
+                Device::set_thread(t as u32);
+                for i in 0..per {
+                    let slot = (t * per + i) * 16;
+                    let val = [(t as u8) ^ (i as u8); 16];
+                    buf.write_bytes(slot, &val).unwrap();
+                    let r = if i % 3 == 0 { dev.put(1, slot as u64, slot as u64, 16) } else { dev.put_nbi(1, slot as u64, slot as u64, 16) };
+                    r.unwrap_or_else(|e| panic!("thread {t} op {i}: {e}\n{}", ch0.report()));
+                }
+            });
+        }
+    });
+    dev.quiet().unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
+    for t in 0..n {
+        for i in 0..per {
+            let mut got = [0u8; 16];
+            w.bufs[1].read_bytes((t * per + i) * 16, &mut got).unwrap();
+            assert_eq!(got, [(t as u8) ^ (i as u8); 16], "thread {t} op {i}");
+        }
+    }
+    let h = gcrb_page::heads(&w.channels[0].page()).unwrap();
+    let total = (n * per) as u64;
+    assert_eq!((h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()), (total, total, total, total));
+}
+
+#[test]
+fn many_threads_share_a_ring_of_two() {
+    many_threads_put(2, 2, false);
+}
+
+#[test]
+fn many_threads_share_a_ring_of_one_with_a_collapsed_cq() {
+    many_threads_put(1, 1, true);
+}
+
+#[test]
+fn many_threads_on_a_deeper_ring() {
+    many_threads_put(64, 64, false);
+}
+
+#[test]
+fn get_and_atomics_agree_with_the_cpu() {
+    let w = world(4, 4, false);
+    let dev = Device::new(&w.channels[0]);
+    let pattern: Vec<u8> = (0..4096).map(|i| (i * 7 % 251) as u8).collect();
+    w.bufs[1].write_bytes(8192, &pattern).unwrap();
+    dev.get(1, 8192, 0, 4096).unwrap();
+    let mut got = vec![0u8; 4096];
+    w.bufs[0].read_bytes(0, &mut got).unwrap();
+    assert_eq!(got, pattern);
+
+    // Concurrent fetch-and-adds: every old value distinct, the sum exact.
+    w.bufs[1].write_bytes(64, &0u64.to_ne_bytes()).unwrap();
+    let n = threads();
+    let olds = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..n {
+            let olds = &olds;
+            s.spawn(move || {
+                Device::set_thread(t as u32);
+                for _ in 0..100 {
+                    // Each thread gets its own result slot.
+                    let old = dev.fetch_add(1, 64, 1, 4096 + t as u64 * 8).unwrap();
+                    olds.lock().unwrap().push(old);
+                }
+            });
+        }
+    });
+    let mut olds = olds.into_inner().unwrap();
+    olds.sort();
+    assert_eq!(olds, (0..(n as u64 * 100)).collect::<Vec<_>>());
+    let mut v = [0u8; 8];
+    w.bufs[1].read_bytes(64, &mut v).unwrap();
+    assert_eq!(u64::from_ne_bytes(v), n as u64 * 100);
+
+    assert_eq!(dev.compare_swap(1, 64, 7, 9, 4096).unwrap(), n as u64 * 100, "a failed compare returns the value");
+    assert_eq!(dev.compare_swap(1, 64, n as u64 * 100, 9, 4096).unwrap(), n as u64 * 100);
+    w.bufs[1].read_bytes(64, &mut v).unwrap();
+    assert_eq!(u64::from_ne_bytes(v), 9);
+}
+
+#[test]
+fn put_signal_lands_data_then_signal() {
+    let w = world(8, 8, false);
+    let dev = Device::new(&w.channels[0]);
+    w.bufs[0].write_bytes(0, &[0xAB; 256]).unwrap();
+    w.bufs[1].write_bytes(1024, &0u64.to_ne_bytes()).unwrap();
+    dev.put_signal(1, 0, 0, 256, 1024, 1, 2048).unwrap();
+    dev.quiet().unwrap();
+    let mut got = [0u8; 256];
+    w.bufs[1].read_bytes(0, &mut got).unwrap();
+    assert_eq!(got, [0xAB; 256]);
+    let mut sig = [0u8; 8];
+    w.bufs[1].read_bytes(1024, &mut sig).unwrap();
+    assert_eq!(u64::from_ne_bytes(sig), 1);
+}
+
+#[test]
+fn offsets_outside_the_window_are_refused() {
+    let w = world(4, 4, false);
+    let dev = Device::new(&w.channels[0]);
+    let len = w.bufs[0].len() as u64;
+    assert_eq!(dev.put(1, 0, len - 4, 8), Err(DeviceError(-34)));
+    assert_eq!(dev.put(7, 0, 0, 8), Err(DeviceError(-34)));
+}
+
+fn fast_timeout_world() -> World {
+    World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), ..WorldConfig::default() }).unwrap()
+}
+
+#[test]
+fn a_dropped_doorbell_ends_in_a_decoded_timeout() {
+    let w = fast_timeout_world();
+    w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
+    let dev = Device::new(&w.channels[0]);
+    let e = dev.put(1, 0, 0, 8).unwrap_err();
+    assert_eq!(e, DeviceError(-110));
+    let err = gcrb_page::error(&w.channels[0].page()).unwrap();
+    assert_eq!(GcrbStatus(err.status()), GcrbStatus::TIMEOUT);
+    assert_eq!(GcrbWait(err.wait()), GcrbWait::CQ);
+    assert_eq!((err.resv_head(), err.ready_head(), err.prod_idx(), err.cons_idx()), (1, 1, 1, 0));
+    let report = w.channels[0].report();
+    assert!(report.contains("TIMEOUT") && report.contains("wait CQ") && report.contains("cons_idx 0"), "{report}");
+    // The error sticks: the channel reports it instead of going on.
+    assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError(-110)));
+}
+
+#[test]
+fn a_stalled_engine_ends_in_a_decoded_timeout() {
+    let w = fast_timeout_world();
+    w.set_faults(0, Faults { stall: true, ..Faults::default() }).unwrap();
+    let e = Device::new(&w.channels[0]).get(1, 0, 0, 8).unwrap_err();
+    assert_eq!(e, DeviceError(-110));
+    assert!(w.channels[0].report().contains("wait CQ"));
+}
+
+#[test]
+fn an_error_cqe_comes_back_with_its_syndrome() {
+    let w = fast_timeout_world();
+    w.set_faults(0, Faults { fail_wqe: Some((1, Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() }).unwrap();
+    let dev = Device::new(&w.channels[0]);
+    dev.put(1, 0, 0, 8).unwrap();
+    let e = dev.put(1, 0, 0, 8).unwrap_err();
+    assert_eq!(e.syndrome(), Some(Syndrome::REMOTE_ACCESS_ERR), "{e}");
+    let err = gcrb_page::error(&w.channels[0].page()).unwrap();
+    assert_eq!(GcrbStatus(err.status()), GcrbStatus::CQE_ERROR);
+    assert_eq!((err.syndrome(), err.vendor_err_synd(), err.wqe_counter()), (0x13, 0x88, 1));
+    let report = w.channels[0].report();
+    assert!(report.contains("REMOTE_ACCESS_ERR") && report.contains("vendor_err_synd 0x88"), "{report}");
+}
+
+#[test]
+fn a_cq_overflow_ends_in_a_decoded_timeout() {
+    let w = fast_timeout_world();
+    w.set_faults(0, Faults { overflow_cq: true, ..Faults::default() }).unwrap();
+    let e = Device::new(&w.channels[0]).put(1, 0, 0, 8).unwrap_err();
+    assert_eq!(e, DeviceError(-110));
+    let report = w.channels[0].report();
+    assert!(report.contains("TIMEOUT"), "{report}");
+    assert!(w.nic.hca().cq(w.channels[0].cqn).unwrap().overflowed);
+}
+
+#[test]
+fn a_bad_gcrb_is_refused() {
+    let w = fast_timeout_world();
+    w.channels[0].page().write_bytes(0, &[0; 4]).unwrap();
+    assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)));
+}

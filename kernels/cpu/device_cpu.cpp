@@ -1,0 +1,47 @@
+// The device API compiled for the CPU: C entry points over marrow/device.h
+// so that CPU threads run the same posting and polling code as the GPU,
+// against the softnic, in CI. Each takes the GCRB page's address.
+#include "marrow/device.h"
+
+namespace marrow {
+thread_local uint32_t cpu_thread_index = 0;
+}
+
+using marrow::Channel;
+
+extern "C" {
+
+void marrow_cpu_set_thread(uint32_t index) { marrow::cpu_thread_index = index; }
+
+int marrow_cpu_check_config(uint8_t *page) { return marrow::check_config(Channel{page}); }
+
+int marrow_cpu_put_nbi(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    return marrow::put_nbi(Channel{page}, pe, roff, loff, len);
+}
+
+int marrow_cpu_put(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    return marrow::put(Channel{page}, pe, roff, loff, len);
+}
+
+int marrow_cpu_get(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    return marrow::get(Channel{page}, pe, roff, loff, len);
+}
+
+int marrow_cpu_fetch_add(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t value, uint64_t result_loff, uint64_t *old) {
+    return marrow::atomic_fetch_add(Channel{page}, pe, roff, value, result_loff, old);
+}
+
+int marrow_cpu_compare_swap(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t compare, uint64_t swap,
+                            uint64_t result_loff, uint64_t *old) {
+    return marrow::atomic_compare_swap(Channel{page}, pe, roff, compare, swap, result_loff, old);
+}
+
+int marrow_cpu_put_signal(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, uint64_t sig_roff,
+                          uint64_t sig_add, uint64_t scratch_loff) {
+    return marrow::put_signal(Channel{page}, pe, roff, loff, len, sig_roff, sig_add, scratch_loff);
+}
+
+int marrow_cpu_quiet(uint8_t *page) { return marrow::quiet(Channel{page}); }
+
+void marrow_cpu_fence(uint8_t *page) { marrow::fence(Channel{page}); }
+}

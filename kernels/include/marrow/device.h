@@ -1,0 +1,484 @@
+/*
+ * marrow device API: GPU (or CPU) threads post mlx5 WQEs and ring the NIC's
+ * doorbell themselves, through one channel (QP + CQ) described by its GCRB.
+ * Written once; compiled for the GPU (nvcc/NVRTC, sm_90) and the CPU (g++).
+ *
+ * The protocol is NVSHMEM's (reference mlx5-gpu-initiated.md §2.2-2.4):
+ *   1. reserve WQEBBs: atomic add on gcrb_heads.resv_head, then wait for room
+ *      by polling the CQ (NVSHMEM ibgda_wait_for_slot_availability);
+ *   2. write the WQE (big endian, generated layouts) into the ring;
+ *   3. mark it ready in order: compare-and-swap ready_head from our index to
+ *      our end (ibgda_submit_requests);
+ *   4. ring: doorbell record = next WQEBB (BE32), then one 8-byte doorbell
+ *      {BE32(pi << 8), BE32(qpn << 8)} (ibgda_ring_db), under a lock so that
+ *      doorbell records never go backwards;
+ *   5. completions: CQEs by owner bit (or slot 0 of a collapsed CQ), consumer
+ *      index published in the CQ doorbell record.
+ * Every wait has a runtime timeout (gcrb_config.timeout_ns): on expiry the
+ * decoded state goes into gcrb_error and the call returns MARROW_E_TIMEOUT.
+ * An error CQE returns MARROW_E_CQE_BASE - syndrome with the CQE decoded
+ * into gcrb_error. Nothing hangs, nothing traps.
+ */
+#ifndef MARROW_DEVICE_H
+#define MARROW_DEVICE_H
+
+#include "marrow/platform.h"
+
+namespace marrow {
+
+enum : int {
+    OK = 0,
+    E_TIMEOUT = -110,  /* ETIMEDOUT */
+    E_BAD_CONFIG = -22, /* EINVAL */
+    E_RANGE = -34,      /* ERANGE: outside the local window or key table */
+    E_CQE_BASE = -1000, /* an error CQE: E_CQE_BASE - syndrome */
+};
+
+/* A channel: the device address of its GCRB page. */
+struct Channel {
+    uint8_t *page;
+
+    MARROW_MEMBER marrow_gcrb_config *cfg() const { return (marrow_gcrb_config *)(page + MARROW_GCRB_OFF_CONFIG); }
+    MARROW_MEMBER marrow_gcrb_heads *heads() const { return (marrow_gcrb_heads *)(page + MARROW_GCRB_OFF_HEADS); }
+    MARROW_MEMBER marrow_gcrb_error *err() const { return (marrow_gcrb_error *)(page + MARROW_GCRB_OFF_ERROR); }
+    MARROW_MEMBER marrow_gcrb_key *key(uint32_t pe) const { return (marrow_gcrb_key *)(page + MARROW_GCRB_OFF_KEYS) + pe; }
+    MARROW_MEMBER marrow_gcrb_trace_entry *trace_at(uint64_t i) const {
+        return (marrow_gcrb_trace_entry *)(page + MARROW_GCRB_OFF_TRACE) + (i % MARROW_GCRB_TRACE_ENTRIES);
+    }
+};
+
+/* ------------------------------------------------------------ trace, errors */
+
+MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1) {
+    uint64_t i = atomic_add(&ch.heads()->trace_head, 1);
+    marrow_gcrb_trace_entry *e = ch.trace_at(i);
+    e->t_ns = now_ns();
+    e->event = event;
+    e->thread = thread_id();
+    e->arg0 = a0;
+    e->arg1 = a1;
+}
+
+/* Record the first failure, with the heads as they are now. */
+MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
+    marrow_gcrb_error *e = ch.err();
+    if (!cas32(&e->status, MARROW_GCRB_STATUS_OK, 0xffffffffu)) return; /* someone else reported first */
+    marrow_gcrb_heads *h = ch.heads();
+    e->wait = wait;
+    e->elapsed_ns = elapsed;
+    e->resv_head = load_acquire(&h->resv_head);
+    e->ready_head = load_acquire(&h->ready_head);
+    e->prod_idx = load_acquire(&h->prod_idx);
+    e->cons_idx = load_acquire(&h->cons_idx);
+    e->cq_ci = load_acquire(&h->cq_ci);
+    if (cqe) {
+        const marrow_mlx5_err_cqe *c = (const marrow_mlx5_err_cqe *)cqe;
+        e->syndrome = c->syndrome;
+        e->vendor_err_synd = c->vendor_err_synd;
+        e->hw_err_synd = c->hw_err_synd;
+        e->wqe_opcode = (uint8_t)(be32(c->s_wqe_opcode_qpn) >> 24);
+        e->wqe_counter = be16(c->wqe_counter);
+    }
+    store_release32(&e->status, status);
+    trace(ch, status == MARROW_GCRB_STATUS_TIMEOUT ? MARROW_GCRB_EVENT_TIMEOUT : MARROW_GCRB_EVENT_ERROR,
+          cqe ? be16(((const marrow_mlx5_err_cqe *)cqe)->wqe_counter) : wait,
+          cqe ? ((const marrow_mlx5_err_cqe *)cqe)->syndrome : elapsed);
+}
+
+/* A deadline for one wait. */
+struct Deadline {
+    uint64_t start, limit;
+    uint32_t spins;
+    MARROW_MEMBER bool expired(const Channel &ch, uint32_t wait) {
+        relax(++spins);
+        uint64_t t = now_ns() - start;
+        if (t <= limit) return false;
+        record_error(ch, MARROW_GCRB_STATUS_TIMEOUT, wait, t, nullptr);
+        return true;
+    }
+};
+
+MARROW_FN Deadline deadline(const Channel &ch) { return Deadline{now_ns(), ch.cfg()->timeout_ns, 0}; }
+
+MARROW_FN int check_config(const Channel &ch) {
+    const marrow_gcrb_config *c = ch.cfg();
+    if (c->magic != MARROW_GCRB_MAGIC || c->version != MARROW_GCRB_VERSION) {
+        record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
+        return E_BAD_CONFIG;
+    }
+    return OK;
+}
+
+/* An earlier failure sticks: later calls return it instead of going on. */
+MARROW_FN int sticky_error(const Channel &ch) {
+    uint32_t s = load_acquire32(&ch.err()->status);
+    if (s == MARROW_GCRB_STATUS_OK || s == 0xffffffffu) return OK;
+    if (s == MARROW_GCRB_STATUS_CQE_ERROR) return E_CQE_BASE - (int)ch.err()->syndrome;
+    if (s == MARROW_GCRB_STATUS_TIMEOUT) return E_TIMEOUT;
+    return E_BAD_CONFIG;
+}
+
+/* ------------------------------------------------------------ completions */
+
+/* The full index of a 16-bit wqe_counter below `ref` (within 2^16 of it). */
+MARROW_FN uint64_t widen(uint64_t ref, uint16_t counter) {
+    uint16_t back = (uint16_t)((uint16_t)ref - counter);
+    return ref - (back == 0 ? 65536u : back);
+}
+
+MARROW_FN int ring(const Channel &ch);
+
+/* Consume what the CQ holds; one poller at a time (the others return). */
+MARROW_FN int poll_cq(const Channel &ch) {
+    marrow_gcrb_heads *h = ch.heads();
+    if (!cas32(&h->poll_lock, 0, 1)) return sticky_error(ch);
+    const marrow_gcrb_config *c = ch.cfg();
+    uint8_t *cq = (uint8_t *)c->cq_base;
+    int rc = OK;
+    for (;;) {
+        uint64_t ci = h->cq_ci;
+        uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci % c->cq_ncqe) * MARROW_MLX5_CQE_SIZE);
+        uint8_t op_own = load_device_u8(cqe + 63);
+        uint8_t opcode = op_own >> 4;
+        if (opcode == MARROW_MLX5_CQE_INVALID) break;
+        uint16_t counter = be16(load_device_u16((const uint16_t *)(cqe + 60)));
+        /* Completed WQEs lie below ready_head, and ready_head is never more
+         * than a ring ahead of them: the reference that widens the counter. */
+        uint64_t ref = load_acquire(&h->ready_head);
+        if (c->cq_mode) {
+            /* Collapsed: slot 0 holds the latest CQE; new when its
+             * counter is past what was consumed. */
+            uint64_t done = widen(ref, counter) + 1;
+            if (done <= h->cons_idx && opcode != MARROW_MLX5_CQE_REQ_ERR) break;
+        } else if ((op_own & 1) != ((ci & c->cq_ncqe) ? 1 : 0)) {
+            break; /* owner bit of the previous pass: hardware still owns it */
+        }
+        /* The owner bit (or counter) was seen: only now read the rest. */
+        from_device();
+        if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) {
+            record_error(ch, MARROW_GCRB_STATUS_CQE_ERROR, MARROW_GCRB_WAIT_NONE, 0, cqe);
+            rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
+            break;
+        }
+        uint64_t done = widen(ref, counter) + 1;
+        trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
+        atomic_max(&h->cons_idx, done);
+        h->cq_ci = ci + 1;
+        if (!c->cq_mode) {
+            /* Return the slot to the NIC (rdma-core update_cons_index). */
+            to_device();
+            uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
+            dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)(ci + 1) & 0xffffffu);
+        } else {
+            break;
+        }
+    }
+    store_release32(&h->poll_lock, 0);
+    return rc != OK ? rc : sticky_error(ch);
+}
+
+/* Wait until the WQEBBs below `upto` completed. Rings what is ready and
+ * not yet announced, so a waiter never waits on a doorbell nobody rings. */
+MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
+    Deadline d = deadline(ch);
+    marrow_gcrb_heads *h = ch.heads();
+    while (load_acquire(&h->cons_idx) < upto) {
+        if (load_acquire(&h->ready_head) > load_acquire(&h->prod_idx)) {
+            int rr = ring(ch);
+            if (rr != OK) return rr;
+        }
+        int rc = poll_cq(ch);
+        if (rc != OK) return rc;
+        if (load_acquire(&ch.heads()->cons_idx) >= upto) break;
+        if (d.expired(ch, wait)) return E_TIMEOUT;
+    }
+    return OK;
+}
+
+/* ------------------------------------------------------------ posting */
+
+/* Reserve `n` WQEBBs; wait for room by polling the CQ. */
+MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
+    int rc = sticky_error(ch);
+    if (rc != OK) return rc;
+    *idx = atomic_add(&ch.heads()->resv_head, n);
+    uint64_t depth = ch.cfg()->sq_wqebbs;
+    return wait_done(ch, *idx + n > depth ? *idx + n - depth : 0, MARROW_GCRB_WAIT_SLOT);
+}
+
+/* What one WQE carries. */
+struct Op {
+    uint8_t opcode, opmod;
+    uint64_t raddr;
+    uint32_t rkey;
+    uint64_t laddr;
+    uint32_t lkey, len;
+    uint64_t swap_add, compare;
+    uint8_t fm_ce_se;
+};
+
+/* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. */
+MARROW_FN void write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
+    const marrow_gcrb_config *c = ch.cfg();
+    uint8_t *w = (uint8_t *)c->sq_base + (idx % c->sq_wqebbs) * MARROW_MLX5_SEND_WQE_BB;
+    bool atomic = op.opcode == MARROW_MLX5_OPCODE_ATOMIC_FA || op.opcode == MARROW_MLX5_OPCODE_ATOMIC_CS;
+    uint32_t ds = op.opcode == MARROW_MLX5_OPCODE_NOP ? 1 : (atomic ? 4 : 3);
+    marrow_mlx5_wqe_ctrl_seg ctrl;
+    ctrl.opmod_idx_opcode = be32(((uint32_t)op.opmod << 24) | ((uint32_t)(idx & 0xffff) << 8) | op.opcode);
+    ctrl.qpn_ds = be32((c->qpn << 8) | ds);
+    ctrl.signature = 0;
+    ctrl.dci_stream_channel_id = 0;
+    ctrl.fm_ce_se = op.fm_ce_se;
+    ctrl.imm = 0;
+    marrow_mlx5_wqe_raddr_seg raddr;
+    raddr.raddr = be64(op.raddr);
+    raddr.rkey = be32(op.rkey);
+    raddr.reserved_at_60 = 0;
+    marrow_mlx5_wqe_data_seg data;
+    data.byte_count = be32(op.len);
+    data.lkey = be32(op.lkey);
+    data.addr = be64(op.laddr);
+    uint64_t seg[8];
+    static_assert(sizeof(ctrl) == 16 && sizeof(raddr) == 16 && sizeof(data) == 16, "segments are 16 bytes");
+    __builtin_memcpy(&seg[0], &ctrl, 16);
+    __builtin_memcpy(&seg[2], &raddr, 16);
+    if (atomic) {
+        marrow_mlx5_wqe_atomic_seg a;
+        a.swap_add = be64(op.swap_add);
+        a.compare = be64(op.compare);
+        __builtin_memcpy(&seg[4], &a, 16);
+        __builtin_memcpy(&seg[6], &data, 16);
+    } else {
+        __builtin_memcpy(&seg[4], &data, 16);
+        seg[6] = seg[7] = 0;
+    }
+    uint64_t *dst = (uint64_t *)w;
+    for (int i = 0; i < 8; i++) dst[i] = seg[i];
+    trace(ch, MARROW_GCRB_EVENT_POST, idx, op.opcode);
+}
+
+/* Mark [idx, idx+n) ready, strictly in order. */
+MARROW_FN int mark_ready(const Channel &ch, uint64_t idx, uint32_t n) {
+    /* Our WQE stores before anyone can ring past them. */
+    to_device();
+    Deadline d = deadline(ch);
+    while (!cas(&ch.heads()->ready_head, idx, idx + n)) {
+        int rc = sticky_error(ch);
+        if (rc != OK) return rc;
+        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+    }
+    return OK;
+}
+
+/* Announce everything ready: doorbell record, then the doorbell. */
+MARROW_FN int ring(const Channel &ch) {
+    marrow_gcrb_heads *h = ch.heads();
+    const marrow_gcrb_config *c = ch.cfg();
+    Deadline d = deadline(ch);
+    while (!cas32(&h->db_lock, 0, 1)) {
+        if (load_acquire(&h->prod_idx) >= load_acquire(&h->ready_head)) return OK; /* someone rang past us */
+        if (d.expired(ch, MARROW_GCRB_WAIT_POLL_LOCK)) return E_TIMEOUT;
+    }
+    uint64_t ready = load_acquire(&h->ready_head);
+    if (ready > h->prod_idx) {
+        /* WQE stores (released by mark_ready) before the doorbell record. */
+        to_device();
+        uint32_t *dbrec = (uint32_t *)c->dbrec_addr;
+        store_release32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)ready & 0xffffu));
+        /* Doorbell record before the doorbell that makes the NIC read it. */
+        wc_start();
+        uint64_t db = (uint64_t)be32((uint32_t)(ready & 0xffff) << 8) | ((uint64_t)be32(c->qpn << 8) << 32);
+        mmio_store64((uint64_t *)c->db_addr, db);
+        /* Out of the write-combining buffer before the lock is released. */
+        wc_flush();
+        store_release(&h->prod_idx, ready);
+        trace(ch, MARROW_GCRB_EVENT_DOORBELL, ready, 0);
+    }
+    store_release32(&h->db_lock, 0);
+    return OK;
+}
+
+/* Reserve, write, mark ready; ring when nobody is right behind us or a
+ * batch of 32 WQEBBs was crossed (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH). */
+MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring) {
+    uint64_t idx;
+    int rc = reserve(ch, 1, &idx);
+    if (rc != OK) return rc;
+    write_wqe(ch, idx, op);
+    rc = mark_ready(ch, idx, 1);
+    if (rc != OK) return rc;
+    bool last = load_acquire(&ch.heads()->resv_head) == idx + 1;
+    if (force_ring || last || ((idx + 1) / 32 != idx / 32)) rc = ring(ch);
+    if (idx_out) *idx_out = idx;
+    return rc;
+}
+
+MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
+    if (pe >= ch.cfg()->key_count) return E_RANGE;
+    const marrow_gcrb_key *k = ch.key(pe);
+    *raddr = k->raddr + off;
+    *rkey = k->rkey;
+    (void)len;
+    return OK;
+}
+
+MARROW_FN int local(const Channel &ch, uint64_t off, uint64_t len, uint64_t *laddr) {
+    const marrow_gcrb_config *c = ch.cfg();
+    if (off > c->local_len || len > c->local_len - off) return E_RANGE;
+    *laddr = c->local_base + off;
+    return OK;
+}
+
+/* ------------------------------------------------------------ the API */
+
+constexpr uint8_t CQ_UPDATE = 2 << 2; /* MLX5_WQE_CTRL_CQ_UPDATE: every WQE signaled */
+
+/* Non-blocking put: `len` bytes from local offset `loff` to PE `pe`'s window at `roff`. */
+MARROW_FN int put_nbi(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    Op op = {};
+    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
+    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
+    if (rc != OK) return rc;
+    op.opcode = MARROW_MLX5_OPCODE_RDMA_WRITE;
+    op.lkey = ch.cfg()->local_lkey;
+    op.len = len;
+    op.fm_ce_se = CQ_UPDATE;
+    return post(ch, op, nullptr, false);
+}
+
+/* Blocking put: returns when the source may be reused (the WQE completed). */
+MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    Op op = {};
+    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
+    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
+    if (rc != OK) return rc;
+    op.opcode = MARROW_MLX5_OPCODE_RDMA_WRITE;
+    op.lkey = ch.cfg()->local_lkey;
+    op.len = len;
+    op.fm_ce_se = CQ_UPDATE;
+    uint64_t idx;
+    rc = post(ch, op, &idx, true);
+    return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+}
+
+/* Blocking get: `len` bytes from PE `pe` at `roff` into local offset `loff`. */
+MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    Op op = {};
+    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
+    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
+    if (rc != OK) return rc;
+    op.opcode = MARROW_MLX5_OPCODE_RDMA_READ;
+    op.lkey = ch.cfg()->local_lkey;
+    op.len = len;
+    op.fm_ce_se = CQ_UPDATE;
+    uint64_t idx;
+    rc = post(ch, op, &idx, true);
+    if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+    /* The NIC wrote the local buffer: read it only after the CQE. */
+    from_device();
+    return rc;
+}
+
+MARROW_FN int atomic(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t result_loff, uint64_t swap_add,
+                     uint64_t compare, uint64_t *old) {
+    Op op = {};
+    int rc = remote(ch, pe, roff, 8, &op.raddr, &op.rkey);
+    if (rc == OK) rc = local(ch, result_loff, 8, &op.laddr);
+    if (rc != OK) return rc;
+    op.opcode = opcode;
+    op.lkey = ch.cfg()->local_lkey;
+    op.len = 8;
+    op.swap_add = swap_add;
+    op.compare = compare;
+    op.fm_ce_se = CQ_UPDATE;
+    uint64_t idx;
+    rc = post(ch, op, &idx, true);
+    if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+    if (rc != OK) return rc;
+    /* The fetched value is in local memory the NIC wrote. */
+    from_device();
+    if (old) *old = *(volatile uint64_t *)op.laddr;
+    return OK;
+}
+
+/* Fetch-and-add on PE `pe` at `roff`; the old value lands at local `result_loff` and in *old. */
+MARROW_FN int atomic_fetch_add(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t value, uint64_t result_loff,
+                               uint64_t *old) {
+    return atomic(ch, MARROW_MLX5_OPCODE_ATOMIC_FA, pe, roff, result_loff, value, 0, old);
+}
+
+/* Compare-and-swap on PE `pe` at `roff`. */
+MARROW_FN int atomic_compare_swap(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t compare, uint64_t swap,
+                                  uint64_t result_loff, uint64_t *old) {
+    return atomic(ch, MARROW_MLX5_OPCODE_ATOMIC_CS, pe, roff, result_loff, swap, compare, old);
+}
+
+/* Put, then add `sig_add` to the signal word at `sig_roff`, ordered after the data:
+ * RC executes a QP's WQEs in order, and the fence bit keeps the atomic behind
+ * the write (rdma-core's IBV_SEND_FENCE, MLX5_FENCE_MODE_SMALL_AND_FENCE). */
+MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, uint64_t sig_roff,
+                         uint64_t sig_add, uint64_t scratch_loff) {
+    int rc = put_nbi(ch, pe, roff, loff, len);
+    if (rc != OK) return rc;
+    Op op = {};
+    rc = remote(ch, pe, sig_roff, 8, &op.raddr, &op.rkey);
+    if (rc == OK) rc = local(ch, scratch_loff, 8, &op.laddr);
+    if (rc != OK) return rc;
+    op.opcode = MARROW_MLX5_OPCODE_ATOMIC_FA;
+    op.lkey = ch.cfg()->local_lkey;
+    op.len = 8;
+    op.swap_add = sig_add;
+    op.fm_ce_se = CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << 5);
+    return post(ch, op, nullptr, true);
+}
+
+/* Order this thread's earlier puts before its later ones: a no-op on one RC
+ * QP, which executes in order; kept so code ports from NVSHMEM unchanged. */
+MARROW_FN void fence(const Channel &) { to_device(); }
+
+/* Wait for every WQE reserved so far to complete. */
+MARROW_FN int quiet(const Channel &ch) {
+    marrow_gcrb_heads *h = ch.heads();
+    uint64_t target = load_acquire(&h->resv_head);
+    Deadline d = deadline(ch);
+    while (load_acquire(&h->ready_head) < target) {
+        int rc = sticky_error(ch);
+        if (rc != OK) return rc;
+        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+    }
+    int rc = ring(ch);
+    return rc != OK ? rc : wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
+}
+
+#if MARROW_GPU
+/* Warp-cooperative put: lane 0 reserves 32 WQEBBs for the warp, each lane
+ * writes its WQE, lane 0 marks them ready and rings once. All 32 lanes call. */
+MARROW_FN int put_nbi_warp(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    const unsigned full = 0xffffffffu;
+    unsigned lane = threadIdx.x & 31;
+    Op op = {};
+    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
+    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
+    if (__any_sync(full, rc != OK)) return rc != OK ? rc : E_RANGE;
+    op.opcode = MARROW_MLX5_OPCODE_RDMA_WRITE;
+    op.lkey = ch.cfg()->local_lkey;
+    op.len = len;
+    op.fm_ce_se = CQ_UPDATE;
+    uint64_t base = 0;
+    if (lane == 0) rc = reserve(ch, 32, &base);
+    rc = __shfl_sync(full, rc, 0);
+    base = __shfl_sync(full, base, 0);
+    if (rc != OK) return rc;
+    write_wqe(ch, base + lane, op);
+    __syncwarp(full);
+    if (lane == 0) {
+        rc = mark_ready(ch, base, 32);
+        if (rc == OK) rc = ring(ch);
+    }
+    return __shfl_sync(full, rc, 0);
+}
+#endif
+
+} /* namespace marrow */
+
+#endif /* MARROW_DEVICE_H */

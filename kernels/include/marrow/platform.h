@@ -1,0 +1,230 @@
+/*
+ * marrow device platform layer: the handful of primitives the posting and
+ * polling protocol needs, for the GPU (nvcc or NVRTC, sm_90) and for the CPU
+ * (g++), so that device.h is written once.
+ *
+ * Barriers carry the names of crates/mmio (after rdma-core util/udma_barrier.h):
+ *   to_device   - WQE stores before the doorbell record the NIC reads
+ *   from_device - a load that saw ownership (CQE owner) before payload loads
+ *   wc_start    - doorbell record before the doorbell MMIO store
+ *   wc_flush    - push the doorbell out before what follows
+ * The rings, doorbell records and CQs live in host memory mapped into the GPU
+ * (cudaHostRegister), so the GPU fences are system scope
+ * (reference mlx5-gpu-initiated.md §2.3: NVSHMEM's IBGDA_MEMBAR is
+ * __threadfence_system() unless NIC buffers are in GPU memory).
+ */
+#ifndef MARROW_PLATFORM_H
+#define MARROW_PLATFORM_H
+
+#include "marrow/generated/gcrb.h"
+#include "marrow/generated/mlx5.h"
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define MARROW_GPU 1
+#define MARROW_FN __device__ __forceinline__
+#define MARROW_MEMBER __device__ __forceinline__
+#else
+#define MARROW_GPU 0
+#define MARROW_FN static inline
+#define MARROW_MEMBER inline
+#include <sched.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#endif
+
+namespace marrow {
+
+#if !MARROW_GPU
+/* The CPU harness numbers its threads (the GPU has blockIdx/threadIdx). */
+extern thread_local uint32_t cpu_thread_index;
+MARROW_FN uint32_t cpu_thread_id() { return cpu_thread_index; }
+MARROW_FN void sched_yield_hook() { sched_yield(); }
+#endif
+
+/* ------------------------------------------------------------ byte order */
+
+MARROW_FN uint32_t be32(uint32_t v) {
+#if MARROW_GPU
+    return __byte_perm(v, 0, 0x0123);
+#else
+    return __builtin_bswap32(v);
+#endif
+}
+
+MARROW_FN uint16_t be16(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); }
+
+MARROW_FN uint64_t be64(uint64_t v) { return ((uint64_t)be32((uint32_t)v) << 32) | be32((uint32_t)(v >> 32)); }
+
+/* ------------------------------------------------------------ clock */
+
+/* Nanoseconds from a monotonic clock: %globaltimer on the GPU. */
+MARROW_FN uint64_t now_ns() {
+#if MARROW_GPU
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* Back off inside a wait loop. */
+MARROW_FN void relax(uint32_t spins) {
+#if MARROW_GPU
+    if (spins > 64) __nanosleep(64);
+#else
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    /* Small machines: let the device model's engine thread run. */
+    if (spins > 256) sched_yield_hook();
+#endif
+}
+
+/* ------------------------------------------------------------ atomics */
+/* All on words of host memory shared with the NIC and other agents:
+ * system scope on the GPU. */
+
+MARROW_FN uint64_t atomic_add(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    return atomicAdd_system((unsigned long long *)p, (unsigned long long)v);
+#else
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
+MARROW_FN bool cas(uint64_t *p, uint64_t expected, uint64_t desired) {
+#if MARROW_GPU
+    return atomicCAS_system((unsigned long long *)p, expected, desired) == expected;
+#else
+    return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+#endif
+}
+
+MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
+#if MARROW_GPU
+    return atomicCAS_system((unsigned int *)p, expected, desired) == expected;
+#else
+    return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+#endif
+}
+
+MARROW_FN uint64_t atomic_max(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    return atomicMax_system((unsigned long long *)p, (unsigned long long)v);
+#else
+    uint64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+    return cur;
+#endif
+}
+
+MARROW_FN uint64_t load_acquire(const uint64_t *p) {
+#if MARROW_GPU
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+MARROW_FN uint32_t load_acquire32(const uint32_t *p) {
+#if MARROW_GPU
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+MARROW_FN void store_release(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+MARROW_FN void store_release32(uint32_t *p, uint32_t v) {
+#if MARROW_GPU
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+/* A byte or halfword the NIC writes (CQE op_own, wqe_counter): never cached. */
+MARROW_FN uint8_t load_device_u8(const uint8_t *p) { return *(const volatile uint8_t *)p; }
+MARROW_FN uint16_t load_device_u16(const uint16_t *p) { return *(const volatile uint16_t *)p; }
+
+/* ------------------------------------------------------------ barriers */
+
+MARROW_FN void to_device() {
+#if MARROW_GPU
+    __threadfence_system();
+#else
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+MARROW_FN void from_device() {
+#if MARROW_GPU
+    __threadfence_system();
+#else
+#if defined(__x86_64__)
+    _mm_lfence();
+#endif
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+MARROW_FN void wc_start() {
+#if MARROW_GPU
+    __threadfence_system();
+#else
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+MARROW_FN void wc_flush() {
+#if MARROW_GPU
+    __threadfence_system();
+#else
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* One 8-byte store to the UAR doorbell register: a single MMIO write. */
+MARROW_FN void mmio_store64(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    *(volatile uint64_t *)p = v;
+#endif
+}
+
+/* Who is calling: a global thread id on the GPU, the harness's index on the CPU. */
+MARROW_FN uint32_t thread_id() {
+#if MARROW_GPU
+    return blockIdx.x * blockDim.x + threadIdx.x;
+#else
+    return cpu_thread_id();
+#endif
+}
+
+} /* namespace marrow */
+
+#endif /* MARROW_PLATFORM_H */
