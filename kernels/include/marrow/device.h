@@ -223,33 +223,34 @@ MARROW_FN void write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
     uint8_t *w = (uint8_t *)c->sq_base + (idx % c->sq_wqebbs) * MARROW_MLX5_SEND_WQE_BB;
     bool atomic = op.opcode == MARROW_MLX5_OPCODE_ATOMIC_FA || op.opcode == MARROW_MLX5_OPCODE_ATOMIC_CS;
     uint32_t ds = op.opcode == MARROW_MLX5_OPCODE_NOP ? 1 : (atomic ? 4 : 3);
-    marrow_mlx5_wqe_ctrl_seg ctrl;
-    ctrl.opmod_idx_opcode = be32(((uint32_t)op.opmod << 24) | ((uint32_t)(idx & 0xffff) << 8) | op.opcode);
-    ctrl.qpn_ds = be32((c->qpn << 8) | ds);
-    ctrl.signature = 0;
-    ctrl.dci_stream_channel_id = 0;
-    ctrl.fm_ce_se = op.fm_ce_se;
-    ctrl.imm = 0;
-    marrow_mlx5_wqe_raddr_seg raddr;
-    raddr.raddr = be64(op.raddr);
-    raddr.rkey = be32(op.rkey);
-    raddr.reserved_at_60 = 0;
-    marrow_mlx5_wqe_data_seg data;
-    data.byte_count = be32(op.len);
-    data.lkey = be32(op.lkey);
-    data.addr = be64(op.laddr);
+    /* The 64 bytes as eight little-endian words of big-endian fields, laid
+     * out as marrow/generated/mlx5.h declares them (asserted below), so the
+     * ring gets whole 8-byte stores and no field is written twice. */
+    static_assert(MARROW_MLX5_WQE_CTRL_SEG_SIZE == 16 && MARROW_MLX5_WQE_RADDR_SEG_SIZE == 16 &&
+                      MARROW_MLX5_WQE_DATA_SEG_SIZE == 16 && MARROW_MLX5_WQE_ATOMIC_SEG_SIZE == 16,
+                  "16-byte segments");
     uint64_t seg[8];
-    static_assert(sizeof(ctrl) == 16 && sizeof(raddr) == 16 && sizeof(data) == 16, "segments are 16 bytes");
-    __builtin_memcpy(&seg[0], &ctrl, 16);
-    __builtin_memcpy(&seg[2], &raddr, 16);
+    /* ctrl: opmod_idx_opcode @0, qpn_ds @4, signature @8, dci_stream_channel_id @9, fm_ce_se @11, imm @12 */
+    uint32_t opmod_idx_opcode = ((uint32_t)op.opmod << MARROW_MLX5_WQE_CTRL_SEG_OPMOD_SHIFT) |
+                                ((uint32_t)(idx & MARROW_MLX5_WQE_CTRL_SEG_WQE_INDEX_MASK) << MARROW_MLX5_WQE_CTRL_SEG_WQE_INDEX_SHIFT) |
+                                op.opcode;
+    uint32_t qpn_ds = (c->qpn << MARROW_MLX5_WQE_CTRL_SEG_QPN_SHIFT) | ds;
+    seg[0] = (uint64_t)be32(opmod_idx_opcode) | ((uint64_t)be32(qpn_ds) << 32);
+    seg[1] = ((uint64_t)op.fm_ce_se << 24);
+    /* raddr: raddr @0 (be64), rkey @8, reserved @12 */
+    seg[2] = be64(op.raddr);
+    seg[3] = (uint64_t)be32(op.rkey);
+    /* data: byte_count @0, lkey @4, addr @8 */
+    uint64_t d0 = (uint64_t)be32(op.len) | ((uint64_t)be32(op.lkey) << 32), d1 = be64(op.laddr);
     if (atomic) {
-        marrow_mlx5_wqe_atomic_seg a;
-        a.swap_add = be64(op.swap_add);
-        a.compare = be64(op.compare);
-        __builtin_memcpy(&seg[4], &a, 16);
-        __builtin_memcpy(&seg[6], &data, 16);
+        /* atomic: swap_add @0, compare @8 */
+        seg[4] = be64(op.swap_add);
+        seg[5] = be64(op.compare);
+        seg[6] = d0;
+        seg[7] = d1;
     } else {
-        __builtin_memcpy(&seg[4], &data, 16);
+        seg[4] = d0;
+        seg[5] = d1;
         seg[6] = seg[7] = 0;
     }
     uint64_t *dst = (uint64_t *)w;

@@ -13,18 +13,22 @@ typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
-#define MARROW_OFFSETOF(t, f) __builtin_offsetof(t, f)
+/* NVRTC knows neither offsetof nor __builtin_offsetof: offsets are checked
+ * where a host compiler reads this header (tests/oracle, nvcc), sizes here. */
 #define MARROW_STATIC_ASSERT(c, m) static_assert(c, m)
+#define MARROW_ASSERT_OFFSET(t, f, o)
 #elif defined(__cplusplus)
 #include <cstddef>
 #include <cstdint>
 #define MARROW_OFFSETOF(t, f) offsetof(t, f)
 #define MARROW_STATIC_ASSERT(c, m) static_assert(c, m)
+#define MARROW_ASSERT_OFFSET(t, f, o) static_assert(offsetof(t, f) == (o), #t "." #f " offset")
 #else
 #include <stddef.h>
 #include <stdint.h>
 #define MARROW_OFFSETOF(t, f) offsetof(t, f)
 #define MARROW_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#define MARROW_ASSERT_OFFSET(t, f, o) _Static_assert(offsetof(t, f) == (o), #t "." #f " offset")
 #endif
 #endif /* MARROW_GENERATED_PRELUDE */
 
@@ -76,7 +80,7 @@ typedef unsigned long long uint64_t;
 /* ------------------------------------------------------------------ layouts */
 
 /* What the host fills once per channel: the QP's rings and doorbells, as device-visible addresses (MW; NV nvshmemi_ibgda_device_qp_v1 (qpn, tx_wq nwqes/wqe/dbrec/bf, cq); NC doca_gpu_dev_verbs_qp) */
-struct marrow_gcrb_config {
+struct __attribute__((packed, aligned(8))) marrow_gcrb_config {
     uint32_t magic; /* 0x00 le */
     uint32_t version; /* 0x04 le */
     uint32_t qpn; /* 0x08 le */
@@ -97,34 +101,34 @@ struct marrow_gcrb_config {
     uint64_t timeout_ns; /* 0x60 le */
     uint32_t key_count; /* 0x68 le */
     uint8_t reserved_at_360[20]; /* 0x6c */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_GCRB_CONFIG_SIZE 128u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_gcrb_config) == 128, "marrow_gcrb_config size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, magic) == 0, "marrow_gcrb_config.magic offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, version) == 4, "marrow_gcrb_config.version offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, qpn) == 8, "marrow_gcrb_config.qpn offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, flags) == 12, "marrow_gcrb_config.flags offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, sq_base) == 16, "marrow_gcrb_config.sq_base offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, sq_wqebbs) == 24, "marrow_gcrb_config.sq_wqebbs offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, sq_stride) == 28, "marrow_gcrb_config.sq_stride offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, dbrec_addr) == 32, "marrow_gcrb_config.dbrec_addr offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, db_addr) == 40, "marrow_gcrb_config.db_addr offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, db_size) == 48, "marrow_gcrb_config.db_size offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, cq_ncqe) == 52, "marrow_gcrb_config.cq_ncqe offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, cq_base) == 56, "marrow_gcrb_config.cq_base offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, cq_dbrec_addr) == 64, "marrow_gcrb_config.cq_dbrec_addr offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, cq_mode) == 72, "marrow_gcrb_config.cq_mode offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, local_lkey) == 76, "marrow_gcrb_config.local_lkey offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, local_base) == 80, "marrow_gcrb_config.local_base offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, local_len) == 88, "marrow_gcrb_config.local_len offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, timeout_ns) == 96, "marrow_gcrb_config.timeout_ns offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, key_count) == 104, "marrow_gcrb_config.key_count offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_config, reserved_at_360) == 108, "marrow_gcrb_config.reserved_at_360 offset");
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, magic, 0);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, version, 4);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, qpn, 8);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, flags, 12);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, sq_base, 16);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, sq_wqebbs, 24);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, sq_stride, 28);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, dbrec_addr, 32);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, db_addr, 40);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, db_size, 48);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, cq_ncqe, 52);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, cq_base, 56);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, cq_dbrec_addr, 64);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, cq_mode, 72);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, local_lkey, 76);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, local_base, 80);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, local_len, 88);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, timeout_ns, 96);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, key_count, 104);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_config, reserved_at_360, 108);
 #define MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT 0u /* flags[0:0] */
 #define MARROW_GCRB_CONFIG_DB_CTRL_BYTES_MASK 0x1u
 
 /* The device's counters, in WQEBB units and not reduced modulo the ring (NVSHMEM's mvars.tx_wq) (NV mvars.tx_wq {resv_head, ready_head, prod_idx, cons_idx}) */
-struct marrow_gcrb_heads {
+struct __attribute__((packed, aligned(64))) marrow_gcrb_heads {
     uint64_t resv_head; /* 0x00 le */
     uint64_t ready_head; /* 0x08 le */
     uint64_t prod_idx; /* 0x10 le */
@@ -134,21 +138,21 @@ struct marrow_gcrb_heads {
     uint32_t db_lock; /* 0x2c le */
     uint64_t trace_head; /* 0x30 le */
     uint64_t reserved_at_1c0; /* 0x38 le */
-} __attribute__((packed, aligned(64)));
+};
 #define MARROW_GCRB_HEADS_SIZE 64u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_gcrb_heads) == 64, "marrow_gcrb_heads size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, resv_head) == 0, "marrow_gcrb_heads.resv_head offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, ready_head) == 8, "marrow_gcrb_heads.ready_head offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, prod_idx) == 16, "marrow_gcrb_heads.prod_idx offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, cons_idx) == 24, "marrow_gcrb_heads.cons_idx offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, cq_ci) == 32, "marrow_gcrb_heads.cq_ci offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, poll_lock) == 40, "marrow_gcrb_heads.poll_lock offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, db_lock) == 44, "marrow_gcrb_heads.db_lock offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, trace_head) == 48, "marrow_gcrb_heads.trace_head offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_heads, reserved_at_1c0) == 56, "marrow_gcrb_heads.reserved_at_1c0 offset");
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, resv_head, 0);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, ready_head, 8);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, prod_idx, 16);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, cons_idx, 24);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, cq_ci, 32);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, poll_lock, 40);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, db_lock, 44);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, trace_head, 48);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_heads, reserved_at_1c0, 56);
 
 /* The first failure the device saw, decoded, with the heads at that moment (MW) */
-struct marrow_gcrb_error {
+struct __attribute__((packed, aligned(8))) marrow_gcrb_error {
     uint32_t status; /* 0x00 le */
     uint32_t wait; /* 0x04 le */
     uint8_t syndrome; /* 0x08 */
@@ -162,50 +166,50 @@ struct marrow_gcrb_error {
     uint64_t prod_idx; /* 0x28 le */
     uint64_t cons_idx; /* 0x30 le */
     uint64_t cq_ci; /* 0x38 le */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_GCRB_ERROR_SIZE 64u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_gcrb_error) == 64, "marrow_gcrb_error size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, status) == 0, "marrow_gcrb_error.status offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, wait) == 4, "marrow_gcrb_error.wait offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, syndrome) == 8, "marrow_gcrb_error.syndrome offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, vendor_err_synd) == 9, "marrow_gcrb_error.vendor_err_synd offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, hw_err_synd) == 10, "marrow_gcrb_error.hw_err_synd offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, wqe_opcode) == 11, "marrow_gcrb_error.wqe_opcode offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, wqe_counter) == 12, "marrow_gcrb_error.wqe_counter offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, elapsed_ns) == 16, "marrow_gcrb_error.elapsed_ns offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, resv_head) == 24, "marrow_gcrb_error.resv_head offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, ready_head) == 32, "marrow_gcrb_error.ready_head offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, prod_idx) == 40, "marrow_gcrb_error.prod_idx offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, cons_idx) == 48, "marrow_gcrb_error.cons_idx offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_error, cq_ci) == 56, "marrow_gcrb_error.cq_ci offset");
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, status, 0);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, wait, 4);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, syndrome, 8);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, vendor_err_synd, 9);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, hw_err_synd, 10);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, wqe_opcode, 11);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, wqe_counter, 12);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, elapsed_ns, 16);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, resv_head, 24);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, ready_head, 32);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, prod_idx, 40);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, cons_idx, 48);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_error, cq_ci, 56);
 
 /* A remote window: where PE n's symmetric buffer is and its rkey (NV rkey table {key, next_addr}) */
-struct marrow_gcrb_key {
+struct __attribute__((packed, aligned(8))) marrow_gcrb_key {
     uint64_t raddr; /* 0x00 le */
     uint32_t rkey; /* 0x08 le */
     uint32_t reserved_at_60; /* 0x0c le */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_GCRB_KEY_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_gcrb_key) == 16, "marrow_gcrb_key size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_key, raddr) == 0, "marrow_gcrb_key.raddr offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_key, rkey) == 8, "marrow_gcrb_key.rkey offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_key, reserved_at_60) == 12, "marrow_gcrb_key.reserved_at_60 offset");
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_key, raddr, 0);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_key, rkey, 8);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_key, reserved_at_60, 12);
 
 /* One event the device code appended (MW) */
-struct marrow_gcrb_trace_entry {
+struct __attribute__((packed, aligned(8))) marrow_gcrb_trace_entry {
     uint64_t t_ns; /* 0x00 le */
     uint32_t event; /* 0x08 le */
     uint32_t thread; /* 0x0c le */
     uint64_t arg0; /* 0x10 le */
     uint64_t arg1; /* 0x18 le */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_GCRB_TRACE_ENTRY_SIZE 32u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_gcrb_trace_entry) == 32, "marrow_gcrb_trace_entry size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_trace_entry, t_ns) == 0, "marrow_gcrb_trace_entry.t_ns offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_trace_entry, event) == 8, "marrow_gcrb_trace_entry.event offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_trace_entry, thread) == 12, "marrow_gcrb_trace_entry.thread offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_trace_entry, arg0) == 16, "marrow_gcrb_trace_entry.arg0 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_gcrb_trace_entry, arg1) == 24, "marrow_gcrb_trace_entry.arg1 offset");
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_trace_entry, t_ns, 0);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_trace_entry, event, 8);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_trace_entry, thread, 12);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_trace_entry, arg0, 16);
+MARROW_ASSERT_OFFSET(struct marrow_gcrb_trace_entry, arg1, 24);
 
 /* Every (struct, field) pair, for layout tests: X(struct, field). */
 #define MARROW_GCRB_LAYOUT_FIELDS(X) \

@@ -13,18 +13,22 @@ typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
-#define MARROW_OFFSETOF(t, f) __builtin_offsetof(t, f)
+/* NVRTC knows neither offsetof nor __builtin_offsetof: offsets are checked
+ * where a host compiler reads this header (tests/oracle, nvcc), sizes here. */
 #define MARROW_STATIC_ASSERT(c, m) static_assert(c, m)
+#define MARROW_ASSERT_OFFSET(t, f, o)
 #elif defined(__cplusplus)
 #include <cstddef>
 #include <cstdint>
 #define MARROW_OFFSETOF(t, f) offsetof(t, f)
 #define MARROW_STATIC_ASSERT(c, m) static_assert(c, m)
+#define MARROW_ASSERT_OFFSET(t, f, o) static_assert(offsetof(t, f) == (o), #t "." #f " offset")
 #else
 #include <stddef.h>
 #include <stdint.h>
 #define MARROW_OFFSETOF(t, f) offsetof(t, f)
 #define MARROW_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#define MARROW_ASSERT_OFFSET(t, f, o) _Static_assert(offsetof(t, f) == (o), #t "." #f " offset")
 #endif
 #endif /* MARROW_GENERATED_PRELUDE */
 
@@ -163,22 +167,22 @@ typedef unsigned long long uint64_t;
 /* ------------------------------------------------------------------ layouts */
 
 /* Control segment: the first 16 bytes of every send WQE (RC mlx5dv.h struct mlx5_wqe_ctrl_seg (packed, aligned(4)), mlx5dv_set_ctrl_seg; LK qp.h) */
-struct marrow_mlx5_wqe_ctrl_seg {
+struct __attribute__((packed, aligned(4))) marrow_mlx5_wqe_ctrl_seg {
     uint32_t opmod_idx_opcode; /* 0x00 be: 31:24 opmod, 23:8 wqe_index, 7:0 opcode */
     uint32_t qpn_ds; /* 0x04 be: 31:8 qpn, 7:6 reserved_at_38, 5:0 ds */
     uint8_t signature; /* 0x08 */
     uint16_t dci_stream_channel_id; /* 0x09 be */
     uint8_t fm_ce_se; /* 0x0b: 7:5 fm, 4:4 reserved_at_5b, 3:2 ce, 1:1 se, 0:0 reserved_at_5f */
     uint32_t imm; /* 0x0c be */
-} __attribute__((packed, aligned(4)));
+};
 #define MARROW_MLX5_WQE_CTRL_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_ctrl_seg) == 16, "marrow_mlx5_wqe_ctrl_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, opmod_idx_opcode) == 0, "marrow_mlx5_wqe_ctrl_seg.opmod_idx_opcode offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, qpn_ds) == 4, "marrow_mlx5_wqe_ctrl_seg.qpn_ds offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, signature) == 8, "marrow_mlx5_wqe_ctrl_seg.signature offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, dci_stream_channel_id) == 9, "marrow_mlx5_wqe_ctrl_seg.dci_stream_channel_id offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, fm_ce_se) == 11, "marrow_mlx5_wqe_ctrl_seg.fm_ce_se offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, imm) == 12, "marrow_mlx5_wqe_ctrl_seg.imm offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_ctrl_seg, opmod_idx_opcode, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_ctrl_seg, qpn_ds, 4);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_ctrl_seg, signature, 8);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_ctrl_seg, dci_stream_channel_id, 9);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_ctrl_seg, fm_ce_se, 11);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_ctrl_seg, imm, 12);
 #define MARROW_MLX5_WQE_CTRL_SEG_OPMOD_SHIFT 24u /* opmod_idx_opcode[31:24] */
 #define MARROW_MLX5_WQE_CTRL_SEG_OPMOD_MASK 0xffu
 #define MARROW_MLX5_WQE_CTRL_SEG_WQE_INDEX_SHIFT 8u /* opmod_idx_opcode[23:8] */
@@ -197,109 +201,109 @@ MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_ctrl_seg, imm) == 12
 #define MARROW_MLX5_WQE_CTRL_SEG_SE_MASK 0x1u
 
 /* Remote address segment of RDMA and atomic WQEs (RC mlx5dv.h struct mlx5_wqe_raddr_seg; qp.c set_raddr_seg) */
-struct marrow_mlx5_wqe_raddr_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_raddr_seg {
     uint64_t raddr; /* 0x00 be */
     uint32_t rkey; /* 0x08 be */
     uint32_t reserved_at_60; /* 0x0c be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_RADDR_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_raddr_seg) == 16, "marrow_mlx5_wqe_raddr_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_raddr_seg, raddr) == 0, "marrow_mlx5_wqe_raddr_seg.raddr offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_raddr_seg, rkey) == 8, "marrow_mlx5_wqe_raddr_seg.rkey offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_raddr_seg, reserved_at_60) == 12, "marrow_mlx5_wqe_raddr_seg.reserved_at_60 offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_raddr_seg, raddr, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_raddr_seg, rkey, 8);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_raddr_seg, reserved_at_60, 12);
 
 /* Data (scatter/gather pointer) segment (RC mlx5dv.h struct mlx5_wqe_data_seg, mlx5dv_set_data_seg) */
-struct marrow_mlx5_wqe_data_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_data_seg {
     uint32_t byte_count; /* 0x00 be */
     uint32_t lkey; /* 0x04 be */
     uint64_t addr; /* 0x08 be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_DATA_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_data_seg) == 16, "marrow_mlx5_wqe_data_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_data_seg, byte_count) == 0, "marrow_mlx5_wqe_data_seg.byte_count offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_data_seg, lkey) == 4, "marrow_mlx5_wqe_data_seg.lkey offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_data_seg, addr) == 8, "marrow_mlx5_wqe_data_seg.addr offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_data_seg, byte_count, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_data_seg, lkey, 4);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_data_seg, addr, 8);
 
 /* Inline data header; the payload follows at +4 and the segment is padded to 16 bytes (RC mlx5dv.h struct mlx5_wqe_inl_data_seg (declared uint32_t, written htobe32); qp.c set_data_inl_seg) */
-struct marrow_mlx5_wqe_inl_data_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_inl_data_seg {
     uint32_t byte_count; /* 0x00 be: 31:31 inline, 30:10 reserved_at_1, 9:0 inline_len */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_INL_DATA_SEG_SIZE 4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_inl_data_seg) == 4, "marrow_mlx5_wqe_inl_data_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_inl_data_seg, byte_count) == 0, "marrow_mlx5_wqe_inl_data_seg.byte_count offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_inl_data_seg, byte_count, 0);
 #define MARROW_MLX5_WQE_INL_DATA_SEG_INLINE_SHIFT 31u /* byte_count[31:31] */
 #define MARROW_MLX5_WQE_INL_DATA_SEG_INLINE_MASK 0x1u
 #define MARROW_MLX5_WQE_INL_DATA_SEG_INLINE_LEN_SHIFT 0u /* byte_count[9:0] */
 #define MARROW_MLX5_WQE_INL_DATA_SEG_INLINE_LEN_MASK 0x3ffu
 
 /* Atomic segment of ATOMIC_CS (swap, compare) and ATOMIC_FA (add in swap_add) (RC mlx5dv.h struct mlx5_wqe_atomic_seg; qp.c _set_atomic_seg) */
-struct marrow_mlx5_wqe_atomic_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_atomic_seg {
     uint64_t swap_add; /* 0x00 be */
     uint64_t compare; /* 0x08 be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_ATOMIC_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_atomic_seg) == 16, "marrow_mlx5_wqe_atomic_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_atomic_seg, swap_add) == 0, "marrow_mlx5_wqe_atomic_seg.swap_add offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_atomic_seg, compare) == 8, "marrow_mlx5_wqe_atomic_seg.compare offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_atomic_seg, swap_add, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_atomic_seg, compare, 8);
 
 /* 4-byte masked fetch-and-add (opmod 0x08) (NV ibgda_device.cuh ibgda_atomic_32_masked_fa_seg_t; NC doca_gpunetio_verbs_dev.h) */
-struct marrow_mlx5_wqe_masked_atomic_fa32_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_masked_atomic_fa32_seg {
     uint32_t add_data; /* 0x00 be */
     uint32_t field_boundary; /* 0x04 be */
     uint64_t reserved_at_40; /* 0x08 be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_MASKED_ATOMIC_FA32_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_masked_atomic_fa32_seg) == 16, "marrow_mlx5_wqe_masked_atomic_fa32_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_fa32_seg, add_data) == 0, "marrow_mlx5_wqe_masked_atomic_fa32_seg.add_data offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_fa32_seg, field_boundary) == 4, "marrow_mlx5_wqe_masked_atomic_fa32_seg.field_boundary offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_fa32_seg, reserved_at_40) == 8, "marrow_mlx5_wqe_masked_atomic_fa32_seg.reserved_at_40 offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_fa32_seg, add_data, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_fa32_seg, field_boundary, 4);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_fa32_seg, reserved_at_40, 8);
 
 /* 4-byte masked compare-and-swap (opmod 0x08) (NV ibgda_device.cuh ibgda_atomic_32_masked_cs_seg_t) */
-struct marrow_mlx5_wqe_masked_atomic_cs32_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_masked_atomic_cs32_seg {
     uint32_t swap_data; /* 0x00 be */
     uint32_t compare_data; /* 0x04 be */
     uint32_t swap_mask; /* 0x08 be */
     uint32_t compare_mask; /* 0x0c be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_MASKED_ATOMIC_CS32_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_masked_atomic_cs32_seg) == 16, "marrow_mlx5_wqe_masked_atomic_cs32_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, swap_data) == 0, "marrow_mlx5_wqe_masked_atomic_cs32_seg.swap_data offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, compare_data) == 4, "marrow_mlx5_wqe_masked_atomic_cs32_seg.compare_data offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, swap_mask) == 8, "marrow_mlx5_wqe_masked_atomic_cs32_seg.swap_mask offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, compare_mask) == 12, "marrow_mlx5_wqe_masked_atomic_cs32_seg.compare_mask offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, swap_data, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, compare_data, 4);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, swap_mask, 8);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs32_seg, compare_mask, 12);
 
 /* 8-byte masked fetch-and-add (opmod 0x09) (NV ibgda_device.cuh ibgda_atomic_64_masked_fa_seg_t) */
-struct marrow_mlx5_wqe_masked_atomic_fa64_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_masked_atomic_fa64_seg {
     uint64_t add_data; /* 0x00 be */
     uint64_t field_boundary; /* 0x08 be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_MASKED_ATOMIC_FA64_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_masked_atomic_fa64_seg) == 16, "marrow_mlx5_wqe_masked_atomic_fa64_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_fa64_seg, add_data) == 0, "marrow_mlx5_wqe_masked_atomic_fa64_seg.add_data offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_fa64_seg, field_boundary) == 8, "marrow_mlx5_wqe_masked_atomic_fa64_seg.field_boundary offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_fa64_seg, add_data, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_fa64_seg, field_boundary, 8);
 
 /* 8-byte masked compare-and-swap (opmod 0x09), first of two segments: the values (NV ibgda_device.cuh ibgda_atomic_64_masked_cs_seg_t (data half)) */
-struct marrow_mlx5_wqe_masked_atomic_cs64_data_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_masked_atomic_cs64_data_seg {
     uint64_t swap; /* 0x00 be */
     uint64_t compare; /* 0x08 be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_MASKED_ATOMIC_CS64_DATA_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_masked_atomic_cs64_data_seg) == 16, "marrow_mlx5_wqe_masked_atomic_cs64_data_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs64_data_seg, swap) == 0, "marrow_mlx5_wqe_masked_atomic_cs64_data_seg.swap offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs64_data_seg, compare) == 8, "marrow_mlx5_wqe_masked_atomic_cs64_data_seg.compare offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs64_data_seg, swap, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs64_data_seg, compare, 8);
 
 /* 8-byte masked compare-and-swap (opmod 0x09), second of two segments: the masks (NV ibgda_device.cuh ibgda_atomic_64_masked_cs_seg_t (mask half)) */
-struct marrow_mlx5_wqe_masked_atomic_cs64_mask_seg {
+struct __attribute__((packed)) marrow_mlx5_wqe_masked_atomic_cs64_mask_seg {
     uint64_t swap_mask; /* 0x00 be */
     uint64_t compare_mask; /* 0x08 be */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_MASKED_ATOMIC_CS64_MASK_SEG_SIZE 16u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_masked_atomic_cs64_mask_seg) == 16, "marrow_mlx5_wqe_masked_atomic_cs64_mask_seg size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs64_mask_seg, swap_mask) == 0, "marrow_mlx5_wqe_masked_atomic_cs64_mask_seg.swap_mask offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_masked_atomic_cs64_mask_seg, compare_mask) == 8, "marrow_mlx5_wqe_masked_atomic_cs64_mask_seg.compare_mask offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs64_mask_seg, swap_mask, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_masked_atomic_cs64_mask_seg, compare_mask, 8);
 
 /* Datagram address vector (UD/DC), the whole of mlx5_wqe_datagram_seg (RC mlx5dv.h struct mlx5_wqe_av, mlx5dv_set_dgram_seg) */
-struct marrow_mlx5_wqe_av {
+struct __attribute__((packed)) marrow_mlx5_wqe_av {
     uint64_t key; /* 0x00 be: 63:32 qkey, 31:0 qkey_reserved */
     uint32_t dqp_dct; /* 0x08 be: 31:31 ext, 30:24 reserved_at_41, 23:0 dqpn */
     uint8_t stat_rate_sl; /* 0x0c */
@@ -311,20 +315,20 @@ struct marrow_mlx5_wqe_av {
     uint8_t hop_limit; /* 0x1b */
     uint32_t grh_gid_fl; /* 0x1c be */
     uint8_t rgid[16]; /* 0x20 */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_WQE_AV_SIZE 48u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_wqe_av) == 48, "marrow_mlx5_wqe_av size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, key) == 0, "marrow_mlx5_wqe_av.key offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, dqp_dct) == 8, "marrow_mlx5_wqe_av.dqp_dct offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, stat_rate_sl) == 12, "marrow_mlx5_wqe_av.stat_rate_sl offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, fl_mlid) == 13, "marrow_mlx5_wqe_av.fl_mlid offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, rlid) == 14, "marrow_mlx5_wqe_av.rlid offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, reserved_at_80) == 16, "marrow_mlx5_wqe_av.reserved_at_80 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, rmac) == 20, "marrow_mlx5_wqe_av.rmac offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, tclass) == 26, "marrow_mlx5_wqe_av.tclass offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, hop_limit) == 27, "marrow_mlx5_wqe_av.hop_limit offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, grh_gid_fl) == 28, "marrow_mlx5_wqe_av.grh_gid_fl offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, rgid) == 32, "marrow_mlx5_wqe_av.rgid offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, key, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, dqp_dct, 8);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, stat_rate_sl, 12);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, fl_mlid, 13);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, rlid, 14);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, reserved_at_80, 16);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, rmac, 20);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, tclass, 26);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, hop_limit, 27);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, grh_gid_fl, 28);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_wqe_av, rgid, 32);
 #define MARROW_MLX5_WQE_AV_QKEY_SHIFT 32u /* key[63:32] */
 #define MARROW_MLX5_WQE_AV_QKEY_MASK 0xffffffffu
 #define MARROW_MLX5_WQE_AV_QKEY_RESERVED_SHIFT 0u /* key[31:0] */
@@ -335,7 +339,7 @@ MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_wqe_av, rgid) == 32, "ma
 #define MARROW_MLX5_WQE_AV_DQPN_MASK 0xffffffu
 
 /* 64-byte completion queue entry (the non-tag-matching view of the leading union) (RC mlx5dv.h struct mlx5_cqe64; LK device.h struct mlx5_cqe64) */
-struct marrow_mlx5_cqe64 {
+struct __attribute__((packed)) marrow_mlx5_cqe64 {
     uint8_t reserved_at_0[2]; /* 0x00 */
     uint16_t wqe_id; /* 0x02 be */
     uint8_t reserved_at_20[13]; /* 0x04 */
@@ -357,30 +361,30 @@ struct marrow_mlx5_cqe64 {
     uint16_t wqe_counter; /* 0x3c be */
     uint8_t signature; /* 0x3e */
     uint8_t op_own; /* 0x3f: 7:4 opcode, 3:2 format, 1:1 se, 0:0 owner */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_CQE64_SIZE 64u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_cqe64) == 64, "marrow_mlx5_cqe64 size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, reserved_at_0) == 0, "marrow_mlx5_cqe64.reserved_at_0 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, wqe_id) == 2, "marrow_mlx5_cqe64.wqe_id offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, reserved_at_20) == 4, "marrow_mlx5_cqe64.reserved_at_20 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, ml_path) == 17, "marrow_mlx5_cqe64.ml_path offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, reserved_at_90) == 18, "marrow_mlx5_cqe64.reserved_at_90 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, slid) == 22, "marrow_mlx5_cqe64.slid offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, flags_rqpn) == 24, "marrow_mlx5_cqe64.flags_rqpn offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, hds_ip_ext) == 28, "marrow_mlx5_cqe64.hds_ip_ext offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, l4_hdr_type_etc) == 29, "marrow_mlx5_cqe64.l4_hdr_type_etc offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, vlan_info) == 30, "marrow_mlx5_cqe64.vlan_info offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, srqn_uidx) == 32, "marrow_mlx5_cqe64.srqn_uidx offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, imm_inval_pkey) == 36, "marrow_mlx5_cqe64.imm_inval_pkey offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, app) == 40, "marrow_mlx5_cqe64.app offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, app_op) == 41, "marrow_mlx5_cqe64.app_op offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, app_info) == 42, "marrow_mlx5_cqe64.app_info offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, byte_cnt) == 44, "marrow_mlx5_cqe64.byte_cnt offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, timestamp) == 48, "marrow_mlx5_cqe64.timestamp offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, sop_drop_qpn) == 56, "marrow_mlx5_cqe64.sop_drop_qpn offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, wqe_counter) == 60, "marrow_mlx5_cqe64.wqe_counter offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, signature) == 62, "marrow_mlx5_cqe64.signature offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, op_own) == 63, "marrow_mlx5_cqe64.op_own offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, reserved_at_0, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, wqe_id, 2);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, reserved_at_20, 4);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, ml_path, 17);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, reserved_at_90, 18);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, slid, 22);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, flags_rqpn, 24);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, hds_ip_ext, 28);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, l4_hdr_type_etc, 29);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, vlan_info, 30);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, srqn_uidx, 32);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, imm_inval_pkey, 36);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, app, 40);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, app_op, 41);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, app_info, 42);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, byte_cnt, 44);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, timestamp, 48);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, sop_drop_qpn, 56);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, wqe_counter, 60);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, signature, 62);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe64, op_own, 63);
 #define MARROW_MLX5_CQE64_FLAGS_SHIFT 24u /* flags_rqpn[31:24] */
 #define MARROW_MLX5_CQE64_FLAGS_MASK 0xffu
 #define MARROW_MLX5_CQE64_RQPN_SHIFT 0u /* flags_rqpn[23:0] */
@@ -399,7 +403,7 @@ MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe64, op_own) == 63, "m
 #define MARROW_MLX5_CQE64_OWNER_MASK 0x1u
 
 /* Error CQE (opcode REQ_ERR or RESP_ERR), with the extended hardware syndrome bytes (RC mlx5dv.h struct mlx5_err_cqe; NV ibgda_device.cuh mlx5_err_cqe_ex; NC doca_gpunetio_verbs_def.h) */
-struct marrow_mlx5_err_cqe {
+struct __attribute__((packed)) marrow_mlx5_err_cqe {
     uint8_t reserved_at_0[32]; /* 0x00 */
     uint32_t srqn; /* 0x20 be */
     uint8_t reserved_at_120[16]; /* 0x24 */
@@ -411,20 +415,20 @@ struct marrow_mlx5_err_cqe {
     uint16_t wqe_counter; /* 0x3c be */
     uint8_t signature; /* 0x3e */
     uint8_t op_own; /* 0x3f: 7:4 opcode, 3:2 format, 1:1 se, 0:0 owner */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_ERR_CQE_SIZE 64u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_err_cqe) == 64, "marrow_mlx5_err_cqe size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, reserved_at_0) == 0, "marrow_mlx5_err_cqe.reserved_at_0 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, srqn) == 32, "marrow_mlx5_err_cqe.srqn offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, reserved_at_120) == 36, "marrow_mlx5_err_cqe.reserved_at_120 offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, hw_err_synd) == 52, "marrow_mlx5_err_cqe.hw_err_synd offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, hw_synd_type) == 53, "marrow_mlx5_err_cqe.hw_synd_type offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, vendor_err_synd) == 54, "marrow_mlx5_err_cqe.vendor_err_synd offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, syndrome) == 55, "marrow_mlx5_err_cqe.syndrome offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, s_wqe_opcode_qpn) == 56, "marrow_mlx5_err_cqe.s_wqe_opcode_qpn offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, wqe_counter) == 60, "marrow_mlx5_err_cqe.wqe_counter offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, signature) == 62, "marrow_mlx5_err_cqe.signature offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, op_own) == 63, "marrow_mlx5_err_cqe.op_own offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, reserved_at_0, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, srqn, 32);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, reserved_at_120, 36);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, hw_err_synd, 52);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, hw_synd_type, 53);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, vendor_err_synd, 54);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, syndrome, 55);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, s_wqe_opcode_qpn, 56);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, wqe_counter, 60);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, signature, 62);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_err_cqe, op_own, 63);
 #define MARROW_MLX5_ERR_CQE_S_WQE_OPCODE_SHIFT 24u /* s_wqe_opcode_qpn[31:24] */
 #define MARROW_MLX5_ERR_CQE_S_WQE_OPCODE_MASK 0xffu
 #define MARROW_MLX5_ERR_CQE_QPN_SHIFT 0u /* s_wqe_opcode_qpn[23:0] */
@@ -439,38 +443,38 @@ MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_err_cqe, op_own) == 63, 
 #define MARROW_MLX5_ERR_CQE_OWNER_MASK 0x1u
 
 /* 128-byte CQE: 64 bytes of inline scatter data, then the mlx5_cqe64 (RC cq.c (cqe + 64); LK device.h struct mlx5_cqe128) */
-struct marrow_mlx5_cqe128 {
+struct __attribute__((packed)) marrow_mlx5_cqe128 {
     uint8_t inline_data[64]; /* 0x00 */
     uint8_t cqe64[64]; /* 0x40 */
-} __attribute__((packed));
+};
 #define MARROW_MLX5_CQE128_SIZE 128u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_cqe128) == 128, "marrow_mlx5_cqe128 size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe128, inline_data) == 0, "marrow_mlx5_cqe128.inline_data offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cqe128, cqe64) == 64, "marrow_mlx5_cqe128.cqe64 offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe128, inline_data, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cqe128, cqe64, 64);
 
 /* QP doorbell record: the receive and send counters the NIC reads by DMA (RC mlx5dv.h MLX5_RCV_DBR/MLX5_SND_DBR; qp.c post_send_db, mlx5_post_recv; PRM 'Doorbell Record' {rcv_counter, send_counter}) */
-struct marrow_mlx5_qp_dbrec {
+struct __attribute__((packed, aligned(8))) marrow_mlx5_qp_dbrec {
     uint32_t rcv_counter; /* 0x00 be: 31:16 reserved_at_0, 15:0 rcv_wqe_counter */
     uint32_t send_counter; /* 0x04 be: 31:16 reserved_at_20, 15:0 send_wqe_counter */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_MLX5_QP_DBREC_SIZE 8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_qp_dbrec) == 8, "marrow_mlx5_qp_dbrec size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_qp_dbrec, rcv_counter) == 0, "marrow_mlx5_qp_dbrec.rcv_counter offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_qp_dbrec, send_counter) == 4, "marrow_mlx5_qp_dbrec.send_counter offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_qp_dbrec, rcv_counter, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_qp_dbrec, send_counter, 4);
 #define MARROW_MLX5_QP_DBREC_RCV_WQE_COUNTER_SHIFT 0u /* rcv_counter[15:0] */
 #define MARROW_MLX5_QP_DBREC_RCV_WQE_COUNTER_MASK 0xffffu
 #define MARROW_MLX5_QP_DBREC_SEND_WQE_COUNTER_SHIFT 0u /* send_counter[15:0] */
 #define MARROW_MLX5_QP_DBREC_SEND_WQE_COUNTER_MASK 0xffffu
 
 /* CQ doorbell record: consumer index and arm word (RC cq.c update_cons_index, mlx5_arm_cq) */
-struct marrow_mlx5_cq_dbrec {
+struct __attribute__((packed, aligned(8))) marrow_mlx5_cq_dbrec {
     uint32_t set_ci; /* 0x00 be: 31:24 reserved_at_0, 23:0 cons_index */
     uint32_t arm_db; /* 0x04 be: 29:28 arm_sn, 27:24 arm_cmd, 23:0 arm_ci */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_MLX5_CQ_DBREC_SIZE 8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_cq_dbrec) == 8, "marrow_mlx5_cq_dbrec size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cq_dbrec, set_ci) == 0, "marrow_mlx5_cq_dbrec.set_ci offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cq_dbrec, arm_db) == 4, "marrow_mlx5_cq_dbrec.arm_db offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cq_dbrec, set_ci, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cq_dbrec, arm_db, 4);
 #define MARROW_MLX5_CQ_DBREC_CONS_INDEX_SHIFT 0u /* set_ci[23:0] */
 #define MARROW_MLX5_CQ_DBREC_CONS_INDEX_MASK 0xffffffu
 #define MARROW_MLX5_CQ_DBREC_ARM_SN_SHIFT 28u /* arm_db[29:28] */
@@ -481,14 +485,14 @@ MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cq_dbrec, arm_db) == 4, 
 #define MARROW_MLX5_CQ_DBREC_ARM_CI_MASK 0xffffffu
 
 /* Send doorbell: one 64-bit big-endian store to UAR+MLX5_BF_OFFSET. rdma-core writes the first 8 bytes of the control segment; NVSHMEM and DOCA write only the WQE index and QPN (opcode 0, ds 0) (RC qp.c post_send_db mmio_write64_be(bf->reg, *(__be64*)ctrl); NV ibgda_ring_db; NC doca_gpu_dev_common_prepare_db) */
-struct marrow_mlx5_uar_db {
+struct __attribute__((packed, aligned(8))) marrow_mlx5_uar_db {
     uint32_t opmod_idx_opcode; /* 0x00 be: 31:24 opmod, 23:8 wqe_index, 7:0 opcode */
     uint32_t qpn_ds; /* 0x04 be: 31:8 qpn, 7:6 reserved_at_38, 5:0 ds */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_MLX5_UAR_DB_SIZE 8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_uar_db) == 8, "marrow_mlx5_uar_db size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_uar_db, opmod_idx_opcode) == 0, "marrow_mlx5_uar_db.opmod_idx_opcode offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_uar_db, qpn_ds) == 4, "marrow_mlx5_uar_db.qpn_ds offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_uar_db, opmod_idx_opcode, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_uar_db, qpn_ds, 4);
 #define MARROW_MLX5_UAR_DB_OPMOD_SHIFT 24u /* opmod_idx_opcode[31:24] */
 #define MARROW_MLX5_UAR_DB_OPMOD_MASK 0xffu
 #define MARROW_MLX5_UAR_DB_WQE_INDEX_SHIFT 8u /* opmod_idx_opcode[23:8] */
@@ -501,14 +505,14 @@ MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_uar_db, qpn_ds) == 4, "m
 #define MARROW_MLX5_UAR_DB_DS_MASK 0x3fu
 
 /* CQ arm doorbell written to UAR+MLX5_CQ_DOORBELL: (sn<<28|cmd|ci)<<32 | cqn (RC cq.c mlx5_arm_cq) */
-struct marrow_mlx5_cq_arm_db {
+struct __attribute__((packed, aligned(8))) marrow_mlx5_cq_arm_db {
     uint32_t sn_cmd_ci; /* 0x00 be: 29:28 arm_sn, 27:24 arm_cmd, 23:0 arm_ci */
     uint32_t cqn; /* 0x04 be */
-} __attribute__((packed, aligned(8)));
+};
 #define MARROW_MLX5_CQ_ARM_DB_SIZE 8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_mlx5_cq_arm_db) == 8, "marrow_mlx5_cq_arm_db size");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cq_arm_db, sn_cmd_ci) == 0, "marrow_mlx5_cq_arm_db.sn_cmd_ci offset");
-MARROW_STATIC_ASSERT(MARROW_OFFSETOF(struct marrow_mlx5_cq_arm_db, cqn) == 4, "marrow_mlx5_cq_arm_db.cqn offset");
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cq_arm_db, sn_cmd_ci, 0);
+MARROW_ASSERT_OFFSET(struct marrow_mlx5_cq_arm_db, cqn, 4);
 #define MARROW_MLX5_CQ_ARM_DB_ARM_SN_SHIFT 28u /* sn_cmd_ci[29:28] */
 #define MARROW_MLX5_CQ_ARM_DB_ARM_SN_MASK 0x3u
 #define MARROW_MLX5_CQ_ARM_DB_ARM_CMD_SHIFT 24u /* sn_cmd_ci[27:24] */

@@ -1,0 +1,78 @@
+// GPU kernels over the device API (marrow/device.h): correctness and
+// benchmark drivers the host launches (crates/transport). Compiled at run
+// time with the machine's NVRTC for sm_90, and in CI by scripts/nvrtc_check.py.
+#include "marrow/device.h"
+
+using marrow::Channel;
+
+// Every thread puts `iters` messages of `len` bytes from its slots of the
+// local window to the same slots of PE `pe`, then waits for all of them.
+// rc[tid] gets 0 or the device error code.
+extern "C" __global__ void marrow_put_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
+    Channel ch{page};
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        uint64_t off = ((uint64_t)tid * iters + i) * len;
+        r = marrow::put_nbi(ch, pe, off, off, len);
+    }
+    if (r == marrow::OK) r = marrow::quiet(ch);
+    rc[tid] = r;
+}
+
+// The same with whole warps posting together (put_nbi_warp).
+extern "C" __global__ void marrow_put_warp_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
+    Channel ch{page};
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        uint64_t off = ((uint64_t)tid * iters + i) * len;
+        r = marrow::put_nbi_warp(ch, pe, off, off, len);
+    }
+    if (r == marrow::OK) r = marrow::quiet(ch);
+    rc[tid] = r;
+}
+
+// Every thread gets its slots of PE `pe` into the local window.
+extern "C" __global__ void marrow_get_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
+    Channel ch{page};
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        uint64_t off = ((uint64_t)tid * iters + i) * len;
+        r = marrow::get(ch, pe, off, off, len);
+    }
+    rc[tid] = r;
+}
+
+// Every thread adds 1 to PE `pe`'s counter at `roff` `iters` times; the
+// fetched values go to olds[tid * iters + i].
+extern "C" __global__ void marrow_fetch_add_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint32_t iters,
+                                                   uint64_t result_base, uint64_t *olds, int *rc) {
+    Channel ch{page};
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        uint64_t old = 0;
+        r = marrow::atomic_fetch_add(ch, pe, roff, 1, result_base + (uint64_t)tid * 8, &old);
+        olds[(uint64_t)tid * iters + i] = old;
+    }
+    rc[tid] = r;
+}
+
+// One thread: compare-and-swap, expecting `compare`.
+extern "C" __global__ void marrow_compare_swap_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t compare,
+                                                      uint64_t swap, uint64_t result_loff, uint64_t *old, int *rc) {
+    Channel ch{page};
+    *rc = marrow::atomic_compare_swap(ch, pe, roff, compare, swap, result_loff, old);
+}
+
+// Latency: one thread does `iters` blocking 8-byte puts; cycles[0] = ns total.
+extern "C" __global__ void marrow_put_latency_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint64_t *ns, int *rc) {
+    Channel ch{page};
+    uint64_t t0 = marrow::now_ns();
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) r = marrow::put(ch, pe, 0, 0, 8);
+    *ns = marrow::now_ns() - t0;
+    *rc = r;
+}

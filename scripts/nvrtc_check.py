@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Compile marrow's GPU kernels for sm_90 with NVRTC, on a machine with no GPU.
+
+Uses the NVRTC of PyPI's nvidia-cuda-nvrtc (pinned to 13.0, the series the
+H200 machine's driver 580 runs), loaded with ctypes. Checks that every
+kernel is present and that the doorbell is one st.mmio store. Exit 0 on
+success; prints NVRTC's log and exits 1 otherwise.
+"""
+import ctypes
+import glob
+import os
+import sys
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+site = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "target", "nvrtc")
+libdir = os.path.join(site, "nvidia", "cu13", "lib")
+libs = sorted(glob.glob(os.path.join(libdir, "libnvrtc.so*")))
+libs = [l for l in libs if "builtins" not in l]
+if not libs:
+    sys.exit(f"nvrtc_check: no libnvrtc.so under {libdir} (run scripts/nvrtc-check.sh)")
+# libnvrtc loads libnvrtc-builtins from its own directory.
+for b in glob.glob(os.path.join(libdir, "libnvrtc-builtins.so*")):
+    ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
+nvrtc = ctypes.CDLL(libs[0])
+
+def check(status, what, prog=None):
+    if status != 0:
+        nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
+        msg = nvrtc.nvrtcGetErrorString(status).decode()
+        if prog is not None:
+            size = ctypes.c_size_t()
+            nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            print(log.value.decode(errors="replace"))
+        sys.exit(f"nvrtc_check: {what}: {msg}")
+
+major, minor = ctypes.c_int(), ctypes.c_int()
+check(nvrtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+src_path = os.path.join(root, "kernels", "gpu", "marrow_kernels.cu")
+src = open(src_path, "rb").read()
+kernels = ["marrow_put_kernel", "marrow_put_warp_kernel", "marrow_get_kernel", "marrow_fetch_add_kernel",
+           "marrow_compare_swap_kernel", "marrow_put_latency_kernel"]
+
+for arch, getter in (("compute_90", "PTX"), ("sm_90", "CUBIN")):
+    prog = ctypes.c_void_p()
+    check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"marrow_kernels.cu", 0, None, None), "create")
+    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17",
+            ("-I" + os.path.join(root, "kernels", "include")).encode()]
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    check(nvrtc.nvrtcCompileProgram(prog, len(opts), arr), f"compile for {arch}", prog)
+    size = ctypes.c_size_t()
+    check(getattr(nvrtc, f"nvrtcGet{getter}Size")(prog, ctypes.byref(size)), f"{getter} size")
+    out = ctypes.create_string_buffer(size.value)
+    check(getattr(nvrtc, f"nvrtcGet{getter}")(prog, out), getter)
+    data = out.raw
+    missing = [k for k in kernels if k.encode() not in data]
+    if missing:
+        sys.exit(f"nvrtc_check: {arch} output lacks {missing}")
+    if getter == "PTX":
+        ptx = data.decode(errors="replace")
+        if "st.mmio.relaxed.sys.global.b64" not in ptx:
+            sys.exit("nvrtc_check: the doorbell is not an st.mmio.relaxed.sys store")
+        if "globaltimer" not in ptx:
+            sys.exit("nvrtc_check: the device-side timeouts do not read %globaltimer")
+    print(f"nvrtc_check: NVRTC {major.value}.{minor.value}: {len(kernels)} kernels compiled for {arch} "
+          f"({getter}, {size.value} bytes)")
