@@ -76,3 +76,37 @@ extern "C" __global__ void marrow_put_latency_kernel(uint8_t *page, uint32_t pe,
     *ns = marrow::now_ns() - t0;
     *rc = r;
 }
+
+// The floor for put latency: a ping-pong with a CPU thread through the same
+// host memory. The GPU writes i to *ping, the CPU answers i in *pong.
+extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong, uint32_t iters, uint64_t timeout_ns,
+                                                  uint64_t *ns, int *rc) {
+    uint64_t t0 = marrow::now_ns();
+    for (uint32_t i = 1; i <= iters; i++) {
+        marrow::store_release(ping, i);
+        uint64_t start = marrow::now_ns();
+        while (marrow::load_acquire(pong) != i) {
+            if (marrow::now_ns() - start > timeout_ns) {
+                *rc = marrow::E_TIMEOUT;
+                return;
+            }
+        }
+    }
+    *ns = marrow::now_ns() - t0;
+    *rc = marrow::OK;
+}
+
+// Posting rate floor: the same stores and fences as a post, into the same
+// ring, without reservation, CQ or doorbell: 64 B of WQE + 8 B of doorbell record.
+extern "C" __global__ void marrow_store_floor_kernel(uint8_t *ring, uint32_t wqebbs, uint32_t *dbrec, uint32_t iters,
+                                                     uint64_t *ns) {
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    uint64_t t0 = marrow::now_ns();
+    for (uint32_t i = 0; i < iters; i++) {
+        uint64_t *w = (uint64_t *)(ring + ((tid * iters + i) % wqebbs) * 64);
+        for (int k = 0; k < 8; k++) w[k] = i + k;
+        marrow::to_device();
+        marrow::store_release32(dbrec, marrow::be32(i));
+    }
+    if (tid == 0) *ns = marrow::now_ns() - t0;
+}

@@ -80,6 +80,10 @@ struct DemoArgs {
     #[arg(long)]
     quick: bool,
 
+    /// Run the device code in GPU threads (needs an NVIDIA GPU, its driver and NVRTC).
+    #[arg(long)]
+    gpu: bool,
+
     /// Where to write the register trace.
     #[arg(long, value_name = "PATH", default_value = "marrow-demo.trace")]
     trace_out: PathBuf,
@@ -270,6 +274,17 @@ fn run_softnic(a: &SoftnicArgs) -> ExitCode {
 }
 
 fn run_demo(a: &DemoArgs) -> ExitCode {
+    if a.gpu {
+        let mut o = std::io::stdout().lock();
+        return match marrow::gpu_demo::run(&mut o) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = o.flush();
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let opts = DemoOptions {
         quick: a.quick,
         trace_out: a.trace_out.clone(),

@@ -51,6 +51,8 @@ use std::time::Duration;
 struct Shared {
     hca: Mutex<Hca>,
     stop: AtomicBool,
+    /// Idle time an engine spins before it yields and sleeps, in ns.
+    spin_ns: std::sync::atomic::AtomicU64,
 }
 
 /// A device model and its engine threads.
@@ -141,6 +143,14 @@ impl SoftNic {
         Ok(id)
     }
 
+    /// Let engine threads spin this long on an idle ring before backing off
+    /// (default: a few µs, for 2-core machines). A GPU round trip through
+    /// host memory is microseconds, so a GPU run wants the engine spinning,
+    /// as a benchmark may (DESIGN.md "Polling on small machines").
+    pub fn set_idle_spin(&self, spin: Duration) {
+        self.shared.spin_ns.store(spin.as_nanos() as u64, Ordering::Relaxed);
+    }
+
     /// Stop and join the engine threads.
     pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
@@ -159,14 +169,19 @@ impl Drop for SoftNic {
 
 fn engine(shared: &Shared) {
     let mut idle = 0u32;
+    let mut idle_since = std::time::Instant::now();
     while !shared.stop.load(Ordering::Acquire) {
         let work = shared.hca.lock().unwrap_or_else(|p| p.into_inner()).scan();
         if work > 0 {
             idle = 0;
             continue;
         }
+        if idle == 0 {
+            idle_since = std::time::Instant::now();
+        }
         idle = idle.saturating_add(1);
-        if idle < 64 {
+        let spin = shared.spin_ns.load(Ordering::Relaxed);
+        if idle < 64 || (spin > 0 && (idle_since.elapsed().as_nanos() as u64) < spin) {
             std::hint::spin_loop();
         } else if idle < 256 {
             std::thread::yield_now();

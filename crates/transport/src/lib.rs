@@ -5,10 +5,11 @@
 //! GPU peer-to-peer backend are not built yet, and asking for them returns
 //! [`TransportError::Missing`]. The device code runs on CPU threads through
 //! [`cpu::Device`] (the same `kernels/include/marrow/device.h` that the GPU
-//! runs); GPU launch through cudarc is not built yet.
+//! runs) and on the GPU through [`gpu::Gpu`] (cudarc, loaded at run time).
 
 pub mod cpu;
 pub mod gcrb_page;
+pub mod gpu;
 pub mod world;
 
 pub use world::{Channel, World, WorldConfig};
@@ -19,6 +20,9 @@ pub enum TransportError {
     /// Something this build does not have yet.
     #[error("not built yet: {0}")]
     Missing(&'static str),
+    /// Something this machine does not have.
+    #[error("unavailable on this machine: {0}")]
+    Unavailable(&'static str),
     /// The device model refused.
     #[error("softnic: {0}")]
     Softnic(#[from] marrow_softnic::HcaError),
@@ -28,6 +32,9 @@ pub enum TransportError {
     /// A window access.
     #[error("{0}")]
     Window(#[from] marrow_mmio::OutOfBounds),
+    /// The CUDA driver or NVRTC refused.
+    #[error("CUDA: {0}")]
+    Cuda(String),
 }
 
 /// An error code the device code returned (see `kernels/include/marrow/device.h`).

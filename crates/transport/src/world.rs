@@ -120,6 +120,24 @@ impl World {
         Ok(World { nic, channels, bufs, _shm: shm })
     }
 
+    /// Every shared region the device code touches: PE buffers, GCRB pages,
+    /// queues, doorbell records, UAR pages, CQs (what a GPU must map).
+    pub fn shared_regions(&self) -> Vec<Region> {
+        let mut v: Vec<Region> = self._shm.iter().map(|s| s.region()).collect();
+        v.extend(self.channels.iter().map(|c| c.page()));
+        let hca = self.nic.hca();
+        for c in &self.channels {
+            if let Ok(q) = hca.qp(c.qpn) {
+                v.push(q.mem.queues.region());
+                v.push(q.mem.uar_page.region());
+            }
+            if let Ok(cq) = hca.cq(c.cqn) {
+                v.push(cq.shm.region());
+            }
+        }
+        v
+    }
+
     /// Arm softnic faults on PE `pe`'s QP.
     pub fn set_faults(&self, pe: usize, faults: Faults) -> Result<(), crate::TransportError> {
         Ok(self.nic.hca().set_faults(self.channels[pe].qpn, faults)?)

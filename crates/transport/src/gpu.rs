@@ -1,0 +1,301 @@
+//! Running the device code on a GPU: cudarc with dynamic loading, so marrow
+//! builds and its CPU tests run where no CUDA exists; the kernels
+//! (`kernels/gpu/marrow_kernels.cu` over `marrow/device.h`) are compiled at
+//! run time by the machine's own NVRTC, for its own architecture.
+//!
+//! The softnic's rings, doorbell records, UAR pages and CQs and the PE
+//! buffers are shared host memory (memfd); the GPU reaches them through
+//! `cuMemHostRegister` (DEVICEMAP | PORTABLE), as NVSHMEM maps NIC buffers
+//! that live in host memory (reference mlx5-gpu-initiated.md §2.6).
+
+use crate::TransportError;
+use cudarc::driver::sys as cu;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::CompileOptions;
+use marrow_mmio::Region;
+use std::sync::Arc;
+
+/// The device code, embedded so the binary needs no source tree at run time.
+const SOURCES: &[(&str, &str)] = &[
+    ("marrow/device.h", include_str!("../../../kernels/include/marrow/device.h")),
+    ("marrow/platform.h", include_str!("../../../kernels/include/marrow/platform.h")),
+    ("marrow/generated/mlx5.h", include_str!("../../../kernels/include/marrow/generated/mlx5.h")),
+    ("marrow/generated/gcrb.h", include_str!("../../../kernels/include/marrow/generated/gcrb.h")),
+];
+const KERNELS: &str = include_str!("../../../kernels/gpu/marrow_kernels.cu");
+
+/// A GPU with marrow's kernels loaded.
+#[derive(Debug)]
+pub struct Gpu {
+    /// The context.
+    pub ctx: Arc<CudaContext>,
+    /// The stream kernels run on.
+    pub stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    /// `sm_XY` the kernels were compiled for.
+    pub arch: String,
+    /// Device name.
+    pub name: String,
+}
+
+fn cuda(e: impl std::fmt::Debug) -> TransportError {
+    TransportError::Cuda(format!("{e:?}"))
+}
+
+impl Gpu {
+    /// Open GPU 0 and compile the kernels with its NVRTC. Without a driver
+    /// or NVRTC this returns [`TransportError::Unavailable`] naming the library.
+    pub fn open() -> Result<Gpu, TransportError> {
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { cu::is_culib_present() } {
+            return Err(TransportError::Unavailable("libcuda.so (no NVIDIA driver), so no GPU path"));
+        }
+        // SAFETY: as above, for NVRTC.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(TransportError::Unavailable("libnvrtc.so (the CUDA runtime compiler)"));
+        }
+        let ctx = CudaContext::new(0).map_err(cuda)?;
+        let (major, minor) = ctx.compute_capability().map_err(cuda)?;
+        let arch = format!("sm_{major}{minor}");
+        let name = ctx.name().map_err(cuda)?;
+        let dir = std::env::temp_dir().join(format!("marrow-kernels-{}", std::process::id()));
+        for (path, text) in SOURCES {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap_or(&dir))?;
+            std::fs::write(p, text)?;
+        }
+        let opts = CompileOptions {
+            arch: Some(Box::leak(arch.clone().into_boxed_str())),
+            include_paths: vec![dir.display().to_string()],
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(cuda)?;
+        let module = ctx.load_module(ptx).map_err(cuda)?;
+        let stream = ctx.default_stream();
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(Gpu { ctx, stream, module, arch, name })
+    }
+
+    /// A kernel by name.
+    pub fn function(&self, name: &str) -> Result<CudaFunction, TransportError> {
+        self.module.load_function(name).map_err(cuda)
+    }
+
+    /// Map `region` (host memory) into the GPU. marrow hands the device the
+    /// host's own addresses (the GCRB holds them), so the mapping must be
+    /// identity, which unified addressing gives on 64-bit Linux; anything
+    /// else is reported rather than translated.
+    pub fn register(&self, region: &Region) -> Result<(), TransportError> {
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        let ptr = region.base_addr() as *mut std::ffi::c_void;
+        let flags = cu::CU_MEMHOSTREGISTER_PORTABLE | cu::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: `ptr..ptr+len` is a live shared mapping (the Region's
+        // contract) that stays mapped while the GPU uses it: the World that
+        // owns it outlives every kernel launched on it.
+        unsafe { cu::cuMemHostRegister_v2(ptr, region.len(), flags) }.result().map_err(cuda)?;
+        let mut dptr: cu::CUdeviceptr = 0;
+        // SAFETY: `ptr` was just registered; `dptr` is a valid out-pointer.
+        unsafe { cu::cuMemHostGetDevicePointer_v2(&mut dptr, ptr, 0) }.result().map_err(cuda)?;
+        if dptr as usize != region.base_addr() {
+            return Err(TransportError::Missing("identity host/device addresses for registered memory (this GPU maps them elsewhere)"));
+        }
+        Ok(())
+    }
+}
+
+impl Gpu {
+    /// Undo [`Gpu::register`] (before the memory is unmapped, so that a later
+    /// mapping at the same address can be registered again).
+    pub fn unregister(&self, region: &Region) -> Result<(), TransportError> {
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        // SAFETY: unregisters a range `register` registered; the GPU no
+        // longer uses it (callers synchronize first).
+        unsafe { cu::cuMemHostUnregister(region.base_addr() as *mut std::ffi::c_void) }.result().map_err(cuda)
+    }
+
+    /// `cuMemcpy` of `len` bytes between two registered host regions (the
+    /// copy engine, unified addresses): the floor for put bandwidth.
+    pub fn memcpy(&self, dst: &Region, src: &Region, len: usize) -> Result<std::time::Duration, TransportError> {
+        if len > dst.len() || len > src.len() {
+            return Err(TransportError::Window(marrow_mmio::OutOfBounds { offset: 0, len, size: dst.len().min(src.len()) }));
+        }
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        let t = std::time::Instant::now();
+        // SAFETY: both ranges are registered host memory of at least `len`
+        // bytes (checked), addressed by their unified addresses.
+        unsafe { cu::cuMemcpy(dst.base_addr() as u64, src.base_addr() as u64, len) }.result().map_err(cuda)?;
+        self.ctx.synchronize().map_err(cuda)?;
+        Ok(t.elapsed())
+    }
+}
+
+/// A launch shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// Blocks.
+    pub blocks: u32,
+    /// Threads per block.
+    pub threads: u32,
+}
+
+impl Grid {
+    /// One thread.
+    pub const ONE: Grid = Grid { blocks: 1, threads: 1 };
+
+    /// Threads in all.
+    pub fn size(&self) -> usize {
+        (self.blocks * self.threads) as usize
+    }
+
+    fn config(&self) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig { grid_dim: (self.blocks, 1, 1), block_dim: (self.threads, 1, 1), shared_mem_bytes: 0 }
+    }
+}
+
+/// The kernels of the form `(page, pe, len, iters, rc[])`.
+#[allow(clippy::enum_variant_names)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RwKernel {
+    /// `marrow_put_kernel`: every thread puts.
+    Put,
+    /// `marrow_put_warp_kernel`: whole warps put together.
+    PutWarp,
+    /// `marrow_get_kernel`: every thread gets.
+    Get,
+}
+
+impl RwKernel {
+    /// The kernel's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RwKernel::Put => "marrow_put_kernel",
+            RwKernel::PutWarp => "marrow_put_warp_kernel",
+            RwKernel::Get => "marrow_get_kernel",
+        }
+    }
+}
+
+use cudarc::driver::PushKernelArg;
+
+impl Gpu {
+    /// Run `k` on `grid`: each thread moves `iters` messages of `len` bytes
+    /// between its slots of the local window and of PE `pe`. Returns every
+    /// thread's result code.
+    pub fn rw(&self, k: RwKernel, page: u64, pe: u32, len: u32, iters: u32, grid: Grid) -> Result<Vec<i32>, TransportError> {
+        let f = self.function(k.name())?;
+        let mut rc = self.stream.alloc_zeros::<i32>(grid.size()).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&len).arg(&iters).arg(&mut rc);
+        // SAFETY: the arguments are those of the kernel's signature in
+        // marrow_kernels.cu (u8*, u32, u32, u32, int*); `page` is a GCRB
+        // registered with `register`, whose rings the kernel reaches.
+        unsafe { b.launch(grid.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        self.stream.clone_dtoh(&rc).map_err(cuda)
+    }
+
+    /// `marrow_fetch_add_kernel`: every thread adds 1 to PE `pe`'s word at
+    /// `roff` `iters` times. Returns the result codes and every fetched value.
+    pub fn fetch_add(&self, page: u64, pe: u32, roff: u64, iters: u32, result_base: u64, grid: Grid) -> Result<(Vec<i32>, Vec<u64>), TransportError> {
+        let f = self.function("marrow_fetch_add_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(grid.size()).map_err(cuda)?;
+        let mut olds = self.stream.alloc_zeros::<u64>(grid.size() * iters as usize).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&roff).arg(&iters).arg(&result_base).arg(&mut olds).arg(&mut rc);
+        // SAFETY: matches marrow_fetch_add_kernel (u8*, u32, u64, u32, u64, u64*, int*).
+        unsafe { b.launch(grid.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?, self.stream.clone_dtoh(&olds).map_err(cuda)?))
+    }
+
+    /// `marrow_compare_swap_kernel` on one thread: (result code, old value).
+    pub fn compare_swap(&self, page: u64, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64) -> Result<(i32, u64), TransportError> {
+        let f = self.function("marrow_compare_swap_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut old = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&roff).arg(&compare).arg(&swap).arg(&result_loff).arg(&mut old).arg(&mut rc);
+        // SAFETY: matches marrow_compare_swap_kernel (u8*, u32, u64, u64, u64, u64, u64*, int*).
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&old).map_err(cuda)?[0]))
+    }
+
+    /// `marrow_put_latency_kernel`: one thread, `iters` blocking 8-byte puts:
+    /// (result code, total ns on the GPU clock).
+    pub fn put_latency(&self, page: u64, pe: u32, iters: u32) -> Result<(i32, u64), TransportError> {
+        let f = self.function("marrow_put_latency_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&iters).arg(&mut ns).arg(&mut rc);
+        // SAFETY: matches marrow_put_latency_kernel (u8*, u32, u32, u64*, int*).
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+    }
+
+    /// `marrow_store_floor_kernel` on `grid`: the stores and fences of a post
+    /// (64 B WQE + doorbell record) into `ring` without the protocol: ns.
+    pub fn store_floor(&self, ring: u64, wqebbs: u32, dbrec: u64, iters: u32, grid: Grid) -> Result<u64, TransportError> {
+        let f = self.function("marrow_store_floor_kernel")?;
+        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&ring).arg(&wqebbs).arg(&dbrec).arg(&iters).arg(&mut ns);
+        // SAFETY: matches marrow_store_floor_kernel (u8*, u32, u32*, u32, u64*);
+        // `ring` and `dbrec` are registered host memory.
+        unsafe { b.launch(grid.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok(self.stream.clone_dtoh(&ns).map_err(cuda)?[0])
+    }
+
+    /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i at
+    /// `pong` (registered host addresses): (result code, total ns).
+    pub fn pingpong(&self, ping: u64, pong: u64, iters: u32, timeout_ns: u64) -> Result<(i32, u64), TransportError> {
+        let f = self.function("marrow_pingpong_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&ping).arg(&pong).arg(&iters).arg(&timeout_ns).arg(&mut ns).arg(&mut rc);
+        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u64, u64*, int*).
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+    }
+}
+
+/// A GCRB living in GPU memory. NVSHMEM keeps its per-QP counters
+/// ("mvars") in global memory for the same reason: thousands of threads
+/// spinning on atomics over PCIe starve the ones doing work. The rings,
+/// doorbells and CQ stay in host memory, where the NIC (here the softnic)
+/// reads and writes them.
+#[derive(Debug)]
+pub struct DeviceGcrb {
+    buf: cudarc::driver::CudaSlice<u8>,
+    /// The device address kernels take.
+    pub addr: u64,
+}
+
+impl Gpu {
+    /// Copy a filled GCRB page (host) into GPU memory.
+    pub fn upload(&self, page: &Region) -> Result<DeviceGcrb, TransportError> {
+        use cudarc::driver::DevicePtr;
+        let mut host = vec![0u8; page.len()];
+        page.read_bytes(0, &mut host)?;
+        let buf = self.stream.clone_htod(&host).map_err(cuda)?;
+        let addr = {
+            let (p, _sync) = buf.device_ptr(&self.stream);
+            p
+        };
+        Ok(DeviceGcrb { buf, addr })
+    }
+
+    /// Copy a GCRB back from GPU memory into `page` (after a kernel), so the
+    /// host can decode its error block, heads and trace.
+    pub fn download(&self, d: &DeviceGcrb, page: &Region) -> Result<(), TransportError> {
+        let host = self.stream.clone_dtoh(&d.buf).map_err(cuda)?;
+        page.write_bytes(0, &host)?;
+        Ok(())
+    }
+}
