@@ -41,7 +41,7 @@ src_path = os.path.join(root, "kernels", "gpu", "marrow_kernels.cu")
 src = open(src_path, "rb").read()
 kernels = ["marrow_put_kernel", "marrow_put_warp_kernel", "marrow_get_kernel", "marrow_fetch_add_kernel",
            "marrow_compare_swap_kernel", "marrow_put_latency_kernel", "marrow_pingpong_kernel",
-           "marrow_store_floor_kernel"]
+           "marrow_store_floor_kernel", "marrow_compute_put_kernel", "marrow_compute_kernel"]
 
 for arch, getter in (("compute_90", "PTX"), ("sm_90", "CUBIN")):
     prog = ctypes.c_void_p()

@@ -83,9 +83,9 @@ extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong
                                                   uint64_t *ns, int *rc) {
     uint64_t t0 = marrow::now_ns();
     for (uint32_t i = 1; i <= iters; i++) {
-        marrow::store_release(ping, i);
+        marrow::store_release_sys(ping, i);
         uint64_t start = marrow::now_ns();
-        while (marrow::load_acquire(pong) != i) {
+        while (marrow::load_acquire_sys(pong) != i) {
             if (marrow::now_ns() - start > timeout_ns) {
                 *rc = marrow::E_TIMEOUT;
                 return;
@@ -110,3 +110,29 @@ extern "C" __global__ void marrow_store_floor_kernel(uint8_t *ring, uint32_t wqe
     }
     if (tid == 0) *ns = marrow::now_ns() - t0;
 }
+
+// A stand-in for compute: `work` dependent multiply-adds on one thread.
+__device__ __forceinline__ uint64_t marrow_busy(uint64_t x, uint32_t work) {
+    for (uint32_t k = 0; k < work; k++) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return x;
+}
+
+// compute -> put -> compute, GPU-initiated: one kernel, `iters` rounds of
+// compute then a blocking 8-byte put of the result. ns = total.
+extern "C" __global__ void marrow_compute_put_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint32_t work,
+                                                     uint64_t *ns, int *rc) {
+    Channel ch{page};
+    uint64_t x = 1, t0 = marrow::now_ns();
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        x = marrow_busy(x, work);
+        uint64_t *src = (uint64_t *)ch.cfg()->local_base;
+        *src = x;
+        r = marrow::put(ch, pe, 0, 0, 8);
+    }
+    *ns = marrow::now_ns() - t0;
+    *rc = r;
+}
+
+// The compute alone, for the CPU-initiated loop (one launch per round).
+extern "C" __global__ void marrow_compute_kernel(uint32_t work, uint64_t *out) { *out = marrow_busy(*out | 1, work); }

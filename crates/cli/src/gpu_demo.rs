@@ -304,6 +304,34 @@ fn rates(r: &Rig, o: &mut dyn Write) -> Res<()> {
     Ok(())
 }
 
+/// (c) compute -> put -> compute: one GPU kernel that computes and puts,
+/// against the CPU-initiated loop (kernel ends, the host posts the put
+/// through the same device code on CPU threads, the next kernel starts).
+fn loop_bench(r: &Rig, o: &mut dyn Write) -> Res<()> {
+    let (iters, work) = (500u32, 1000u32);
+    let (rc, ns) = r.gpu.compute_put(r.page(0), 1, iters, work).map_err(e)?;
+    check_rc(r, "compute_put", &[rc])?;
+    let gpu_iter = ns as f64 / iters as f64;
+    // CPU-initiated, on PE 1's channel (its GCRB in host memory) to PE 0.
+    let dev = marrow_transport::cpu::Device::new(&r.world.channels[1]);
+    let mut out = r.gpu.stream.alloc_zeros::<u64>(1).map_err(e)?;
+    let t = Instant::now();
+    for _ in 0..iters {
+        r.gpu.compute_once(work, &mut out).map_err(e)?;
+        dev.put(0, 0, 0, 8).map_err(|x| format!("CPU put: {x}\n{}", r.world.channels[1].report()))?;
+    }
+    let cpu_iter = t.elapsed().as_nanos() as f64 / iters as f64;
+    writeln!(
+        o,
+        "  (c) compute({work}) -> 8 B put, per round: GPU-initiated {:.2} us, CPU-initiated (launch, sync, host put) {:.2} us; CPU/GPU {:.2} (target >= 8)",
+        gpu_iter / 1e3,
+        cpu_iter / 1e3,
+        cpu_iter / gpu_iter
+    )
+    .map_err(e)?;
+    Ok(())
+}
+
 fn faults(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let cases: [(&str, Faults); 3] = [
         ("dropped doorbell", Faults { drop_doorbells: 1, ..Faults::default() }),
@@ -345,6 +373,7 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
     latency(&r, o)?;
     writeln!(o, "rates:").map_err(e)?;
     rates(&r, o)?;
+    loop_bench(&r, o)?;
     drop(r);
     writeln!(o, "injected faults (each must come back as an error, never a hang):").map_err(e)?;
     faults(&gpu, o)?;

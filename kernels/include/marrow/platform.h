@@ -86,12 +86,15 @@ MARROW_FN void relax(uint32_t spins) {
 }
 
 /* ------------------------------------------------------------ atomics */
-/* All on words of host memory shared with the NIC and other agents:
- * system scope on the GPU. */
+/* These act on the GCRB's counters, which only the device code's threads
+ * touch while a kernel runs (the host reads them after): GPU scope on the
+ * GPU, where the GCRB lives in GPU memory (NVSHMEM keeps its mvars there
+ * too). Stores the NIC must see (WQEs, doorbell record, doorbell) are
+ * ordered by the system-scope barriers below instead. */
 
 MARROW_FN uint64_t atomic_add(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
-    return atomicAdd_system((unsigned long long *)p, (unsigned long long)v);
+    return atomicAdd((unsigned long long *)p, (unsigned long long)v);
 #else
     return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
 #endif
@@ -99,7 +102,7 @@ MARROW_FN uint64_t atomic_add(uint64_t *p, uint64_t v) {
 
 MARROW_FN bool cas(uint64_t *p, uint64_t expected, uint64_t desired) {
 #if MARROW_GPU
-    return atomicCAS_system((unsigned long long *)p, expected, desired) == expected;
+    return atomicCAS((unsigned long long *)p, expected, desired) == expected;
 #else
     return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 #endif
@@ -107,7 +110,7 @@ MARROW_FN bool cas(uint64_t *p, uint64_t expected, uint64_t desired) {
 
 MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #if MARROW_GPU
-    return atomicCAS_system((unsigned int *)p, expected, desired) == expected;
+    return atomicCAS((unsigned int *)p, expected, desired) == expected;
 #else
     return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 #endif
@@ -115,7 +118,7 @@ MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 
 MARROW_FN uint64_t atomic_max(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
-    return atomicMax_system((unsigned long long *)p, (unsigned long long)v);
+    return atomicMax((unsigned long long *)p, (unsigned long long)v);
 #else
     uint64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -127,7 +130,7 @@ MARROW_FN uint64_t atomic_max(uint64_t *p, uint64_t v) {
 MARROW_FN uint64_t load_acquire(const uint64_t *p) {
 #if MARROW_GPU
     uint64_t v;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 #else
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -137,7 +140,7 @@ MARROW_FN uint64_t load_acquire(const uint64_t *p) {
 MARROW_FN uint32_t load_acquire32(const uint32_t *p) {
 #if MARROW_GPU
     uint32_t v;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 #else
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -146,7 +149,7 @@ MARROW_FN uint32_t load_acquire32(const uint32_t *p) {
 
 MARROW_FN void store_release(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
@@ -154,15 +157,48 @@ MARROW_FN void store_release(uint64_t *p, uint64_t v) {
 
 MARROW_FN void store_release32(uint32_t *p, uint32_t v) {
 #if MARROW_GPU
-    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
 }
 
+/* A word the NIC reads (the doorbell record): a plain store, ordered by the
+ * barrier that follows it. */
+MARROW_FN void store_device_u32(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
+
 /* A byte or halfword the NIC writes (CQE op_own, wqe_counter): never cached. */
-MARROW_FN uint8_t load_device_u8(const uint8_t *p) { return *(const volatile uint8_t *)p; }
-MARROW_FN uint16_t load_device_u16(const uint16_t *p) { return *(const volatile uint16_t *)p; }
+/* Loads of what the NIC writes (CQEs): system scope on the GPU, so no
+ * cache between the GPU and host memory answers for the NIC (DOCA polls
+ * op_own with ld.relaxed.sys on sm_90). */
+MARROW_FN uint32_t load_device_u32(const uint32_t *p) {
+#if MARROW_GPU
+    uint32_t v;
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return *(const volatile uint32_t *)p;
+#endif
+}
+
+/* Stores and loads between the GPU and a CPU thread (the ping-pong floor). */
+MARROW_FN void store_release_sys(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+MARROW_FN uint64_t load_acquire_sys(const uint64_t *p) {
+#if MARROW_GPU
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
 
 /* ------------------------------------------------------------ barriers */
 
