@@ -380,3 +380,15 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
     writeln!(o, "all GPU checks passed").map_err(e)?;
     Ok(())
 }
+
+/// `marrow bench gpu`: the GPU figures alone, each against its floor.
+pub fn bench(o: &mut dyn Write) -> Res<()> {
+    let gpu = Gpu::open().map_err(e)?;
+    writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch).map_err(e)?;
+    let cfg = WorldConfig { buf_len: 80 << 20, sq_wqebbs: 1024, ncqe: 1024, timeout: Duration::from_secs(10), ..WorldConfig::default() };
+    let r = rig(&gpu, cfg)?;
+    latency(&r, o)?;
+    rates(&r, o)?;
+    loop_bench(&r, o)?;
+    Ok(())
+}

@@ -51,6 +51,9 @@ enum BenchCmd {
         #[arg(long, default_value_t = 301)]
         runs: usize,
     },
+    /// The GPU-initiated path (needs an NVIDIA GPU): put latency, posting
+    /// rate, compute->put loop and bandwidth, each against its floor.
+    Gpu,
 }
 
 #[derive(Args, Debug)]
@@ -219,6 +222,17 @@ fn main() -> ExitCode {
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
         Cmd::Softnic(a) => run_softnic(&a),
         Cmd::Bench(BenchCmd::Softnic { runs }) => run_bench_softnic(runs),
+        Cmd::Bench(BenchCmd::Gpu) => {
+            let mut o = std::io::stdout().lock();
+            match marrow::gpu_demo::bench(&mut o) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    let _ = o.flush();
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
     }
 }
 
