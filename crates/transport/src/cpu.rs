@@ -40,7 +40,12 @@ unsafe impl Sync for Device {}
 impl Device {
     /// The device API over `ch`'s GCRB. The channel must outlive every call.
     pub fn new(ch: &Channel) -> Device {
-        Device { page: ch.page().base_addr() as *mut u8 }
+        Self::on_page(&ch.page())
+    }
+
+    /// The device API over the GCRB in `page`, which must outlive every call.
+    pub fn on_page(page: &marrow_mmio::Region) -> Device {
+        Device { page: page.base_addr() as *mut u8 }
     }
 
     /// Name the calling thread in the device trace.

@@ -10,6 +10,7 @@
 pub mod cpu;
 pub mod gcrb_page;
 pub mod gpu;
+pub mod remote;
 pub mod world;
 
 pub use world::{Channel, World, WorldConfig};
@@ -32,6 +33,9 @@ pub enum TransportError {
     /// A window access.
     #[error("{0}")]
     Window(#[from] marrow_mmio::OutOfBounds),
+    /// The softnic daemon refused or failed.
+    #[error("softnic daemon: {0}")]
+    Daemon(String),
     /// The CUDA driver or NVRTC refused.
     #[error("CUDA: {0}")]
     Cuda(String),
