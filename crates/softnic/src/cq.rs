@@ -15,14 +15,9 @@ use std::sync::atomic::{Ordering, fence};
 
 const CQE: usize = MLX5_CQE_SIZE as usize;
 
-/// How CQEs are placed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CqMode {
-    /// One slot per CQE, owner bit per pass, overflow checked.
-    Normal,
-    /// Every CQE in slot 0, no overflow check (NVSHMEM's `cc=1, oi=1`).
-    Collapsed,
-}
+/// How CQEs are placed: the same two modes the CPU initiator polls
+/// (normal, owner bit per pass; collapsed, every CQE in slot 0).
+pub use marrow_driver::CqMode;
 
 /// The CQ is in error (it overflowed): the CQE was not written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use crate::mr::Access;
 use crate::qp::{QpCaps, QpState};
 use crate::shm::Shm;
 use crate::SoftNic;
-use marrow_driver::{CqMode as DrvCqMode, CqPoller, PollError, RecvQueue, SendQueue};
+use marrow_driver::{CqPoller, PollError, RecvQueue, SendQueue};
 use marrow_mlx5::cqe::Completion;
 use marrow_mmio::Region;
 use std::sync::Arc;
@@ -152,14 +152,13 @@ fn endpoint(nic: &SoftNic, pd: crate::mr::Pd, cfg: &PairConfig, name: &str) -> R
     let m = &qp.mem;
     let sq = SendQueue::new(m.sq, caps.sq_wqebbs, m.dbrec, m.uar, qpn);
     let rq = RecvQueue::new(m.rq, caps.rq_wqes, caps.rq_stride as usize, m.dbrec);
-    let drv_mode = |mode| if mode == CqMode::Collapsed { DrvCqMode::Collapsed } else { DrvCqMode::Normal };
     let scq = {
         let c = hca.cq(send_cqn)?;
-        CqPoller::new(c.buf, c.ncqe, c.dbrec, drv_mode(c.mode))
+        CqPoller::new(c.buf, c.ncqe, c.dbrec, c.mode)
     };
     let rcq = {
         let c = hca.cq(recv_cqn)?;
-        CqPoller::new(c.buf, c.ncqe, c.dbrec, drv_mode(c.mode))
+        CqPoller::new(c.buf, c.ncqe, c.dbrec, c.mode)
     };
     Ok(Endpoint { qpn, send_cqn, recv_cqn, sq, scq, rq, rcq, buf, addr, lkey, rkey, shm })
 }

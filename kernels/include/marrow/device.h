@@ -338,46 +338,40 @@ MARROW_FN int local(const Channel &ch, uint64_t off, uint64_t len, uint64_t *lad
 
 constexpr uint8_t CQ_UPDATE = 2 << 2; /* MLX5_WQE_CTRL_CQ_UPDATE: every WQE signaled */
 
+/* A WRITE or READ between local offset `loff` and PE `pe`'s window at `roff`. */
+MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, Op *op) {
+    *op = Op{};
+    int rc = remote(ch, pe, roff, len, &op->raddr, &op->rkey);
+    if (rc == OK) rc = local(ch, loff, len, &op->laddr);
+    op->opcode = opcode;
+    op->lkey = ch.cfg()->local_lkey;
+    op->len = len;
+    op->fm_ce_se = CQ_UPDATE;
+    return rc;
+}
+
 /* Non-blocking put: `len` bytes from local offset `loff` to PE `pe`'s window at `roff`. */
 MARROW_FN int put_nbi(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    Op op = {};
-    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
-    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
-    if (rc != OK) return rc;
-    op.opcode = MARROW_MLX5_OPCODE_RDMA_WRITE;
-    op.lkey = ch.cfg()->local_lkey;
-    op.len = len;
-    op.fm_ce_se = CQ_UPDATE;
-    return post(ch, op, nullptr, false);
+    Op op;
+    int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
+    return rc != OK ? rc : post(ch, op, nullptr, false);
 }
 
 /* Blocking put: returns when the source may be reused (the WQE completed). */
 MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    Op op = {};
-    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
-    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
-    if (rc != OK) return rc;
-    op.opcode = MARROW_MLX5_OPCODE_RDMA_WRITE;
-    op.lkey = ch.cfg()->local_lkey;
-    op.len = len;
-    op.fm_ce_se = CQ_UPDATE;
+    Op op;
     uint64_t idx;
-    rc = post(ch, op, &idx, true);
+    int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
+    if (rc == OK) rc = post(ch, op, &idx, true);
     return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
 }
 
 /* Blocking get: `len` bytes from PE `pe` at `roff` into local offset `loff`. */
 MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    Op op = {};
-    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
-    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
-    if (rc != OK) return rc;
-    op.opcode = MARROW_MLX5_OPCODE_RDMA_READ;
-    op.lkey = ch.cfg()->local_lkey;
-    op.len = len;
-    op.fm_ce_se = CQ_UPDATE;
+    Op op;
     uint64_t idx;
-    rc = post(ch, op, &idx, true);
+    int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_READ, pe, roff, loff, len, &op);
+    if (rc == OK) rc = post(ch, op, &idx, true);
     if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
     /* The NIC wrote the local buffer: read it only after the CQE. */
     from_device();
@@ -461,14 +455,9 @@ MARROW_FN int quiet(const Channel &ch) {
 MARROW_FN int put_nbi_warp(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
     const unsigned full = 0xffffffffu;
     unsigned lane = threadIdx.x & 31;
-    Op op = {};
-    int rc = remote(ch, pe, roff, len, &op.raddr, &op.rkey);
-    if (rc == OK) rc = local(ch, loff, len, &op.laddr);
+    Op op;
+    int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
     if (__any_sync(full, rc != OK)) return rc != OK ? rc : E_RANGE;
-    op.opcode = MARROW_MLX5_OPCODE_RDMA_WRITE;
-    op.lkey = ch.cfg()->local_lkey;
-    op.len = len;
-    op.fm_ce_se = CQ_UPDATE;
     uint64_t base = 0;
     if (lane == 0) rc = reserve(ch, 32, &base);
     rc = __shfl_sync(full, rc, 0);
