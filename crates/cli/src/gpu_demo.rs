@@ -210,6 +210,30 @@ fn latency(r: &Rig, o: &mut dyn Write) -> Res<(f64, f64)> {
     let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters).map_err(e)?;
     check_rc(r, "put latency", &[rc])?;
     let put_ns = ns as f64 / iters as f64;
+    // Where a put's time goes, from the device trace (GPU clock): the last
+    // puts' POST -> DOORBELL -> CQE -> next POST gaps.
+    if r.gpu.download(&r.gcrb, &r.world.channels[0].page()).is_ok() {
+        let t = marrow_transport::gcrb_page::trace(&r.world.channels[0].page());
+        let (mut sums, mut n) = ([0u64; 3], 0u64);
+        for w in t.windows(4) {
+            if w[0].event() == 1 && w[1].event() == 2 && w[2].event() == 3 && w[3].event() == 1 {
+                sums[0] += w[1].t_ns() - w[0].t_ns();
+                sums[1] += w[2].t_ns() - w[1].t_ns();
+                sums[2] += w[3].t_ns() - w[2].t_ns();
+                n += 1;
+            }
+        }
+        if n > 0 {
+            writeln!(
+                o,
+                "  per put (mean of the last {n} in the device trace): WQE written -> doorbell rung {:.2} us, doorbell -> CQE consumed {:.2} us, CQE -> next WQE written {:.2} us",
+                sums[0] as f64 / n as f64 / 1e3,
+                sums[1] as f64 / n as f64 / 1e3,
+                sums[2] as f64 / n as f64 / 1e3
+            )
+            .map_err(e)?;
+        }
+    }
 
     // Floor: ping-pong with a CPU thread through the same kind of memory.
     let shm = marrow_softnic::Shm::create("pingpong", 4096).map_err(e)?;

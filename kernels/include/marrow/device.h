@@ -168,10 +168,20 @@ MARROW_FN int poll_cq(const Channel &ch) {
         atomic_max(&h->cons_idx, done);
         h->cq_ci = ci + 1;
         if (!c->cq_mode) {
-            /* Return the slot to the NIC (rdma-core update_cons_index). */
-            to_device();
-            uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
-            dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)(ci + 1) & 0xffffffu);
+            /* Return slots to the NIC (rdma-core update_cons_index), every
+             * `batch` CQEs: at most sq_wqebbs CQEs are ever outstanding, so a
+             * CQ deeper than the send queue leaves slack for the doorbell
+             * record to lag by half of it, and each update costs a
+             * system-scope fence. A CQ no deeper than the send queue is
+             * updated on every CQE. */
+            uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
+            uint64_t batch = slack / 2 > 1 ? slack / 2 : 1;
+            if ((ci + 1) % batch == 0) {
+                /* Our reads of the CQE before the NIC may reuse its slot. */
+                to_device();
+                uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
+                dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)(ci + 1) & 0xffffffu);
+            }
         } else {
             break;
         }
@@ -294,8 +304,13 @@ MARROW_FN int ring(const Channel &ch) {
         wc_start();
         uint64_t db = (uint64_t)be32((uint32_t)(ready & 0xffff) << 8) | ((uint64_t)be32(c->qpn << 8) << 32);
         mmio_store64((uint64_t *)c->db_addr, db);
-        /* Out of the write-combining buffer before the lock is released. */
+#if !MARROW_GPU
+        /* Out of the write-combining buffer before the lock is released,
+         * so doorbells of two ringers reach the NIC in order. The GPU path
+         * has no write-combining buffer to drain; like DOCA and NVSHMEM it
+         * puts no fence after the doorbell store. */
         wc_flush();
+#endif
         store_release(&h->prod_idx, ready);
         trace(ch, MARROW_GCRB_EVENT_DOORBELL, ready, 0);
     }
