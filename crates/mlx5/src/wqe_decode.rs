@@ -261,7 +261,12 @@ impl<'a> WqeView<'a> {
     /// segments in place (no per-segment values are built: this is the
     /// device model's hot path) and checks every local segment.
     pub fn parse(&self) -> Result<ParsedWqe<'a>, WqeDecodeError> {
-        let ctrl = self.ctrl_fields();
+        self.parse_with(self.ctrl_fields())
+    }
+
+    /// [`WqeView::parse`] with the control fields already decoded (they
+    /// must be this WQE's: the device model decodes them once per WQE).
+    pub fn parse_with(&self, ctrl: CtrlFields) -> Result<ParsedWqe<'a>, WqeDecodeError> {
         let op = ctrl.opcode;
         let known = [
             WqeOpcode::NOP,

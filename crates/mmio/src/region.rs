@@ -241,9 +241,18 @@ impl Region {
     pub fn copy(src: &Region, src_off: usize, dst: &Region, dst_off: usize, len: usize) -> Result<(), OutOfBounds> {
         let s = src.check(src_off, len, 1)?;
         let d = dst.check(dst_off, len, 1)?;
-        // SAFETY: both ranges are in bounds of mapped windows (checked);
-        // `copy` allows overlap.
-        unsafe { core::ptr::copy(s, d, len) };
+        if len <= 16 && (s as usize + len <= d as usize || d as usize + len <= s as usize) {
+            // Small payloads (8-byte puts, atomics) are a few byte moves; a
+            // `memmove` call would cost more than the copy.
+            for i in 0..len {
+                // SAFETY: `i < len`, inside both checked ranges, which do not overlap.
+                unsafe { d.add(i).write(s.add(i).read()) };
+            }
+        } else {
+            // SAFETY: both ranges are in bounds of mapped windows (checked);
+            // `copy` allows overlap.
+            unsafe { core::ptr::copy(s, d, len) };
+        }
         if dst.hook.is_some() {
             dst.trace(Access::Write, dst_off, &[]);
         }

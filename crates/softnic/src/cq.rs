@@ -84,7 +84,8 @@ impl Cq {
         if self.overflowed {
             return Err(CqError);
         }
-        let ci = self.consumer_index();
+        // A collapsed, overrun-allowed CQ never overflows: no consumer index to read.
+        let ci = if self.mode == CqMode::Normal { self.consumer_index() } else { self.pi };
         let outstanding = self.pi.wrapping_sub(ci) & 0x00ff_ffff;
         if self.force_overflow || (self.mode == CqMode::Normal && outstanding >= self.ncqe) {
             self.overflowed = true;

@@ -173,8 +173,9 @@ fn scatter(src: &Region, mut off: usize, pieces: &[Piece<'_>]) {
     }
 }
 
-/// Execute the WQE `wqe` fetched from `qpn`'s send queue.
-pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8]) -> Outcome {
+/// Execute the WQE `wqe` fetched from `qpn`'s send queue; `ctrl` is its
+/// control segment decoded ([`ctrl_of`]).
+pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcome {
     let Some(qp) = hca.qps.get_mut(&qpn) else { return err(Syndrome::LOCAL_QP_OP_ERR, "QP vanished") };
     if let Some((k, syndrome, vendor)) = qp.faults.fail_wqe
         && k == qp.executed
@@ -191,7 +192,6 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8]) -> Outcome {
         Ok(v) => v,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
     };
-    let ctrl = view.ctrl_fields();
     if ctrl.qpn != qpn {
         return err(Syndrome::LOCAL_QP_OP_ERR, format!("control segment names QPN {:#x}", ctrl.qpn));
     }
@@ -201,7 +201,7 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8]) -> Outcome {
             format!("wqe_index {:#06x} in the WQEBB the producer index is {sq_ci:#06x}", ctrl.wqe_index),
         );
     }
-    let p = match view.parse() {
+    let p = match view.parse_with(*ctrl) {
         Ok(p) => p,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
     };

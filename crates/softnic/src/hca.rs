@@ -310,9 +310,9 @@ impl Hca {
     /// One scan of every QP: doorbells found, send queues walked. Returns
     /// the number of WQEs executed or flushed, so an idle engine can back off.
     pub fn scan(&mut self) -> usize {
-        let qpns: Vec<u32> = self.qps.numbers().collect();
         let mut work = 0;
-        for qpn in qpns {
+        // QPNs are dense from the table's base: no list to allocate per scan.
+        for qpn in self.qps.number_range() {
             self.find_doorbells(qpn);
             work += self.walk_send_queue(qpn);
         }
@@ -324,7 +324,7 @@ impl Hca {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         let uar = qp.mem.uar;
         let now = Instant::now();
-        let mut found = Vec::new();
+        let mut found = smallvec::SmallVec::<[(usize, [u8; 8]); 2]>::new();
         for off in DOORBELL_OFFSETS {
             // Taking the value (leaving zeros) sees a doorbell written twice
             // with the same bytes; no real QP has number 0, so an all-zero
@@ -335,7 +335,9 @@ impl Hca {
                 found.push((off, bytes));
             }
         }
-        let ready: Vec<PendingDoorbell> = {
+        let ready: Vec<PendingDoorbell> = if qp.delayed.is_empty() {
+            Vec::new()
+        } else {
             let (due, later): (Vec<_>, Vec<_>) = qp.delayed.drain(..).partition(|d| d.at <= now);
             qp.delayed = later;
             due
@@ -482,7 +484,11 @@ impl Hca {
         let qp = self.qps.get(&qpn)?;
         let n = qp.caps.sq_wqebbs;
         let slot = |i: u32| ((qp.sq_ci.wrapping_add(i)) % n) as usize * BB;
-        wqe.extend_from_slice(&qp.mem.sq.read_array::<BB>(slot(0)).ok()?);
+        let first = qp.mem.sq.read_array::<BB>(slot(0)).ok()?;
+        // Fixed-size moves into the inline buffer: no memmove, no memset call.
+        let mut inline = [0u8; 2 * BB];
+        inline[..BB].copy_from_slice(&first);
+        *wqe = WqeBuf::from_buf_and_len(inline, BB);
         let ds = (wqe[7] & 0x3f) as usize;
         // A WQE spans at most the WQEBBs announced; a `ds` that claims more
         // is read only as far as the announced part (and fails validation).
@@ -524,8 +530,9 @@ impl Hca {
         let mut buf = WqeBuf::new();
         let Some(bbs) = self.fetch(qpn, &mut buf) else { return false };
         let wqe = &buf[..];
-        let outcome = exec::execute(self, qpn, wqe);
-        self.finish(qpn, bbs, exec::ctrl_of(wqe), outcome)
+        let ctrl = exec::ctrl_of(wqe);
+        let outcome = exec::execute(self, qpn, wqe, &ctrl);
+        self.finish(qpn, bbs, ctrl, outcome)
     }
 
     /// Act on what became of the WQE at the consumer index: complete it,

@@ -46,9 +46,9 @@ impl<T> Table<T> {
         self.get(n).is_some()
     }
 
-    /// Every number in use, ascending.
-    pub fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slots.iter().enumerate().filter(|(_, s)| s.is_some()).map(move |(i, _)| self.base + i as u32)
+    /// Every number handed out so far (some may have been removed).
+    pub fn number_range(&self) -> std::ops::Range<u32> {
+        self.base..self.next_number()
     }
 
     /// Every object.
