@@ -383,6 +383,7 @@ fn faults(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     for (what, fault) in cases {
         let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, timeout: Duration::from_millis(200), ..WorldConfig::default() };
         let r = rig(gpu, cfg)?;
+        r.world.nic.enable_trace(1 << 20);
         r.world.set_faults(0, fault).map_err(e)?;
         let rc = r.launch_rw(RwKernel::Put, 1, 1, 8, 1)?;
         if rc[0] == 0 {
@@ -391,6 +392,14 @@ fn faults(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         writeln!(o, "  {what}: kernel returned {} ({}); host decoded:", rc[0], DeviceError(rc[0])).map_err(e)?;
         for line in r.report().lines() {
             writeln!(o, "      {line}").map_err(e)?;
+        }
+        // And what the NIC saw: the softnic's register trace, decoded.
+        let (recs, _) = marrow_softnic::trace::parse(&r.world.nic.trace_bytes().unwrap_or_default());
+        writeln!(o, "      softnic register trace ({} records):", recs.len()).map_err(e)?;
+        for (i, rec) in recs.iter().enumerate() {
+            let v = crate::trace::view(rec, crate::trace::Detail::Brief);
+            let line = crate::trace::render_record(i, rec, &v);
+            writeln!(o, "        {}", line.lines().next().unwrap_or("")).map_err(e)?;
         }
     }
     Ok(())
