@@ -118,9 +118,9 @@ fn local_fault(f: KeyFault, lkey: u32) -> Outcome {
 /// Local buffers of one WQE; most WQEs have one or two, so no allocation.
 type Pieces<'a> = smallvec::SmallVec<[Piece<'a>; 4]>;
 
-/// Resolve the local segments of `p` against the requester's PD.
-fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access) -> Result<(Pieces<'a>, u64), Outcome> {
-    let mut out = Pieces::new();
+/// Resolve the local segments of `p` against the requester's PD into `out`
+/// (a caller's buffer: returning it would move a few hundred bytes per WQE).
+fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access, out: &mut Pieces<'a>) -> Result<u64, Outcome> {
     let mut total = 0u64;
     for l in p.locals() {
         match l {
@@ -144,7 +144,7 @@ fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access) -> 
     if total > MAX_MSG {
         return Err(err(Syndrome::LOCAL_LENGTH_ERR, format!("message of {total} bytes exceeds 2^31")));
     }
-    Ok((out, total))
+    Ok(total)
 }
 
 /// The bytes of `pieces`, gathered for a link.
@@ -227,7 +227,8 @@ struct Target {
 }
 
 fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
-    let (pieces, total) = locals(hca, pd, p, Access::empty())?;
+    let mut pieces = Pieces::new();
+    let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
     let imm = (p.ctrl.opcode == WqeOpcode::RDMA_WRITE_IMM).then_some(p.ctrl.imm);
     if let Some(l) = to.link {
@@ -239,7 +240,8 @@ fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to:
 }
 
 fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
-    let (pieces, total) = locals(hca, pd, p, Access::empty())?;
+    let mut pieces = Pieces::new();
+    let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let imm = (p.ctrl.opcode == WqeOpcode::SEND_IMM).then_some(p.ctrl.imm);
     if let Some(l) = to.link {
         return Ok(link::request(hca, l, qpn, to.peer, ReqOp::Send { imm }, gather(&pieces), Sink::None, total as u32));
@@ -249,7 +251,8 @@ fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Targe
 }
 
 fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
-    let (pieces, total) = locals(hca, pd, p, Access::LOCAL_WRITE)?;
+    let mut pieces = Pieces::new();
+    let total = locals(hca, pd, p, Access::LOCAL_WRITE, &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
     if let Some(l) = to.link {
         let dst = pieces.iter().filter_map(|p| if let Piece::Mem(r, o, l) = p { Some((*r, *o, *l)) } else { None });
