@@ -118,7 +118,9 @@ __device__ __forceinline__ uint64_t marrow_busy(uint64_t x, uint32_t work) {
 }
 
 // compute -> put -> compute, GPU-initiated: one kernel, `iters` rounds of
-// compute then a blocking 8-byte put of the result. ns = total.
+// compute then an 8-byte put of the result, posted without waiting (the
+// point of GPU-initiated communication: compute goes on while the NIC
+// works); one quiet at the end. Each round puts to its own slot. ns = total.
 extern "C" __global__ void marrow_compute_put_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint32_t work,
                                                      uint64_t *ns, int *rc) {
     Channel ch{page};
@@ -126,10 +128,11 @@ extern "C" __global__ void marrow_compute_put_kernel(uint8_t *page, uint32_t pe,
     int r = marrow::OK;
     for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
         x = marrow_busy(x, work);
-        uint64_t *src = (uint64_t *)ch.cfg()->local_base;
-        *src = x;
-        r = marrow::put(ch, pe, 0, 0, 8);
+        uint64_t off = (uint64_t)(i % 1024) * 8;
+        *(uint64_t *)(ch.cfg()->local_base + off) = x;
+        r = marrow::put_nbi(ch, pe, off, off, 8);
     }
+    if (r == marrow::OK) r = marrow::quiet(ch);
     *ns = marrow::now_ns() - t0;
     *rc = r;
 }

@@ -301,8 +301,9 @@ impl Gpu {
 }
 
 impl Gpu {
-    /// `marrow_compute_put_kernel`: `iters` rounds of compute then a blocking
-    /// 8-byte put, GPU-initiated: (result code, total ns on the GPU clock).
+    /// `marrow_compute_put_kernel`: `iters` rounds of compute then an 8-byte
+    /// `put_nbi`, one `quiet` at the end, GPU-initiated: (result code, total
+    /// ns on the GPU clock).
     pub fn compute_put(&self, page: u64, pe: u32, iters: u32, work: u32) -> Result<(i32, u64), TransportError> {
         let f = self.function("marrow_compute_put_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
