@@ -29,7 +29,7 @@
 
 use crate::hca::Hca;
 use crate::link::{self, ReqOp, Sink};
-use crate::mr::{Access, KeyFault};
+use crate::mr::{Access, KeyFault, Loc};
 use crate::respond::{self, Nak, Src};
 use crate::trace::Kind;
 use marrow_mlx5::raw::{Syndrome, WqeOpcode, mlx5_wqe_ctrl_seg};
@@ -90,8 +90,10 @@ pub fn ctrl_of(wqe: &[u8]) -> CtrlFields {
 /// A resolved local buffer.
 #[derive(Debug)]
 pub enum Piece<'a> {
-    /// Registered memory: window, offset, length.
+    /// Registered host memory: window, offset, length.
     Mem(Region, usize, usize),
+    /// Registered device memory: where, length.
+    Dev(Loc, usize),
     /// Inline bytes from the WQE.
     Inline(&'a [u8]),
 }
@@ -100,8 +102,34 @@ impl Piece<'_> {
     /// Bytes.
     pub fn len(&self) -> usize {
         match self {
-            Piece::Mem(_, _, l) => *l,
+            Piece::Mem(_, _, l) | Piece::Dev(_, l) => *l,
             Piece::Inline(d) => d.len(),
+        }
+    }
+
+    /// Copy `out.len()` bytes starting `at` bytes into this piece.
+    pub fn read(&self, at: usize, out: &mut [u8]) {
+        match self {
+            Piece::Mem(r, o, _) => {
+                let _ = r.read_bytes(o + at, out);
+            }
+            Piece::Dev(loc, _) => {
+                let _ = loc.read(at, out);
+            }
+            Piece::Inline(d) => out.copy_from_slice(&d[at..at + out.len()]),
+        }
+    }
+
+    /// Copy `data` into this piece, `at` bytes in.
+    pub fn write(&self, at: usize, data: &[u8]) {
+        match self {
+            Piece::Mem(r, o, _) => {
+                let _ = r.write_bytes(o + at, data);
+            }
+            Piece::Dev(loc, _) => {
+                let _ = loc.write(at, data);
+            }
+            Piece::Inline(_) => {}
         }
     }
 
@@ -128,8 +156,10 @@ fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access, out
                 if s.length == 0 {
                     continue;
                 }
-                let (r, off) = hca.mrs.local(pd, s.lkey, s.addr, s.length.into(), need).map_err(|f| local_fault(f, s.lkey))?;
-                out.push(Piece::Mem(r, off, s.length as usize));
+                match hca.mrs.local(pd, s.lkey, s.addr, s.length.into(), need).map_err(|f| local_fault(f, s.lkey))? {
+                    Loc::Host(r, off) => out.push(Piece::Mem(r, off, s.length as usize)),
+                    dev => out.push(Piece::Dev(dev, s.length as usize)),
+                }
                 total += u64::from(s.length);
             }
             Local::Inline(d) => {
@@ -147,27 +177,31 @@ fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access, out
     Ok(total)
 }
 
-/// The bytes of `pieces`, gathered for a link.
-fn gather(pieces: &[Piece<'_>]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(pieces.iter().map(Piece::len).sum());
+/// The bytes of `pieces`, gathered (for a link, or device memory).
+pub(crate) fn gather(pieces: &[Piece<'_>]) -> Vec<u8> {
+    let mut v = vec![0u8; pieces.iter().map(Piece::len).sum()];
+    let mut at = 0;
     for p in pieces {
-        match p {
-            Piece::Mem(r, o, l) => {
-                let at = v.len();
-                v.resize(at + l, 0);
-                let _ = r.read_bytes(*o, &mut v[at..]);
-            }
-            Piece::Inline(d) => v.extend_from_slice(d),
-        }
+        p.read(0, &mut v[at..at + p.len()]);
+        at += p.len();
     }
     v
 }
 
-/// Scatter `src` at `off` into `pieces`.
-fn scatter(src: &Region, mut off: usize, pieces: &[Piece<'_>]) {
+/// Scatter the bytes at `src` into `pieces`.
+fn scatter(src: &Loc, pieces: &[Piece<'_>]) {
+    let mut off = 0;
     for p in pieces {
-        if let Piece::Mem(r, o, l) = p {
-            let _ = Region::copy(src, off, r, *o, *l);
+        match (src, p) {
+            (Loc::Host(sr, so), Piece::Mem(r, o, l)) => {
+                let _ = Region::copy(sr, so + off, r, *o, *l);
+            }
+            _ => {
+                // Device memory on either side: stage through the host.
+                let mut buf = vec![0u8; p.len()];
+                let _ = src.read(off, &mut buf);
+                p.write(0, &buf);
+            }
         }
         off += p.len();
     }
@@ -255,12 +289,16 @@ fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: 
     let total = locals(hca, pd, p, Access::LOCAL_WRITE, &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
     if let Some(l) = to.link {
-        let dst = pieces.iter().filter_map(|p| if let Piece::Mem(r, o, l) = p { Some((*r, *o, *l)) } else { None });
+        let dst = pieces.iter().filter_map(|p| match p {
+            Piece::Mem(r, o, l) => Some((Loc::Host(*r, *o), *l)),
+            Piece::Dev(loc, l) => Some((loc.clone(), *l)),
+            Piece::Inline(_) => None,
+        });
         let op = ReqOp::Read { raddr: remote.raddr, rkey: remote.rkey, len: total };
         return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Read(dst.collect()), total as u32));
     }
-    let (r, off) = respond::read(hca, to.peer, remote, total).map_err(nak)?;
-    scatter(&r, off, &pieces);
+    let src = respond::read(hca, to.peer, remote, total).map_err(nak)?;
+    scatter(&src, &pieces);
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
@@ -274,20 +312,20 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Tar
     if local.length != width {
         return Err(err(Syndrome::LOCAL_LENGTH_ERR, format!("atomic local buffer of {} bytes, operand is {width}", local.length)));
     }
-    let (lr, loff) =
+    let result =
         hca.mrs.local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE).map_err(|f| local_fault(f, local.lkey))?;
     let remote = p.remote.unwrap_or_default();
     if let Some(l) = to.link {
         let op = link::atomic_op(remote, args);
-        return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Atomic { region: lr, off: loff, width }, width));
+        return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Atomic { at: result, width }, width));
     }
     let old = respond::atomic(hca, to.peer, remote, args).map_err(nak)?;
-    write_old(&lr, loff, width, old);
+    write_old(&result, width, old);
     Ok(Outcome::Done { byte_cnt: width })
 }
 
 /// The old value of an atomic lands in the local buffer, in host order like the target.
-pub(crate) fn write_old(r: &Region, off: usize, width: u32, old: u64) {
+pub(crate) fn write_old(at: &Loc, width: u32, old: u64) {
     let (b8, b4) = (old.to_ne_bytes(), (old as u32).to_ne_bytes());
-    let _ = r.write_bytes(off, if width == 8 { &b8[..] } else { &b4[..] });
+    let _ = at.write(0, if width == 8 { &b8[..] } else { &b4[..] });
 }

@@ -166,6 +166,13 @@ impl Hca {
         self.mrs.register(pd, addr, region, access)
     }
 
+    /// Register device memory (a GPU's, behind its copy engine) at `addr`;
+    /// returns (lkey, rkey).
+    pub fn reg_device_mr(&mut self, pd: Pd, addr: u64, dev: std::sync::Arc<dyn crate::mr::DeviceMemory>, access: Access) -> (u32, u32) {
+        let len = dev.len() as u64;
+        self.mrs.register_backing(pd, addr, len, crate::mr::Backing::Device(dev), access)
+    }
+
     /// Deregister memory.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), HcaError> {
         self.mrs.deregister(lkey).map(|_| ()).ok_or(HcaError::NoSuch { what: "MR with lkey", id: lkey })

@@ -38,7 +38,7 @@ pub mod wire;
 pub use cq::{Cq, CqMode};
 pub use fault::Faults;
 pub use hca::{AsyncEvent, Hca, HcaError, ModifyQp};
-pub use mr::{Access, Pd};
+pub use mr::{Access, DeviceMemory, Pd};
 pub use qp::{QpCaps, QpMemory, QpState};
 pub use shm::Shm;
 

@@ -15,7 +15,7 @@ use crate::hca::Hca;
 use crate::respond::{self, Nak, Src};
 use marrow_mlx5::wqe::RemoteAddr;
 use marrow_mlx5::wqe_decode::AtomicArgs;
-use marrow_mmio::Region;
+use crate::mr::Loc;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::sync::mpsc::Sender;
@@ -90,14 +90,12 @@ pub enum LinkMsg {
 pub enum Sink {
     /// Nothing comes back (WRITE, SEND).
     None,
-    /// A READ's bytes, scattered over these (window, offset, length).
-    Read(Vec<(Region, usize, usize)>),
+    /// A READ's bytes, scattered over these (where, length).
+    Read(Vec<(Loc, usize)>),
     /// An atomic's old value.
     Atomic {
-        /// Window.
-        region: Region,
-        /// Offset.
-        off: usize,
+        /// Where it goes.
+        at: Loc,
         /// Operand width.
         width: u32,
     },
@@ -201,9 +199,9 @@ pub fn respond(hca: &mut Hca, link: u32, id: u64, src_qpn: u32, dst_qpn: u32, op
         match op {
             ReqOp::Write { raddr, rkey, imm } => respond::write(hca, dst_qpn, RemoteAddr { raddr, rkey }, Src::Bytes(data), imm),
             ReqOp::Send { imm } => respond::send(hca, dst_qpn, Src::Bytes(data), imm),
-            ReqOp::Read { raddr, rkey, len } => respond::read(hca, dst_qpn, RemoteAddr { raddr, rkey }, len).map(|(r, off)| {
+            ReqOp::Read { raddr, rkey, len } => respond::read(hca, dst_qpn, RemoteAddr { raddr, rkey }, len).map(|src| {
                 out.resize(len as usize, 0);
-                let _ = r.read_bytes(off, &mut out);
+                let _ = src.read(0, &mut out);
             }),
             ReqOp::Atomic { raddr, rkey, kind, v } => match atomic_args(kind, v) {
                 Some(args) => respond::atomic(hca, dst_qpn, RemoteAddr { raddr, rkey }, args).map(|old| {
@@ -222,17 +220,17 @@ pub fn deliver(sink: &Sink, data: &[u8]) {
         Sink::None => {}
         Sink::Read(dst) => {
             let mut at = 0;
-            for (r, off, len) in dst {
+            for (loc, len) in dst {
                 if at + len > data.len() {
                     break;
                 }
-                let _ = r.write_bytes(*off, &data[at..at + len]);
+                let _ = loc.write(0, &data[at..at + len]);
                 at += len;
             }
         }
-        Sink::Atomic { region, off, width } => {
+        Sink::Atomic { at, width } => {
             let old = u64::from_le_bytes(data.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]));
-            crate::exec::write_old(region, *off, *width, old);
+            crate::exec::write_old(at, *width, old);
         }
     }
 }

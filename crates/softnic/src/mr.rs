@@ -3,12 +3,15 @@
 //! Specification vol. 1 §10.6, "Memory management"; verbs `ibv_reg_mr`
 //! access flags).
 //!
-//! A region registered here is backed by a shared mapping: the model
-//! reaches it through a [`Region`], and its `addr` is the virtual address
-//! the registering process uses in WQEs.
+//! A region registered here is backed by a shared mapping, which the model
+//! reaches through a [`Region`], or by device memory (a GPU's), which it
+//! reaches only through a copy engine ([`DeviceMemory`]), as a NIC reaches
+//! GPU memory by peer-to-peer DMA. Its `addr` is the virtual address the
+//! registering process uses in WQEs.
 
 use bitflags::bitflags;
 use marrow_mmio::Region;
+use std::sync::Arc;
 
 bitflags! {
     /// Access rights of a memory region (`IBV_ACCESS_*`). Local read is always allowed.
@@ -22,6 +25,58 @@ bitflags! {
         const REMOTE_READ = 1 << 2;
         /// Peers may perform atomics on it.
         const REMOTE_ATOMIC = 1 << 3;
+    }
+}
+
+/// Memory the model cannot address directly and reaches with copies: a
+/// GPU's memory behind its copy engine. Implementations live where the
+/// device API is (`marrow-transport`); tests use a fake.
+pub trait DeviceMemory: Send + Sync + std::fmt::Debug {
+    /// Bytes.
+    fn len(&self) -> usize;
+    /// True when empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copy `out.len()` bytes at `off` out of the device.
+    fn read(&self, off: usize, out: &mut [u8]) -> Result<(), String>;
+    /// Copy `data` into the device at `off`.
+    fn write(&self, off: usize, data: &[u8]) -> Result<(), String>;
+}
+
+/// What a memory region is backed by.
+#[derive(Clone, Debug)]
+pub enum Backing {
+    /// Shared host memory.
+    Host(Region),
+    /// Device memory, reached through copies.
+    Device(Arc<dyn DeviceMemory>),
+}
+
+/// A translated address: the memory and the offset in it.
+#[derive(Clone, Debug)]
+pub enum Loc {
+    /// In shared host memory.
+    Host(Region, usize),
+    /// In device memory.
+    Device(Arc<dyn DeviceMemory>, usize),
+}
+
+impl Loc {
+    /// Copy `out.len()` bytes from here (+`at`).
+    pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
+        match self {
+            Loc::Host(r, off) => r.read_bytes(off + at, out).map_err(|e| e.to_string()),
+            Loc::Device(d, off) => d.read(off + at, out),
+        }
+    }
+
+    /// Copy `data` to here (+`at`).
+    pub fn write(&self, at: usize, data: &[u8]) -> Result<(), String> {
+        match self {
+            Loc::Host(r, off) => r.write_bytes(off + at, data).map_err(|e| e.to_string()),
+            Loc::Device(d, off) => d.write(off + at, data),
+        }
     }
 }
 
@@ -45,7 +100,7 @@ pub struct Mr {
     /// Rights.
     pub access: Access,
     /// The memory.
-    pub region: Region,
+    pub backing: Backing,
 }
 
 /// Why a translation failed.
@@ -72,8 +127,14 @@ const KEY_VARIANT: u32 = 0x42;
 const RKEY_FLIP: u32 = 0x80;
 
 impl MrTable {
-    /// Register `region` at `addr` with `access`; returns (lkey, rkey).
+    /// Register host memory `region` at `addr` with `access`; returns (lkey, rkey).
     pub fn register(&mut self, pd: Pd, addr: u64, region: Region, access: Access) -> (u32, u32) {
+        let len = region.len() as u64;
+        self.register_backing(pd, addr, len, Backing::Host(region), access)
+    }
+
+    /// Register `len` bytes of any backing at `addr`; returns (lkey, rkey).
+    pub fn register_backing(&mut self, pd: Pd, addr: u64, len: u64, backing: Backing, access: Access) -> (u32, u32) {
         // Keys look like mlx5 mkeys: an index in the upper 24 bits and a
         // variant byte, so a stale or made-up key rarely aliases a live one.
         if self.slots.is_empty() {
@@ -82,7 +143,7 @@ impl MrTable {
         let index = self.slots.len() as u32;
         let lkey = (index << 8) | KEY_VARIANT;
         let rkey = lkey ^ RKEY_FLIP;
-        self.slots.push(Some(Mr { pd, addr, len: region.len() as u64, lkey, rkey, access, region }));
+        self.slots.push(Some(Mr { pd, addr, len, lkey, rkey, access, backing }));
         (lkey, rkey)
     }
 
@@ -101,7 +162,7 @@ impl MrTable {
         self.slots.get((rkey >> 8) as usize)?.as_ref().filter(|m| m.rkey == rkey)
     }
 
-    fn check(mr: &Mr, pd: Pd, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
+    fn check(mr: &Mr, pd: Pd, addr: u64, len: u64, need: Access) -> Result<Loc, KeyFault> {
         if mr.pd != pd {
             return Err(KeyFault::WrongPd);
         }
@@ -112,16 +173,19 @@ impl MrTable {
         if !mr.access.contains(need) {
             return Err(KeyFault::NoAccess);
         }
-        Ok((mr.region, off as usize))
+        Ok(match &mr.backing {
+            Backing::Host(r) => Loc::Host(*r, off as usize),
+            Backing::Device(d) => Loc::Device(d.clone(), off as usize),
+        })
     }
 
     /// Translate a local access (`lkey`): the window and offset of `addr`.
-    pub fn local(&self, pd: Pd, lkey: u32, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
+    pub fn local(&self, pd: Pd, lkey: u32, addr: u64, len: u64, need: Access) -> Result<Loc, KeyFault> {
         Self::check(self.get(lkey).ok_or(KeyFault::NoSuchKey)?, pd, addr, len, need)
     }
 
     /// Translate a remote access (`rkey`).
-    pub fn remote(&self, pd: Pd, rkey: u32, addr: u64, len: u64, need: Access) -> Result<(Region, usize), KeyFault> {
+    pub fn remote(&self, pd: Pd, rkey: u32, addr: u64, len: u64, need: Access) -> Result<Loc, KeyFault> {
         Self::check(self.by_rkey(rkey).ok_or(KeyFault::NoSuchKey)?, pd, addr, len, need)
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::exec::Piece;
 use crate::hca::Hca;
-use crate::mr::{Access, KeyFault, Pd};
+use crate::mr::{Access, KeyFault, Loc, Pd};
 use crate::trace::Kind;
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, Syndrome, WqeOpcode};
@@ -68,13 +68,13 @@ impl Src<'_, '_> {
         self.len() == 0
     }
 
-    /// Copy `n` bytes starting at byte `from` of the source into `dst` at `off`.
-    fn copy_range(&self, mut from: usize, mut n: usize, dst: &Region, mut off: usize) {
-        match self {
-            Src::Bytes(b) => {
-                let _ = dst.write_bytes(off, &b[from..from + n]);
+    /// Copy `n` bytes starting at byte `from` of the source to `dst`, `at` bytes in.
+    fn copy_range(&self, mut from: usize, mut n: usize, dst: &Loc, mut at: usize) {
+        match (self, dst) {
+            (Src::Bytes(b), _) => {
+                let _ = dst.write(at, &b[from..from + n]);
             }
-            Src::Pieces(pieces) => {
+            (Src::Pieces(pieces), _) => {
                 for p in pieces.iter() {
                     if n == 0 {
                         break;
@@ -85,15 +85,21 @@ impl Src<'_, '_> {
                         continue;
                     }
                     let k = (l - from).min(n);
-                    match p {
-                        Piece::Mem(r, o, _) => {
-                            let _ = Region::copy(r, o + from, dst, off, k);
+                    match (p, dst) {
+                        (Piece::Mem(r, o, _), Loc::Host(dr, doff)) => {
+                            let _ = Region::copy(r, o + from, dr, doff + at, k);
                         }
-                        Piece::Inline(d) => {
-                            let _ = dst.write_bytes(off, &d[from..from + k]);
+                        (Piece::Inline(d), _) => {
+                            let _ = dst.write(at, &d[from..from + k]);
+                        }
+                        _ => {
+                            // Device memory on either side: stage through the host.
+                            let mut buf = vec![0u8; k];
+                            p.read(from, &mut buf);
+                            let _ = dst.write(at, &buf);
                         }
                     }
-                    off += k;
+                    at += k;
                     n -= k;
                     from = 0;
                 }
@@ -177,7 +183,7 @@ pub fn write(hca: &mut Hca, peer: u32, remote: RemoteAddr, src: Src<'_, '_>, imm
         Some(_) => Some(take_recv(hca, peer).ok_or(Nak::Rnr)?),
         None => None,
     };
-    let (r, off) = match target {
+    let dst = match target {
         Ok(t) => t,
         Err(f) => {
             if let Some(rv) = &recv {
@@ -186,7 +192,7 @@ pub fn write(hca: &mut Hca, peer: u32, remote: RemoteAddr, src: Src<'_, '_>, imm
             return Err(access_nak(f, remote.rkey));
         }
     };
-    src.copy_range(0, total, &r, off);
+    src.copy_range(0, total, &dst, 0);
     if let Some(rv) = recv {
         let cqn = hca.qps[&peer].recv_cq;
         let c = Completion::Responder {
@@ -213,7 +219,7 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
             continue;
         }
         match hca.mrs.local(pd, lkey, addr, len.into(), Access::LOCAL_WRITE) {
-            Ok((r, off)) => dst.push((r, off, len as usize)),
+            Ok(loc) => dst.push((loc, len as usize)),
             Err(f) => {
                 responder_error(hca, peer, rv.index, Syndrome::LOCAL_PROT_ERR, &format!("lkey {lkey:#x}: {f:?}"));
                 return Err(Nak::RemoteOp(format!("responder QP {peer:#x}: receive lkey {lkey:#x} {f:?}")));
@@ -226,12 +232,12 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
         return Err(Nak::InvalReq(format!("SEND of {total} bytes, receive WQE {} holds {room}", rv.index)));
     }
     let mut from = 0;
-    for (r, off, len) in dst {
+    for (loc, len) in dst {
         let n = len.min(total - from);
         if n == 0 {
             break;
         }
-        src.copy_range(from, n, &r, off);
+        src.copy_range(from, n, &loc, 0);
         from += n;
     }
     let cqn = hca.qps[&peer].recv_cq;
@@ -247,7 +253,7 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
 }
 
 /// RDMA_READ: where the requested bytes are.
-pub fn read(hca: &mut Hca, peer: u32, remote: RemoteAddr, total: u64) -> Result<(Region, usize), Nak> {
+pub fn read(hca: &mut Hca, peer: u32, remote: RemoteAddr, total: u64) -> Result<Loc, Nak> {
     let pd = responder(hca, peer)?;
     hca.mrs.remote(pd, remote.rkey, remote.raddr, total, Access::REMOTE_READ).map_err(|f| access_nak(f, remote.rkey))
 }
@@ -271,10 +277,18 @@ pub fn atomic(hca: &mut Hca, peer: u32, remote: RemoteAddr, args: AtomicArgs) ->
     if !remote.raddr.is_multiple_of(u64::from(width)) {
         return Err(Nak::InvalReq(format!("atomic at {:#x} is not {width}-byte aligned", remote.raddr)));
     }
-    let (rr, roff) = hca
+    let (rr, roff) = match hca
         .mrs
         .remote(pd, remote.rkey, remote.raddr, width.into(), Access::REMOTE_ATOMIC)
-        .map_err(|f| access_nak(f, remote.rkey))?;
+        .map_err(|f| access_nak(f, remote.rkey))?
+    {
+        Loc::Host(r, off) => (r, off),
+        Loc::Device(..) => {
+            // A NIC's atomics on GPU memory are PCIe atomics the copy engine
+            // this model reaches device memory through cannot perform.
+            return Err(Nak::InvalReq("atomics on device memory are not modelled".into()));
+        }
+    };
     let misaligned = || Nak::InvalReq("atomic target misaligned in memory".into());
     if width == 8 {
         let a = rr.atomic_u64(roff).map_err(|_| misaligned())?;
