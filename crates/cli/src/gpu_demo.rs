@@ -407,6 +407,61 @@ fn faults(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     Ok(())
 }
 
+/// Data buffers in GPU memory: the softnic reaches them through the GPU's
+/// copy engine (a NIC would DMA them peer to peer).
+fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+    use marrow_softnic::DeviceMemory;
+    use std::sync::Arc;
+    let len = 16usize << 20;
+    let b0 = Arc::new(gpu.buffer(len).map_err(e)?);
+    let b1 = Arc::new(gpu.buffer(len).map_err(e)?);
+    let cfg = WorldConfig { buf_len: 4096, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), ..WorldConfig::default() };
+    let world = World::with_device_buffers(cfg, [(b0.clone() as Arc<dyn DeviceMemory>, b0.addr), (b1.clone(), b1.addr)]).map_err(e)?;
+    world.nic.set_idle_spin(Duration::from_secs(1));
+    let registered = world.shared_regions();
+    for reg in &registered {
+        gpu.register(reg).map_err(e)?;
+    }
+    let gcrb = gpu.upload(&world.channels[0].page()).map_err(e)?;
+    let r = Rig { gpu, world, gcrb, registered };
+    for size in [8usize, 4096, 1 << 20, 16 << 20] {
+        let data = pattern(size, 77 + size as u64);
+        b0.write(0, &data)?;
+        b1.write(0, &vec![0u8; size])?;
+        let rc = r.launch_rw(RwKernel::Put, 1, 1, size as u32, 1)?;
+        check_rc(&r, "put between GPU buffers", &rc)?;
+        let mut got = vec![0u8; size];
+        b1.read(0, &mut got)?;
+        if got != data {
+            return Err(format!("put of {size} B between GPU buffers: bytes differ"));
+        }
+        let back = pattern(size, 5 + size as u64);
+        b1.write(0, &back)?;
+        let rc = r.launch_rw(RwKernel::Get, 1, 1, size as u32, 1)?;
+        check_rc(&r, "get between GPU buffers", &rc)?;
+        b0.read(0, &mut got)?;
+        if got != back {
+            return Err(format!("get of {size} B between GPU buffers: bytes differ"));
+        }
+        writeln!(o, "  put and get of {size:>8} B between GPU-memory buffers: every byte checked").map_err(e)?;
+    }
+    let (grid, block, plen, iters) = (8u32, 128u32, 64u32, 2u32);
+    let total = (grid * block * iters * plen) as usize;
+    let data = pattern(total, 3);
+    b0.write(0, &data)?;
+    b1.write(0, &vec![0u8; total])?;
+    let rc = r.launch_rw(RwKernel::Put, grid, block, plen, iters)?;
+    check_rc(&r, "grid put between GPU buffers", &rc)?;
+    let mut got = vec![0u8; total];
+    b1.read(0, &mut got)?;
+    if got != data {
+        return Err("grid puts between GPU buffers: bytes differ".into());
+    }
+    writeln!(o, "  grid {grid} x {block}: {} puts of {plen} B between GPU-memory buffers, every byte checked", grid * block * iters)
+        .map_err(e)?;
+    Ok(())
+}
+
 /// Run everything; an error names what failed with the decoded GCRB.
 pub fn run(o: &mut dyn Write) -> Res<()> {
     let gpu = Gpu::open().map_err(e)?;
@@ -425,6 +480,8 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
     rates(&r, o)?;
     loop_bench(&r, o)?;
     drop(r);
+    writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):").map_err(e)?;
+    gpu_memory(&gpu, o)?;
     writeln!(o, "injected faults (each must come back as an error, never a hang):").map_err(e)?;
     faults(&gpu, o)?;
     writeln!(o, "all GPU checks passed").map_err(e)?;

@@ -72,7 +72,11 @@ impl Gpu {
         };
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(cuda)?;
         let module = ctx.load_module(ptx).map_err(cuda)?;
-        let stream = ctx.default_stream();
+        // Kernels run on a non-blocking stream: a copy the softnic makes on
+        // another stream while a kernel waits for that very copy's CQE must
+        // not be serialized behind the kernel (the legacy default stream
+        // would).
+        let stream = ctx.new_stream().map_err(cuda)?;
         let _ = std::fs::remove_dir_all(&dir);
         Ok(Gpu { ctx, stream, module, arch, name })
     }
@@ -325,5 +329,69 @@ impl Gpu {
         // SAFETY: matches marrow_compute_kernel (u32, u64*); `out` is a device allocation.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)
+    }
+}
+
+/// GPU memory the softnic reaches through the GPU's copy engine, on a stream
+/// of its own (a NIC would DMA it peer to peer): a data buffer for puts,
+/// gets and SENDs, registered with `Hca::reg_device_mr`.
+#[derive(Debug)]
+pub struct GpuBuffer {
+    _buf: cudarc::driver::CudaSlice<u8>,
+    /// Device address of the first byte.
+    pub addr: u64,
+    len: usize,
+    copy: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+}
+
+impl Gpu {
+    /// Allocate `len` bytes of GPU memory (zeroed) for the softnic to DMA.
+    pub fn buffer(&self, len: usize) -> Result<GpuBuffer, TransportError> {
+        use cudarc::driver::DevicePtr;
+        let buf = self.stream.alloc_zeros::<u8>(len).map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        let addr = {
+            let (p, _sync) = buf.device_ptr(&self.stream);
+            p
+        };
+        let copy = self.ctx.new_stream().map_err(cuda)?;
+        Ok(GpuBuffer { _buf: buf, addr, len, copy, ctx: self.ctx.clone() })
+    }
+}
+
+impl marrow_softnic::DeviceMemory for GpuBuffer {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, off: usize, out: &mut [u8]) -> Result<(), String> {
+        if off.checked_add(out.len()).is_none_or(|e| e > self.len) {
+            return Err(format!("{} bytes at {off:#x} outside a {:#x}-byte GPU buffer", out.len(), self.len));
+        }
+        self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: the source range is inside the allocation (checked), the
+        // destination is `out`, live for the call; the stream is synchronized
+        // before returning, so the copy is complete when `out` is used.
+        unsafe {
+            cu::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), self.addr + off as u64, out.len(), self.copy.cu_stream())
+                .result()
+                .map_err(|e| format!("{e:?}"))?;
+            cu::cuStreamSynchronize(self.copy.cu_stream()).result().map_err(|e| format!("{e:?}"))
+        }
+    }
+
+    fn write(&self, off: usize, data: &[u8]) -> Result<(), String> {
+        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
+            return Err(format!("{} bytes at {off:#x} outside a {:#x}-byte GPU buffer", data.len(), self.len));
+        }
+        self.ctx.bind_to_thread().map_err(|e| format!("{e:?}"))?;
+        // SAFETY: as in `read`, host to device.
+        unsafe {
+            cu::cuMemcpyHtoDAsync_v2(self.addr + off as u64, data.as_ptr().cast(), data.len(), self.copy.cu_stream())
+                .result()
+                .map_err(|e| format!("{e:?}"))?;
+            cu::cuStreamSynchronize(self.copy.cu_stream()).result().map_err(|e| format!("{e:?}"))
+        }
     }
 }

@@ -66,6 +66,23 @@ pub struct World {
 impl World {
     /// Build the world and start one softnic engine thread.
     pub fn new(cfg: WorldConfig) -> Result<World, crate::TransportError> {
+        Self::build(cfg, None)
+    }
+
+    /// As [`World::new`], but each PE's symmetric buffer is device memory
+    /// (a GPU's, say) at the given device address: the softnic moves data
+    /// in and out of it through [`marrow_softnic::DeviceMemory`] copies.
+    pub fn with_device_buffers(
+        cfg: WorldConfig,
+        bufs: [(std::sync::Arc<dyn marrow_softnic::DeviceMemory>, u64); 2],
+    ) -> Result<World, crate::TransportError> {
+        Self::build(cfg, Some(bufs))
+    }
+
+    fn build(
+        cfg: WorldConfig,
+        device: Option<[(std::sync::Arc<dyn marrow_softnic::DeviceMemory>, u64); 2]>,
+    ) -> Result<World, crate::TransportError> {
         let mut nic = SoftNic::new();
         let (bufs, shm, keys, qpns, cqs, lkeys) = {
             let mut hca = nic.hca();
@@ -75,8 +92,11 @@ impl World {
             let mut keys = [(0u64, 0u32); 2];
             let mut lkeys = [0u32; 2];
             for pe in 0..2 {
-                let (l, r) = hca.reg_mr(pd, bufs[pe].base_addr() as u64, bufs[pe], Access::all());
-                keys[pe] = (bufs[pe].base_addr() as u64, r);
+                let (addr, (l, r)) = match &device {
+                    Some(d) => (d[pe].1, hca.reg_device_mr(pd, d[pe].1, d[pe].0.clone(), Access::all())),
+                    None => (bufs[pe].base_addr() as u64, hca.reg_mr(pd, bufs[pe].base_addr() as u64, bufs[pe], Access::all())),
+                };
+                keys[pe] = (addr, r);
                 lkeys[pe] = l;
             }
             let mode = if cfg.collapsed_cq { CqMode::Collapsed } else { CqMode::Normal };
@@ -107,7 +127,10 @@ impl World {
                     dbrec: q.mem.dbrec.base_addr() as u64,
                     db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
                     cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64, cfg.collapsed_cq),
-                    local: (lkeys[pe], bufs[pe].base_addr() as u64, cfg.buf_len as u64),
+                    local: match &device {
+                        Some(d) => (lkeys[pe], d[pe].1, d[pe].0.len() as u64),
+                        None => (lkeys[pe], bufs[pe].base_addr() as u64, cfg.buf_len as u64),
+                    },
                     keys,
                     timeout_ns: cfg.timeout.as_nanos() as u64,
                 }
