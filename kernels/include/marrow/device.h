@@ -131,7 +131,8 @@ MARROW_FN int ring(const Channel &ch);
 /* Consume what the CQ holds; one poller at a time (the others return). */
 MARROW_FN int poll_cq(const Channel &ch) {
     marrow_gcrb_heads *h = ch.heads();
-    if (!cas32(&h->poll_lock, 0, 1)) return sticky_error(ch);
+    /* Test, then test-and-set: a held lock costs waiters a load, not an atomic. */
+    if (load_acquire32(&h->poll_lock) != 0 || !cas32(&h->poll_lock, 0, 1)) return sticky_error(ch);
     const marrow_gcrb_config *c = ch.cfg();
     uint8_t *cq = (uint8_t *)c->cq_base;
     int rc = OK;
@@ -271,16 +272,20 @@ MARROW_FN void write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
     trace(ch, MARROW_GCRB_EVENT_POST, idx, op.opcode);
 }
 
-/* Mark [idx, idx+n) ready, strictly in order. */
+/* Mark [idx, idx+n) ready, strictly in order. Only the thread holding
+ * index `idx` can move ready_head past it, so waiting with plain loads and
+ * then one release store is enough: thousands of waiting threads no longer
+ * hammer the word with compare-and-swap (NVSHMEM's atomicCAS loop). */
 MARROW_FN int mark_ready(const Channel &ch, uint64_t idx, uint32_t n) {
     /* Our WQE stores before anyone can ring past them. */
     to_device();
     Deadline d = deadline(ch);
-    while (!cas(&ch.heads()->ready_head, idx, idx + n)) {
+    while (load_acquire(&ch.heads()->ready_head) != idx) {
         int rc = sticky_error(ch);
         if (rc != OK) return rc;
         if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
     }
+    store_release(&ch.heads()->ready_head, idx + n);
     return OK;
 }
 
@@ -289,7 +294,7 @@ MARROW_FN int ring(const Channel &ch) {
     marrow_gcrb_heads *h = ch.heads();
     const marrow_gcrb_config *c = ch.cfg();
     Deadline d = deadline(ch);
-    while (!cas32(&h->db_lock, 0, 1)) {
+    while (load_acquire32(&h->db_lock) != 0 || !cas32(&h->db_lock, 0, 1)) {
         if (load_acquire(&h->prod_idx) >= load_acquire(&h->ready_head)) return OK; /* someone rang past us */
         if (d.expired(ch, MARROW_GCRB_WAIT_POLL_LOCK)) return E_TIMEOUT;
     }
