@@ -28,6 +28,12 @@ fn main() {
         .flag("-std=c++17")
         .warnings_into_errors(true)
         .compile("generated_layout");
+    // Linux's <linux/pci_regs.h> (linux-libc-dev), the oracle for marrow-pcie.
+    cc::Build::new()
+        .file("c/pci_regs_harness.c")
+        .flag("-std=gnu11")
+        .warnings_into_errors(true)
+        .compile("pci_regs_harness");
     println!("cargo:rerun-if-changed=c");
     println!("cargo:rerun-if-changed=../../kernels/include/marrow/generated");
 }

@@ -21,5 +21,6 @@ pub mod gpu_demo;
 pub mod fields;
 pub mod hexin;
 pub mod model;
+pub mod pcie_decode;
 pub mod print;
 pub mod trace;

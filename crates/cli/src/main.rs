@@ -181,6 +181,11 @@ struct DecodeArgs {
     /// Input file; standard input when absent or '-'.
     file: Option<PathBuf>,
 
+    /// The input is a PCI configuration-space dump (`lspci -x/-xxx/-xxxx`
+    /// text, or a raw sysfs `config` binary), not mlx5 bytes.
+    #[arg(long, conflicts_with_all = ["ci", "ncqe", "input", "json"])]
+    pcie: bool,
+
     /// What the bytes are.
     #[arg(long, value_enum, default_value_t = Kind::Auto)]
     kind: Kind,
@@ -423,6 +428,15 @@ fn run_decode(a: &DecodeArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(a.json, &e),
     };
+    if a.pcie {
+        return match marrow::pcie_decode::decode(&raw) {
+            Ok(r) => {
+                out(&format!("Input: {source}, {} bytes\n{}", raw.len(), r.text));
+                if r.clean { ExitCode::SUCCESS } else { ExitCode::from(2) }
+            }
+            Err(e) => fail(false, &ErrorAt { error: format!("{source}: {e}"), offset: None }),
+        };
+    }
     let (bytes, format) = match read_input(&raw, a.input) {
         Ok(r) => r,
         Err(e) => {

@@ -296,3 +296,26 @@ impl SplitMix {
 
 /// Inputs per differential test; the issue asks for at least 10,000.
 pub const CASES: usize = 20_000;
+
+#[repr(C)]
+struct PciReg {
+    name: *const c_char,
+    value: std::ffi::c_ulong,
+}
+
+unsafe extern "C" {
+    fn marrow_pci_regs(count: *mut usize) -> *const PciReg;
+}
+
+/// Linux `<linux/pci_regs.h>` constants by name (c/pci_regs_harness.c).
+pub fn linux_pci_regs() -> Vec<(String, u64)> {
+    let mut n = 0usize;
+    // SAFETY: the harness returns a static table of `n` entries whose names
+    // are static NUL-terminated string literals.
+    let table = unsafe { std::slice::from_raw_parts(marrow_pci_regs(&mut n), n) };
+    table
+        .iter()
+        // SAFETY: see above: each name is a static C string literal.
+        .map(|r| (unsafe { CStr::from_ptr(r.name) }.to_str().unwrap().to_string(), r.value as u64))
+        .collect()
+}

@@ -1,0 +1,68 @@
+//! `marrow decode --pcie` on real dumps. Expected facts are lspci 3.9.0's
+//! (the `.expected-lspci-*` files next to the dumps), not this code's.
+
+use std::process::Command;
+
+fn fixture(p: &str) -> String {
+    format!("{}/../../tests/fixtures/pcie/{p}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn decode(path: &str) -> (Option<i32>, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie", path]).output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn h200_binary_dump() {
+    let (code, out, _) = decode(&fixture("h200-vm/10de_2335_h200_00-06.0.config"));
+    assert_eq!(code, Some(0), "{out}");
+    for want in [
+        "10de:2335 class 030200 rev a1",
+        "BAR0 memory at 0x104002000000 (64-bit, prefetchable)",
+        "BAR2 memory at 0x100000000000 (64-bit, prefetchable)",
+        "cap [60] EXP(0x10)",
+        "cap [b0] MSIX(0x11)",
+        "ext cap [100 v0] NULL(0x0)",
+        "ext cap [1b8 v2] ERR(0x1)",
+        "ext cap [2f0 v1] DSN(0x3)",
+        "link: capable 32GT/s x16, negotiated 32GT/s x16",
+        "MaxReadReq 4096",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+}
+
+#[test]
+fn root_port_with_acs_redirect() {
+    let (code, out, _) = decode(&fixture("pciutils-tests/cap-aer-root"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ACS [110]"), "{out}");
+    assert!(out.contains("redirected to the root complex"), "{out}");
+}
+
+#[test]
+fn broken_chain_exits_2_with_the_loop_named() {
+    let (code, out, _) = decode(&fixture("pciutils-tests/broken-ecaps"));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("error: capability list loops back to 0x790"), "{out}");
+}
+
+#[test]
+fn tlp_input_names_what_is_missing() {
+    let dir = std::env::temp_dir().join(format!("marrow-tlp-{}", std::process::id()));
+    std::fs::write(&dir, "TLP Header: 4a000001 01000004 00000000\n").unwrap();
+    let (code, _, err) = decode(dir.to_str().unwrap());
+    let _ = std::fs::remove_file(&dir);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("TLP header decoding is not built yet"), "{err}");
+}
+
+#[test]
+fn short_binary_is_refused() {
+    let dir = std::env::temp_dir().join(format!("marrow-short-{}", std::process::id()));
+    std::fs::write(&dir, [0x86u8, 0x80, 0, 0, 0xff, 0x01]).unwrap();
+    let (code, _, err) = decode(dir.to_str().unwrap());
+    let _ = std::fs::remove_file(&dir);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("shorter than the 64-byte header"), "{err}");
+}

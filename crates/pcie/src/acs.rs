@@ -1,0 +1,76 @@
+//! Access Control Services: PCI Express Base 6.0 §7.7.8. The capability
+//! register (+0x04) says what a port can do; the control register (+0x06)
+//! what is on. Request Redirect and Completion Redirect on a switch port
+//! send peer-to-peer traffic up to the root complex (see
+//! `reference/pcie.md`), which is what `marrow doctor` looks for.
+
+use crate::cap_id::ExtCapId;
+use crate::header::Config;
+use bitflags::bitflags;
+
+pub const PCI_ACS_CAP: usize = 0x04;
+pub const PCI_ACS_CTRL: usize = 0x06;
+pub const PCI_ACS_EGRESS_CTL_V: usize = 0x08;
+
+bitflags! {
+    /// ACS capability and control bits (the same positions in both registers).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct AcsBits: u16 {
+        /// Source Validation (`PCI_ACS_SV`).
+        const SV = 0x0001;
+        /// Translation Blocking (`PCI_ACS_TB`).
+        const TB = 0x0002;
+        /// P2P Request Redirect (`PCI_ACS_RR`).
+        const RR = 0x0004;
+        /// P2P Completion Redirect (`PCI_ACS_CR`).
+        const CR = 0x0008;
+        /// Upstream Forwarding (`PCI_ACS_UF`).
+        const UF = 0x0010;
+        /// P2P Egress Control (`PCI_ACS_EC`).
+        const EC = 0x0020;
+        /// Direct Translated P2P (`PCI_ACS_DT`).
+        const DT = 0x0040;
+        /// Enhanced Capability (PCIe 4.0+); bits 15:8 of the capability
+        /// register are the egress control vector size, not flags.
+        const ENHANCED = 0x0080;
+    }
+}
+
+/// A decoded ACS capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acs {
+    pub offset: u16,
+    /// What the port implements.
+    pub capability: AcsBits,
+    /// What is enabled (`ACSCtl`).
+    pub control: AcsBits,
+    /// Egress control vector size (capability bits 15:8); 0 means 256.
+    pub egress_vector_bits: u16,
+    /// The raw control register, including bits not named above.
+    pub control_raw: u16,
+}
+
+impl Acs {
+    /// Whether peer-to-peer requests are redirected to the root complex.
+    pub fn redirects_p2p(&self) -> bool {
+        self.control.intersects(AcsBits::RR | AcsBits::CR)
+    }
+}
+
+impl Config<'_> {
+    /// The ACS capability, if the function has one and the dump holds it.
+    pub fn acs(&self) -> Option<Acs> {
+        let cap = self.find_ext_cap(ExtCapId::ACS)?;
+        let base = usize::from(cap.offset);
+        let cap_raw = self.read_u16(base + PCI_ACS_CAP)?;
+        let control_raw = self.read_u16(base + PCI_ACS_CTRL)?;
+        let vector = (cap_raw >> 8) & 0xff;
+        Some(Acs {
+            offset: cap.offset,
+            capability: AcsBits::from_bits_truncate(cap_raw & 0xff),
+            control: AcsBits::from_bits_truncate(control_raw & 0x7f),
+            egress_vector_bits: if vector == 0 { 256 } else { vector },
+            control_raw,
+        })
+    }
+}

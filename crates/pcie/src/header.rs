@@ -1,0 +1,282 @@
+//! The configuration header: PCI Local Bus 3.0 §6.1 (type 0) and PCI-to-PCI
+//! Bridge Architecture 1.2 §3.2 (type 1). Offsets are Linux's `PCI_*` names
+//! from `<linux/pci_regs.h>`, checked by `tests/oracle`.
+
+use core::fmt;
+
+pub const PCI_VENDOR_ID: usize = 0x00;
+pub const PCI_DEVICE_ID: usize = 0x02;
+pub const PCI_COMMAND: usize = 0x04;
+pub const PCI_STATUS: usize = 0x06;
+pub const PCI_CLASS_REVISION: usize = 0x08;
+pub const PCI_HEADER_TYPE: usize = 0x0e;
+pub const PCI_BASE_ADDRESS_0: usize = 0x10;
+pub const PCI_PRIMARY_BUS: usize = 0x18;
+pub const PCI_SECONDARY_BUS: usize = 0x19;
+pub const PCI_SUBORDINATE_BUS: usize = 0x1a;
+pub const PCI_SUBSYSTEM_VENDOR_ID: usize = 0x2c;
+pub const PCI_SUBSYSTEM_ID: usize = 0x2e;
+pub const PCI_CAPABILITY_LIST: usize = 0x34;
+
+/// `PCI_STATUS` bit 4: the capability list at 0x34 is valid.
+pub const PCI_STATUS_CAP_LIST: u16 = 0x10;
+/// `PCI_HEADER_TYPE` bits 6:0; bit 7 is multi-function.
+pub const PCI_HEADER_TYPE_MASK: u8 = 0x7f;
+pub const PCI_HEADER_TYPE_NORMAL: u8 = 0;
+pub const PCI_HEADER_TYPE_BRIDGE: u8 = 1;
+pub const PCI_HEADER_TYPE_CARDBUS: u8 = 2;
+
+pub const PCI_BASE_ADDRESS_SPACE_IO: u32 = 0x01;
+pub const PCI_BASE_ADDRESS_MEM_TYPE_MASK: u32 = 0x06;
+pub const PCI_BASE_ADDRESS_MEM_TYPE_64: u32 = 0x04;
+pub const PCI_BASE_ADDRESS_MEM_PREFETCH: u32 = 0x08;
+pub const PCI_BASE_ADDRESS_MEM_MASK: u32 = !0x0f;
+pub const PCI_BASE_ADDRESS_IO_MASK: u32 = !0x03;
+
+/// Size of the conventional (PCI 3.0) space and of the PCIe extended space.
+pub const CONFIG_SPACE_LEGACY: usize = 256;
+pub const CONFIG_SPACE_EXTENDED: usize = 4096;
+/// The smallest dump that holds a whole header.
+pub const HEADER_LEN: usize = 64;
+
+/// A dump that cannot be a configuration space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Fewer bytes than the 64-byte header.
+    TooShort { len: usize },
+    /// More bytes than a function's 4 KiB.
+    TooLong { len: usize },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooShort { len } => write!(
+                f,
+                "config dump of {len} bytes is shorter than the {HEADER_LEN}-byte header"
+            ),
+            Self::TooLong { len } => write!(
+                f,
+                "config dump of {len} bytes is longer than a function's {CONFIG_SPACE_EXTENDED} bytes"
+            ),
+        }
+    }
+}
+
+/// One function's configuration space, as read (64 to 4096 bytes). Reads past
+/// the end return `None`, never panic.
+#[derive(Clone, Copy)]
+pub struct Config<'a> {
+    bytes: &'a [u8],
+}
+
+impl fmt::Debug for Config<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Config {{ {:04x}:{:04x} class {:06x}, {} bytes }}",
+            self.vendor_id(),
+            self.device_id(),
+            self.class(),
+            self.len()
+        )
+    }
+}
+
+impl<'a> Config<'a> {
+    pub fn new(bytes: &'a [u8]) -> Result<Self, ConfigError> {
+        if bytes.len() < HEADER_LEN {
+            return Err(ConfigError::TooShort { len: bytes.len() });
+        }
+        if bytes.len() > CONFIG_SPACE_EXTENDED {
+            return Err(ConfigError::TooLong { len: bytes.len() });
+        }
+        Ok(Self { bytes })
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    /// Whether the dump reaches the extended space (0x100 and up).
+    pub fn has_extended_space(&self) -> bool {
+        self.bytes.len() > CONFIG_SPACE_LEGACY
+    }
+
+    pub fn read_u8(&self, offset: usize) -> Option<u8> {
+        self.bytes.get(offset).copied()
+    }
+    pub fn read_u16(&self, offset: usize) -> Option<u16> {
+        let b = self.bytes.get(offset..offset.checked_add(2)?)?;
+        Some(u16::from_le_bytes([b[0], b[1]]))
+    }
+    pub fn read_u32(&self, offset: usize) -> Option<u32> {
+        let b = self.bytes.get(offset..offset.checked_add(4)?)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    // The header is always present (checked in `new`), so these cannot miss.
+    fn hdr_u8(&self, offset: usize) -> u8 {
+        self.bytes[offset]
+    }
+    fn hdr_u16(&self, offset: usize) -> u16 {
+        u16::from_le_bytes([self.bytes[offset], self.bytes[offset + 1]])
+    }
+    fn hdr_u32(&self, offset: usize) -> u32 {
+        u32::from_le_bytes([
+            self.bytes[offset],
+            self.bytes[offset + 1],
+            self.bytes[offset + 2],
+            self.bytes[offset + 3],
+        ])
+    }
+
+    pub fn vendor_id(&self) -> u16 {
+        self.hdr_u16(PCI_VENDOR_ID)
+    }
+    pub fn device_id(&self) -> u16 {
+        self.hdr_u16(PCI_DEVICE_ID)
+    }
+    pub fn command(&self) -> u16 {
+        self.hdr_u16(PCI_COMMAND)
+    }
+    pub fn status(&self) -> u16 {
+        self.hdr_u16(PCI_STATUS)
+    }
+    pub fn revision(&self) -> u8 {
+        self.hdr_u8(PCI_CLASS_REVISION)
+    }
+    /// Base class, subclass and programming interface (24 bits).
+    pub fn class(&self) -> u32 {
+        self.hdr_u32(PCI_CLASS_REVISION) >> 8
+    }
+    pub fn header_type(&self) -> u8 {
+        self.hdr_u8(PCI_HEADER_TYPE) & PCI_HEADER_TYPE_MASK
+    }
+    pub fn is_multifunction(&self) -> bool {
+        self.hdr_u8(PCI_HEADER_TYPE) & 0x80 != 0
+    }
+    pub fn is_bridge(&self) -> bool {
+        self.header_type() == PCI_HEADER_TYPE_BRIDGE
+    }
+    /// Subsystem vendor and device (type 0 only; bridges keep theirs in the
+    /// SSVID capability).
+    pub fn subsystem(&self) -> Option<(u16, u16)> {
+        (self.header_type() == PCI_HEADER_TYPE_NORMAL).then(|| {
+            (self.hdr_u16(PCI_SUBSYSTEM_VENDOR_ID), self.hdr_u16(PCI_SUBSYSTEM_ID))
+        })
+    }
+    /// Primary, secondary and subordinate bus numbers of a bridge.
+    pub fn bus_numbers(&self) -> Option<(u8, u8, u8)> {
+        self.is_bridge().then(|| {
+            (
+                self.hdr_u8(PCI_PRIMARY_BUS),
+                self.hdr_u8(PCI_SECONDARY_BUS),
+                self.hdr_u8(PCI_SUBORDINATE_BUS),
+            )
+        })
+    }
+    /// The first capability pointer, if `PCI_STATUS_CAP_LIST` says there is a list.
+    pub fn capability_pointer(&self) -> Option<u8> {
+        (self.status() & PCI_STATUS_CAP_LIST != 0).then(|| self.hdr_u8(PCI_CAPABILITY_LIST))
+    }
+
+    /// Number of BAR slots: six in a type 0 header, two in a bridge, none else.
+    pub fn bar_slots(&self) -> usize {
+        match self.header_type() {
+            PCI_HEADER_TYPE_NORMAL => 6,
+            PCI_HEADER_TYPE_BRIDGE => 2,
+            _ => 0,
+        }
+    }
+
+    /// The BARs, a 64-bit one taking two slots. A dump holds the programmed
+    /// address, not the size: sizing needs the all-ones write, which a
+    /// dump cannot do, so sizes come from sysfs `resource` instead.
+    pub fn bars(&self) -> Bars<'a> {
+        Bars { config: *self, slot: 0 }
+    }
+}
+
+/// One base address register as programmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bar {
+    /// I/O space; `address` 0 means unassigned.
+    Io { index: u8, address: u32 },
+    /// Memory space below 4 GiB.
+    Mem32 { index: u8, address: u32, prefetchable: bool },
+    /// Memory space, 64-bit, spanning slots `index` and `index + 1`.
+    Mem64 { index: u8, address: u64, prefetchable: bool },
+    /// A 64-bit BAR in the last slot: its upper half would be outside the BARs.
+    Mem64InLastSlot { index: u8 },
+    /// Memory type 0b11, reserved by PCI 3.0 §6.2.5.1.
+    ReservedType { index: u8, raw: u32 },
+}
+
+impl Bar {
+    pub fn index(&self) -> u8 {
+        match *self {
+            Bar::Io { index, .. }
+            | Bar::Mem32 { index, .. }
+            | Bar::Mem64 { index, .. }
+            | Bar::Mem64InLastSlot { index }
+            | Bar::ReservedType { index, .. } => index,
+        }
+    }
+    /// The address, `None` when the BAR cannot hold one.
+    pub fn address(&self) -> Option<u64> {
+        match *self {
+            Bar::Io { address, .. } | Bar::Mem32 { address, .. } => Some(address.into()),
+            Bar::Mem64 { address, .. } => Some(address),
+            _ => None,
+        }
+    }
+}
+
+/// Iterator over a header's BARs.
+#[derive(Debug, Clone)]
+pub struct Bars<'a> {
+    config: Config<'a>,
+    slot: usize,
+}
+
+impl Iterator for Bars<'_> {
+    type Item = Bar;
+    fn next(&mut self) -> Option<Bar> {
+        let slots = self.config.bar_slots();
+        if self.slot >= slots {
+            return None;
+        }
+        let index = self.slot as u8;
+        let raw = self.config.hdr_u32(PCI_BASE_ADDRESS_0 + 4 * self.slot);
+        self.slot += 1;
+        if raw & PCI_BASE_ADDRESS_SPACE_IO != 0 {
+            return Some(Bar::Io { index, address: raw & PCI_BASE_ADDRESS_IO_MASK });
+        }
+        let prefetchable = raw & PCI_BASE_ADDRESS_MEM_PREFETCH != 0;
+        let address = raw & PCI_BASE_ADDRESS_MEM_MASK;
+        Some(match raw & PCI_BASE_ADDRESS_MEM_TYPE_MASK {
+            PCI_BASE_ADDRESS_MEM_TYPE_64 => {
+                if self.slot >= slots {
+                    Bar::Mem64InLastSlot { index }
+                } else {
+                    let high = self.config.hdr_u32(PCI_BASE_ADDRESS_0 + 4 * self.slot);
+                    self.slot += 1;
+                    Bar::Mem64 {
+                        index,
+                        address: (u64::from(high) << 32) | u64::from(address),
+                        prefetchable,
+                    }
+                }
+            }
+            0b110 => Bar::ReservedType { index, raw },
+            // 0b000 (32-bit) and 0b010 (below 1 MiB, PCI 2.x): both 32-bit.
+            _ => Bar::Mem32 { index, address, prefetchable },
+        })
+    }
+}

@@ -1,0 +1,105 @@
+//! marrow-pcie's register offsets, bits and capability IDs against Linux's
+//! `<linux/pci_regs.h>`, compiled by `cc` into a name → value table.
+
+use marrow_pcie::acs::{self, AcsBits};
+use marrow_pcie::cap_id::{CapId, ExtCapId};
+use marrow_pcie::express::{self as exp, PortType};
+use marrow_pcie::header as h;
+use std::collections::BTreeMap;
+
+fn linux() -> BTreeMap<String, u64> {
+    marrow_oracle::linux_pci_regs().into_iter().collect()
+}
+
+#[test]
+fn constants_match_linux_pci_regs_h() {
+    let linux = linux();
+    let mut ours: Vec<(String, u64)> = vec![
+        ("PCI_VENDOR_ID".into(), h::PCI_VENDOR_ID as u64),
+        ("PCI_DEVICE_ID".into(), h::PCI_DEVICE_ID as u64),
+        ("PCI_COMMAND".into(), h::PCI_COMMAND as u64),
+        ("PCI_STATUS".into(), h::PCI_STATUS as u64),
+        ("PCI_CLASS_REVISION".into(), h::PCI_CLASS_REVISION as u64),
+        ("PCI_HEADER_TYPE".into(), h::PCI_HEADER_TYPE as u64),
+        ("PCI_BASE_ADDRESS_0".into(), h::PCI_BASE_ADDRESS_0 as u64),
+        ("PCI_PRIMARY_BUS".into(), h::PCI_PRIMARY_BUS as u64),
+        ("PCI_SECONDARY_BUS".into(), h::PCI_SECONDARY_BUS as u64),
+        ("PCI_SUBORDINATE_BUS".into(), h::PCI_SUBORDINATE_BUS as u64),
+        ("PCI_SUBSYSTEM_VENDOR_ID".into(), h::PCI_SUBSYSTEM_VENDOR_ID as u64),
+        ("PCI_SUBSYSTEM_ID".into(), h::PCI_SUBSYSTEM_ID as u64),
+        ("PCI_CAPABILITY_LIST".into(), h::PCI_CAPABILITY_LIST as u64),
+        ("PCI_STATUS_CAP_LIST".into(), h::PCI_STATUS_CAP_LIST.into()),
+        ("PCI_HEADER_TYPE_NORMAL".into(), h::PCI_HEADER_TYPE_NORMAL.into()),
+        ("PCI_HEADER_TYPE_BRIDGE".into(), h::PCI_HEADER_TYPE_BRIDGE.into()),
+        ("PCI_HEADER_TYPE_CARDBUS".into(), h::PCI_HEADER_TYPE_CARDBUS.into()),
+        ("PCI_BASE_ADDRESS_SPACE_IO".into(), h::PCI_BASE_ADDRESS_SPACE_IO.into()),
+        ("PCI_BASE_ADDRESS_MEM_TYPE_MASK".into(), h::PCI_BASE_ADDRESS_MEM_TYPE_MASK.into()),
+        ("PCI_BASE_ADDRESS_MEM_TYPE_64".into(), h::PCI_BASE_ADDRESS_MEM_TYPE_64.into()),
+        ("PCI_BASE_ADDRESS_MEM_PREFETCH".into(), h::PCI_BASE_ADDRESS_MEM_PREFETCH.into()),
+        ("PCI_EXP_FLAGS".into(), exp::PCI_EXP_FLAGS as u64),
+        ("PCI_EXP_DEVCAP".into(), exp::PCI_EXP_DEVCAP as u64),
+        ("PCI_EXP_DEVCTL".into(), exp::PCI_EXP_DEVCTL as u64),
+        ("PCI_EXP_DEVSTA".into(), exp::PCI_EXP_DEVSTA as u64),
+        ("PCI_EXP_LNKCAP".into(), exp::PCI_EXP_LNKCAP as u64),
+        ("PCI_EXP_LNKCTL".into(), exp::PCI_EXP_LNKCTL as u64),
+        ("PCI_EXP_LNKSTA".into(), exp::PCI_EXP_LNKSTA as u64),
+        ("PCI_EXP_DEVCAP2".into(), exp::PCI_EXP_DEVCAP2 as u64),
+        ("PCI_EXP_DEVCTL2".into(), exp::PCI_EXP_DEVCTL2 as u64),
+        ("PCI_EXP_LNKCAP2".into(), exp::PCI_EXP_LNKCAP2 as u64),
+        ("PCI_EXP_FLAGS_VERS".into(), exp::PCI_EXP_FLAGS_VERS.into()),
+        ("PCI_EXP_FLAGS_TYPE".into(), exp::PCI_EXP_FLAGS_TYPE.into()),
+        ("PCI_EXP_DEVCAP_PAYLOAD".into(), exp::PCI_EXP_DEVCAP_PAYLOAD.into()),
+        ("PCI_EXP_DEVCTL_PAYLOAD".into(), exp::PCI_EXP_DEVCTL_PAYLOAD.into()),
+        ("PCI_EXP_DEVCTL_READRQ".into(), exp::PCI_EXP_DEVCTL_READRQ.into()),
+        ("PCI_EXP_LNKCAP_SLS".into(), exp::PCI_EXP_LNKCAP_SLS.into()),
+        ("PCI_EXP_LNKCAP_MLW".into(), exp::PCI_EXP_LNKCAP_MLW.into()),
+        ("PCI_EXP_LNKSTA_CLS".into(), exp::PCI_EXP_LNKSTA_CLS.into()),
+        ("PCI_EXP_LNKSTA_NLW".into(), exp::PCI_EXP_LNKSTA_NLW.into()),
+        ("PCI_EXP_DEVCAP2_ATOMIC_ROUTE".into(), exp::PCI_EXP_DEVCAP2_ATOMIC_ROUTE.into()),
+        ("PCI_EXP_DEVCAP2_ATOMIC_COMP32".into(), exp::PCI_EXP_DEVCAP2_ATOMIC_COMP32.into()),
+        ("PCI_EXP_DEVCAP2_ATOMIC_COMP64".into(), exp::PCI_EXP_DEVCAP2_ATOMIC_COMP64.into()),
+        ("PCI_EXP_DEVCAP2_ATOMIC_COMP128".into(), exp::PCI_EXP_DEVCAP2_ATOMIC_COMP128.into()),
+        ("PCI_EXP_DEVCTL2_ATOMIC_REQ".into(), exp::PCI_EXP_DEVCTL2_ATOMIC_REQ.into()),
+        ("PCI_EXP_DEVCTL2_ATOMIC_EGRESS_BLOCK".into(), exp::PCI_EXP_DEVCTL2_ATOMIC_EGRESS_BLOCK.into()),
+        ("PCI_EXP_TYPE_ENDPOINT".into(), PortType::ENDPOINT.0.into()),
+        ("PCI_EXP_TYPE_LEG_END".into(), PortType::LEG_END.0.into()),
+        ("PCI_EXP_TYPE_ROOT_PORT".into(), PortType::ROOT_PORT.0.into()),
+        ("PCI_EXP_TYPE_UPSTREAM".into(), PortType::UPSTREAM.0.into()),
+        ("PCI_EXP_TYPE_DOWNSTREAM".into(), PortType::DOWNSTREAM.0.into()),
+        ("PCI_EXP_TYPE_PCI_BRIDGE".into(), PortType::PCI_BRIDGE.0.into()),
+        ("PCI_EXP_TYPE_PCIE_BRIDGE".into(), PortType::PCIE_BRIDGE.0.into()),
+        ("PCI_EXP_TYPE_RC_END".into(), PortType::RC_END.0.into()),
+        ("PCI_EXP_TYPE_RC_EC".into(), PortType::RC_EC.0.into()),
+        ("PCI_ACS_CAP".into(), acs::PCI_ACS_CAP as u64),
+        ("PCI_ACS_CTRL".into(), acs::PCI_ACS_CTRL as u64),
+        ("PCI_ACS_EGRESS_CTL_V".into(), acs::PCI_ACS_EGRESS_CTL_V as u64),
+        ("PCI_ACS_SV".into(), AcsBits::SV.bits().into()),
+        ("PCI_ACS_TB".into(), AcsBits::TB.bits().into()),
+        ("PCI_ACS_RR".into(), AcsBits::RR.bits().into()),
+        ("PCI_ACS_CR".into(), AcsBits::CR.bits().into()),
+        ("PCI_ACS_UF".into(), AcsBits::UF.bits().into()),
+        ("PCI_ACS_EC".into(), AcsBits::EC.bits().into()),
+        ("PCI_ACS_DT".into(), AcsBits::DT.bits().into()),
+    ];
+    // Every capability ID this crate names that Linux also names.
+    for (id, name, _) in CapId::KNOWN {
+        ours.push((format!("PCI_CAP_ID_{name}"), id.0.into()));
+    }
+    for (id, name, _) in ExtCapId::KNOWN {
+        ours.push((format!("PCI_EXT_CAP_ID_{name}"), id.0.into()));
+    }
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (name, value) in &ours {
+        match linux.get(name) {
+            Some(&l) if l == *value => checked += 1,
+            Some(&l) => wrong.push(format!("{name}: ours {value:#x}, Linux {l:#x}")),
+            // IDs newer than Debian 12's header (PL_32GT) or not in Linux (NULL).
+            None if name == "PCI_EXT_CAP_ID_NULL" || name == "PCI_EXT_CAP_ID_PL_32GT" => {}
+            None => wrong.push(format!("{name}: not in the harness table")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Every value the harness exports was compared.
+    assert_eq!(checked, linux.len(), "harness entries without a Rust counterpart");
+}
