@@ -2,7 +2,9 @@
 //! `-xxxx` text, or a raw 64..4096-byte binary such as sysfs `config`)
 //! decoded through `marrow-pcie`: header, BARs, both capability lists, the
 //! PCI Express link and ACS. Broken capability chains are printed as
-//! errors where the walk stopped.
+//! errors where the walk stopped. TLP headers (1 to 4 hex dwords, or the
+//! `TLP Header:` line of a kernel AER message) are decoded field by field,
+//! with the header rules they break.
 
 use marrow_pcie::{Bar, Config};
 use marrow_pcie::dump::{DumpedFunction, parse_lspci_text};
@@ -18,11 +20,6 @@ pub struct PcieReport {
 /// Reads the dump: `lspci -x` text when it parses as such, else raw bytes.
 pub fn read_functions(raw: &[u8]) -> Result<Vec<DumpedFunction>, String> {
     if let Ok(text) = std::str::from_utf8(raw) {
-        if text.contains("TLP Header") {
-            return Err("TLP header decoding is not built yet (issue 5: crates/pcie has no TLP module); \
-                        --pcie reads configuration-space dumps only"
-                .into());
-        }
         match parse_lspci_text(text) {
             Ok(f) => return Ok(f),
             // Text that is not a dump: say why rather than decoding its characters.
@@ -37,6 +34,9 @@ pub fn read_functions(raw: &[u8]) -> Result<Vec<DumpedFunction>, String> {
 }
 
 pub fn decode(raw: &[u8]) -> Result<PcieReport, String> {
+    if let Some(dws) = std::str::from_utf8(raw).ok().and_then(tlp_dwords) {
+        return tlp(&dws?);
+    }
     let mut text = String::new();
     let mut clean = true;
     for f in read_functions(raw)? {
@@ -158,4 +158,95 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
         );
     }
     clean
+}
+
+/// TLP header dwords from the kernel's AER line (`TLP Header: 4a000001
+/// 01000004 ...`) or from text that is only 1 to 4 hex dwords. `None` when
+/// the text is neither (a config dump, or binary).
+fn tlp_dwords(text: &str) -> Option<Result<Vec<u32>, String>> {
+    let words: Vec<&str> = match text.find("TLP Header:") {
+        Some(at) => text[at + "TLP Header:".len()..].lines().next().unwrap_or("").split_whitespace().collect(),
+        None => {
+            let w: Vec<&str> = text.split_whitespace().collect();
+            let dword = |s: &&str| s.len() == 8 && s.chars().all(|c| c.is_ascii_hexdigit());
+            if w.is_empty() || w.len() > 4 || !w.iter().all(dword) {
+                return None;
+            }
+            w
+        }
+    };
+    Some(
+        words
+            .iter()
+            .map(|w| u32::from_str_radix(w.trim_start_matches("0x"), 16).map_err(|e| format!("TLP header word {w:?}: {e}")))
+            .collect(),
+    )
+}
+
+fn tlp(dws: &[u32]) -> Result<PcieReport, String> {
+    use marrow_pcie::tlp::{Body, TlpHeader, TlpKind, routing_name};
+    let h = TlpHeader::decode(dws).map_err(|e| e.to_string())?;
+    let kind = h.kind();
+    let mut o = String::new();
+    let bdf = |id: u16| format!("{:02x}:{:02x}.{}", id >> 8, (id >> 3) & 0x1f, id & 7);
+    let _ = writeln!(
+        o,
+        "TLP {} (Fmt {:03b} Type {:05b}), {} DW header{}",
+        kind.mnemonic(),
+        h.fmt,
+        h.ty,
+        TlpHeader::header_dws(h.fmt),
+        if h.has_data() { format!(", {} DW of data", h.length_dw()) } else { format!(", Length {}", h.length) }
+    );
+    let _ = writeln!(
+        o,
+        "  TC {} Attr {:?} TH {} TD {} EP {} LN {} AT {} Tag {:#05x}",
+        h.tc, h.attr, h.th as u8, h.td as u8, h.ep as u8, h.ln as u8, h.at, h.tag
+    );
+    match h.body {
+        Body::Request { requester_id, last_be, first_be, address, ph } => {
+            let _ = writeln!(
+                o,
+                "  Requester {} Address {address:#x} PH {ph} First DW BE {first_be:04b} Last DW BE {last_be:04b}",
+                bdf(requester_id)
+            );
+        }
+        Body::Config { requester_id, last_be, first_be, target_id, register } => {
+            let _ = writeln!(
+                o,
+                "  Requester {} Target {} Register {register:#05x} First DW BE {first_be:04b} Last DW BE {last_be:04b}",
+                bdf(requester_id),
+                bdf(target_id)
+            );
+        }
+        Body::Completion { completer_id, status, bcm, byte_count, requester_id, lower_address } => {
+            let _ = writeln!(
+                o,
+                "  Completer {} Status {status:?} BCM {} Byte Count {} Requester {} Lower Address {lower_address:#04x}",
+                bdf(completer_id),
+                bcm as u8,
+                if byte_count == 0 { 4096 } else { byte_count },
+                bdf(requester_id)
+            );
+        }
+        Body::Message { requester_id, code, dw2, dw3 } => {
+            let routing = match kind {
+                TlpKind::Msg { routing } | TlpKind::MsgData { routing } => routing_name(routing),
+                _ => "",
+            };
+            let _ = writeln!(
+                o,
+                "  Requester {} Message Code {code:#04x} ({routing}) DW2 {dw2:#010x} DW3 {dw3:#010x}",
+                bdf(requester_id)
+            );
+        }
+        Body::Raw { dws } => {
+            let _ = writeln!(o, "  dwords after DW0: {dws:08x?}");
+        }
+    }
+    let bad = h.malformed();
+    if !bad.is_empty() {
+        let _ = writeln!(o, "  malformed: {bad:?}");
+    }
+    Ok(PcieReport { text: o, clean: bad.is_empty() })
 }

@@ -47,14 +47,31 @@ fn broken_chain_exits_2_with_the_loop_named() {
     assert!(out.contains("error: capability list loops back to 0x790"), "{out}");
 }
 
+/// A kernel AER line; the expected fields are worked by hand from PCIe 6.0
+/// §2.2 (MRd 4DW of 1 DW from 00:1c.0, tag 0x2a, address 0x1_0000_0040).
 #[test]
-fn tlp_input_names_what_is_missing() {
-    let dir = std::env::temp_dir().join(format!("marrow-tlp-{}", std::process::id()));
-    std::fs::write(&dir, "TLP Header: 4a000001 01000004 00000000\n").unwrap();
-    let (code, _, err) = decode(dir.to_str().unwrap());
-    let _ = std::fs::remove_file(&dir);
-    assert_eq!(code, Some(2));
-    assert!(err.contains("TLP header decoding is not built yet"), "{err}");
+fn aer_tlp_header_line() {
+    let path = std::env::temp_dir().join(format!("marrow-tlp-{}", std::process::id()));
+    std::fs::write(&path, "pcieport 0000:00:1c.0:   TLP Header: 20000001 00e02a0f 00000001 00000040\n").unwrap();
+    let (code, out, err) = decode(path.to_str().unwrap());
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("TLP MRd (Fmt 001 Type 00000), 4 DW header"), "{out}");
+    assert!(out.contains("Tag 0x02a"), "{out}");
+    assert!(out.contains("Requester 00:1c.0 Address 0x100000040"), "{out}");
+    assert!(out.contains("First DW BE 1111 Last DW BE 0000"), "{out}");
+}
+
+/// A 4DW header for an address below 4 GiB is flagged (§2.2.4.1).
+#[test]
+fn four_dw_below_4g_is_malformed() {
+    let path = std::env::temp_dir().join(format!("marrow-tlp4-{}", std::process::id()));
+    std::fs::write(&path, "60000001 00000a0f 00000000 fee00000\n").unwrap();
+    let (code, out, _) = decode(path.to_str().unwrap());
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("TLP MWr"), "{out}");
+    assert!(out.contains("malformed: Malformed(FOUR_DW_BELOW_4G)"), "{out}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! PCI configuration space as bytes: the type 0/1 header and its BARs
 //! (PCI Local Bus 3.0 §6.1, PCI-to-PCI Bridge 1.2 §3.2), the capability and
 //! extended-capability lists (PCI Express Base 6.0 §7.5.1, §7.6), the PCI
-//! Express capability's device and link registers (§7.5.3) and ACS (§7.7.8).
+//! Express capability's device and link registers (§7.5.3), ACS (§7.7.8),
+//! and TLP headers (§2.2).
 //!
 //! Everything reads from a byte slice (a sysfs `config` file, an `lspci -x`
 //! dump): config space is little-endian, and every read is bounds-checked,
@@ -18,6 +19,7 @@ pub mod cap_id;
 pub mod dump;
 pub mod express;
 pub mod header;
+pub mod tlp;
 pub mod walk;
 
 pub use header::{Bar, Config, ConfigError};

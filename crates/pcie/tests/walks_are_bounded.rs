@@ -124,7 +124,7 @@ proptest! {
             let at = 0x40 + 4 * (i % 48);
             b[at] = 0x10;
             b[at + 1] = *p as u8;
-            ext_header(&mut b, 0x100 + 4 * (i * 13 % 960), ((p & 0x2f)), 1, u32::from(*p) & 0xfff);
+            ext_header(&mut b, 0x100 + 4 * (i * 13 % 960), p & 0x2f, 1, u32::from(*p) & 0xfff);
         }
         let cfg = Config::new(&b).unwrap();
         prop_assert!(cfg.caps().count() <= 65);

@@ -316,6 +316,6 @@ pub fn linux_pci_regs() -> Vec<(String, u64)> {
     table
         .iter()
         // SAFETY: see above: each name is a static C string literal.
-        .map(|r| (unsafe { CStr::from_ptr(r.name) }.to_str().unwrap().to_string(), r.value as u64))
+        .map(|r| (unsafe { CStr::from_ptr(r.name) }.to_str().unwrap().to_string(), r.value))
         .collect()
 }

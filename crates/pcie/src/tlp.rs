@@ -1,0 +1,442 @@
+//! Transaction Layer Packet headers: PCI Express Base 6.0 §2.2 (non-Flit
+//! mode). Header dwords are big-endian on the wire and in AER's header log;
+//! this module takes and gives them as `u32` values in that order (the way
+//! the kernel prints `TLP Header: 4a000001 ...`).
+//!
+//! DW0 (§2.2.1): Fmt[31:29] Type[28:24] T9[23] TC[22:20] T8[19] Attr[2]
+//! (IDO)[18] LN[17] TH[16] TD[15] EP[14] Attr[1:0] (RO, NS)[13:12] AT[11:10]
+//! Length[9:0]. T9/T8 are tag bits 9 and 8 (10-bit tags, §2.2.6.2).
+
+use bitflags::bitflags;
+use core::fmt;
+
+/// Fmt field: header size and whether data follows (§2.2.1, Table 2-2).
+pub const FMT_3DW: u8 = 0b000;
+pub const FMT_4DW: u8 = 0b001;
+pub const FMT_3DW_DATA: u8 = 0b010;
+pub const FMT_4DW_DATA: u8 = 0b011;
+pub const FMT_PREFIX: u8 = 0b100;
+
+bitflags! {
+    /// The Attr bits, in the positions cocotbext-pcie and the spec's
+    /// Attr[2:0] use: NS = Attr[0], RO = Attr[1], IDO = Attr[2].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct Attr: u8 {
+        const NS = 0b001;
+        const RO = 0b010;
+        const IDO = 0b100;
+    }
+}
+
+/// What a Fmt/Type pair means (§2.2.1, Table 2-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlpKind {
+    MemRead,
+    MemReadLocked,
+    MemWrite,
+    IoRead,
+    IoWrite,
+    CfgRead0,
+    CfgWrite0,
+    CfgRead1,
+    CfgWrite1,
+    /// Msg (no data) with its routing subfield r[2:0].
+    Msg { routing: u8 },
+    /// MsgD (with data).
+    MsgData { routing: u8 },
+    Cpl,
+    CplData,
+    CplLocked,
+    CplLockedData,
+    FetchAdd,
+    Swap,
+    Cas,
+    /// A TLP prefix (Fmt 100b).
+    Prefix,
+    /// A Fmt/Type pair the spec reserves.
+    Reserved,
+}
+
+impl TlpKind {
+    pub fn from_fmt_type(fmt: u8, ty: u8) -> Self {
+        match (fmt, ty) {
+            (FMT_PREFIX, _) => Self::Prefix,
+            (FMT_3DW | FMT_4DW, 0b00000) => Self::MemRead,
+            (FMT_3DW | FMT_4DW, 0b00001) => Self::MemReadLocked,
+            (FMT_3DW_DATA | FMT_4DW_DATA, 0b00000) => Self::MemWrite,
+            (FMT_3DW, 0b00010) => Self::IoRead,
+            (FMT_3DW_DATA, 0b00010) => Self::IoWrite,
+            (FMT_3DW, 0b00100) => Self::CfgRead0,
+            (FMT_3DW_DATA, 0b00100) => Self::CfgWrite0,
+            (FMT_3DW, 0b00101) => Self::CfgRead1,
+            (FMT_3DW_DATA, 0b00101) => Self::CfgWrite1,
+            (FMT_4DW, t) if t & 0b11000 == 0b10000 => Self::Msg { routing: t & 0b111 },
+            (FMT_4DW_DATA, t) if t & 0b11000 == 0b10000 => Self::MsgData { routing: t & 0b111 },
+            (FMT_3DW, 0b01010) => Self::Cpl,
+            (FMT_3DW_DATA, 0b01010) => Self::CplData,
+            (FMT_3DW, 0b01011) => Self::CplLocked,
+            (FMT_3DW_DATA, 0b01011) => Self::CplLockedData,
+            (FMT_3DW_DATA | FMT_4DW_DATA, 0b01100) => Self::FetchAdd,
+            (FMT_3DW_DATA | FMT_4DW_DATA, 0b01101) => Self::Swap,
+            (FMT_3DW_DATA | FMT_4DW_DATA, 0b01110) => Self::Cas,
+            _ => Self::Reserved,
+        }
+    }
+
+    /// The spec's short name (`MRd`, `CplD`, `FetchAdd`…).
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            Self::MemRead => "MRd",
+            Self::MemReadLocked => "MRdLk",
+            Self::MemWrite => "MWr",
+            Self::IoRead => "IORd",
+            Self::IoWrite => "IOWr",
+            Self::CfgRead0 => "CfgRd0",
+            Self::CfgWrite0 => "CfgWr0",
+            Self::CfgRead1 => "CfgRd1",
+            Self::CfgWrite1 => "CfgWr1",
+            Self::Msg { .. } => "Msg",
+            Self::MsgData { .. } => "MsgD",
+            Self::Cpl => "Cpl",
+            Self::CplData => "CplD",
+            Self::CplLocked => "CplLk",
+            Self::CplLockedData => "CplDLk",
+            Self::FetchAdd => "FetchAdd",
+            Self::Swap => "Swap",
+            Self::Cas => "CAS",
+            Self::Prefix => "Prefix",
+            Self::Reserved => "reserved",
+        }
+    }
+}
+
+/// Message routing r[2:0] (§2.2.8, Table 2-20).
+pub fn routing_name(r: u8) -> &'static str {
+    match r {
+        0b000 => "routed to Root Complex",
+        0b001 => "routed by address",
+        0b010 => "routed by ID",
+        0b011 => "broadcast from Root Complex",
+        0b100 => "local, terminate at receiver",
+        0b101 => "gathered and routed to Root Complex",
+        _ => "reserved routing",
+    }
+}
+
+/// Completion Status (§2.2.9, Table 2-34). Open: reserved codes are kept.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CplStatus(pub u8);
+
+impl CplStatus {
+    pub const SC: Self = Self(0b000);
+    pub const UR: Self = Self(0b001);
+    pub const CRS: Self = Self(0b010);
+    pub const CA: Self = Self(0b100);
+}
+
+impl fmt::Debug for CplStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::SC => write!(f, "SC (successful)"),
+            Self::UR => write!(f, "UR (unsupported request)"),
+            Self::CRS => write!(f, "CRS (configuration retry)"),
+            Self::CA => write!(f, "CA (completer abort)"),
+            Self(v) => write!(f, "reserved status {v:#05b}"),
+        }
+    }
+}
+
+/// The dwords after DW0, by header kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// Memory, I/O and AtomicOp requests (§2.2.7): DW1 Requester ID, Tag[7:0],
+    /// Last/First DW BE; then Address[31:2] (3DW) or Address[63:2] (4DW), PH[1:0].
+    Request { requester_id: u16, last_be: u8, first_be: u8, address: u64, ph: u8 },
+    /// Configuration requests (§2.2.7): DW2 is the target's Bus/Device/Function
+    /// and the register's byte address (Extended Register Number, Register Number).
+    Config { requester_id: u16, last_be: u8, first_be: u8, target_id: u16, register: u16 },
+    /// Completions (§2.2.9).
+    Completion {
+        completer_id: u16,
+        status: CplStatus,
+        bcm: bool,
+        /// Byte Count as carried: 0 means 4096.
+        byte_count: u16,
+        requester_id: u16,
+        lower_address: u8,
+    },
+    /// Messages (§2.2.8): DW1 Requester ID, Tag[7:0], Message Code; DW2/DW3
+    /// depend on the code and routing.
+    Message { requester_id: u16, code: u8, dw2: u32, dw3: u32 },
+    /// A prefix or reserved type: the header's dwords after DW0 as read
+    /// (zero beyond the header size its Fmt gives).
+    Raw { dws: [u32; 3] },
+}
+
+/// A decoded TLP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlpHeader {
+    pub fmt: u8,
+    /// The 5-bit Type field.
+    pub ty: u8,
+    pub tc: u8,
+    pub attr: Attr,
+    pub ln: bool,
+    pub th: bool,
+    pub td: bool,
+    pub ep: bool,
+    pub at: u8,
+    /// Length as carried (10 bits; 0 means 1024 DW for TLPs with data).
+    pub length: u16,
+    /// The 10-bit tag (T9, T8 from DW0 and Tag[7:0]); 0 for messages' T9/T8 unused.
+    pub tag: u16,
+    pub body: Body,
+}
+
+bitflags! {
+    /// Header rules the TLP breaks (§2.2 "Malformed TLP" rules).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct Malformed: u16 {
+        /// A 4DW memory or AtomicOp request for an address below 4 GiB
+        /// (§2.2.4.1: such addresses must use the 3DW format).
+        const FOUR_DW_BELOW_4G = 1 << 0;
+        /// A reserved Fmt/Type combination.
+        const RESERVED_TYPE = 1 << 1;
+        /// I/O or configuration request with Length ≠ 1, TC ≠ 0, Attr ≠ 0,
+        /// or Last DW BE ≠ 0 (§2.2.7).
+        const IO_CFG_FIELDS = 1 << 2;
+        /// Length 1 with a non-zero Last DW BE (§2.2.5).
+        const LAST_BE_ON_ONE_DW = 1 << 3;
+        /// Length > 1 with a zero First DW BE or zero Last DW BE (§2.2.5).
+        const ZERO_BE_ON_MULTI_DW = 1 << 4;
+        /// An AtomicOp whose length is not 1, 2, 4 or 8 DW as its kind allows (§2.2.7).
+        const ATOMIC_LENGTH = 1 << 5;
+    }
+}
+
+/// Why dwords are not a TLP header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlpError {
+    /// Fewer dwords than the Fmt field says the header has.
+    Truncated { have: usize, need: usize },
+}
+
+impl fmt::Display for TlpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncated { have, need } => {
+                write!(f, "TLP header needs {need} dwords by its Fmt field, got {have}")
+            }
+        }
+    }
+}
+
+impl TlpHeader {
+    pub fn kind(&self) -> TlpKind {
+        TlpKind::from_fmt_type(self.fmt, self.ty)
+    }
+    /// Header size in dwords by Fmt (prefixes are one dword).
+    pub fn header_dws(fmt: u8) -> usize {
+        match fmt {
+            FMT_3DW | FMT_3DW_DATA => 3,
+            FMT_4DW | FMT_4DW_DATA => 4,
+            _ => 1,
+        }
+    }
+    pub fn has_data(&self) -> bool {
+        self.fmt & 0b010 != 0 && self.fmt != FMT_PREFIX
+    }
+    /// Payload length in dwords (the field's 0 means 1024).
+    pub fn length_dw(&self) -> u16 {
+        if self.length == 0 { 1024 } else { self.length }
+    }
+
+    /// Decodes header dwords (as the kernel prints them).
+    pub fn decode(dws: &[u32]) -> Result<Self, TlpError> {
+        let dw0 = *dws.first().ok_or(TlpError::Truncated { have: 0, need: 1 })?;
+        let fmt = (dw0 >> 29) as u8;
+        let need = Self::header_dws(fmt);
+        if dws.len() < need {
+            return Err(TlpError::Truncated { have: dws.len(), need });
+        }
+        let ty = ((dw0 >> 24) & 0x1f) as u8;
+        let attr = Attr::from_bits_truncate((((dw0 >> 12) & 0b11) | ((dw0 >> 16) & 0b100)) as u8);
+        let tag_hi = (((dw0 >> 23) & 1) << 9 | ((dw0 >> 19) & 1) << 8) as u16;
+        let dw = |i: usize| dws.get(i).copied().unwrap_or(0);
+        let kind = TlpKind::from_fmt_type(fmt, ty);
+        let (tag_lo, body) = match kind {
+            TlpKind::MemRead
+            | TlpKind::MemReadLocked
+            | TlpKind::MemWrite
+            | TlpKind::IoRead
+            | TlpKind::IoWrite
+            | TlpKind::FetchAdd
+            | TlpKind::Swap
+            | TlpKind::Cas => {
+                let (address, ph) = if need == 4 {
+                    ((u64::from(dw(2)) << 32) | u64::from(dw(3) & !3), (dw(3) & 3) as u8)
+                } else {
+                    (u64::from(dw(2) & !3), (dw(2) & 3) as u8)
+                };
+                let b = Body::Request {
+                    requester_id: (dw(1) >> 16) as u16,
+                    last_be: ((dw(1) >> 4) & 0xf) as u8,
+                    first_be: (dw(1) & 0xf) as u8,
+                    address,
+                    ph,
+                };
+                (((dw(1) >> 8) & 0xff) as u16, b)
+            }
+            TlpKind::CfgRead0 | TlpKind::CfgWrite0 | TlpKind::CfgRead1 | TlpKind::CfgWrite1 => {
+                let b = Body::Config {
+                    requester_id: (dw(1) >> 16) as u16,
+                    last_be: ((dw(1) >> 4) & 0xf) as u8,
+                    first_be: (dw(1) & 0xf) as u8,
+                    target_id: (dw(2) >> 16) as u16,
+                    register: (dw(2) & 0xffc) as u16,
+                };
+                (((dw(1) >> 8) & 0xff) as u16, b)
+            }
+            TlpKind::Cpl | TlpKind::CplData | TlpKind::CplLocked | TlpKind::CplLockedData => {
+                let b = Body::Completion {
+                    completer_id: (dw(1) >> 16) as u16,
+                    status: CplStatus(((dw(1) >> 13) & 0b111) as u8),
+                    bcm: dw(1) & (1 << 12) != 0,
+                    byte_count: (dw(1) & 0xfff) as u16,
+                    requester_id: (dw(2) >> 16) as u16,
+                    lower_address: (dw(2) & 0x7f) as u8,
+                };
+                (((dw(2) >> 8) & 0xff) as u16, b)
+            }
+            TlpKind::Msg { .. } | TlpKind::MsgData { .. } => {
+                let b = Body::Message {
+                    requester_id: (dw(1) >> 16) as u16,
+                    code: (dw(1) & 0xff) as u8,
+                    dw2: dw(2),
+                    dw3: dw(3),
+                };
+                (((dw(1) >> 8) & 0xff) as u16, b)
+            }
+            TlpKind::Prefix | TlpKind::Reserved => {
+                // Only the dwords the Fmt field makes part of the header.
+                let within = |i: usize| if i < need { dw(i) } else { 0 };
+                (0, Body::Raw { dws: [within(1), within(2), within(3)] })
+            }
+        };
+        Ok(Self {
+            fmt,
+            ty,
+            tc: ((dw0 >> 20) & 0b111) as u8,
+            attr,
+            ln: dw0 & (1 << 17) != 0,
+            th: dw0 & (1 << 16) != 0,
+            td: dw0 & (1 << 15) != 0,
+            ep: dw0 & (1 << 14) != 0,
+            at: ((dw0 >> 10) & 0b11) as u8,
+            length: (dw0 & 0x3ff) as u16,
+            tag: tag_hi | tag_lo,
+            body,
+        })
+    }
+
+    /// Encodes into `out`; returns the number of header dwords written.
+    /// Fields wider than their bit fields are truncated to them.
+    pub fn encode(&self, out: &mut [u32; 4]) -> usize {
+        let attr = u32::from(self.attr.bits());
+        let tag = u32::from(self.tag);
+        let dw0 = (u32::from(self.fmt & 0b111) << 29)
+            | (u32::from(self.ty & 0x1f) << 24)
+            | (((tag >> 9) & 1) << 23)
+            | (u32::from(self.tc & 0b111) << 20)
+            | (((tag >> 8) & 1) << 19)
+            | ((attr & 0b100) << 16)
+            | (u32::from(self.ln) << 17)
+            | (u32::from(self.th) << 16)
+            | (u32::from(self.td) << 15)
+            | (u32::from(self.ep) << 14)
+            | ((attr & 0b11) << 12)
+            | (u32::from(self.at & 0b11) << 10)
+            | u32::from(self.length & 0x3ff);
+        let n = Self::header_dws(self.fmt);
+        *out = [dw0, 0, 0, 0];
+        let tag_lo = (tag & 0xff) << 8;
+        match self.body {
+            Body::Request { requester_id, last_be, first_be, address, ph } => {
+                out[1] = (u32::from(requester_id) << 16) | tag_lo | (u32::from(last_be & 0xf) << 4) | u32::from(first_be & 0xf);
+                if n == 4 {
+                    out[2] = (address >> 32) as u32;
+                    out[3] = (address as u32 & !3) | u32::from(ph & 3);
+                } else {
+                    out[2] = (address as u32 & !3) | u32::from(ph & 3);
+                }
+            }
+            Body::Config { requester_id, last_be, first_be, target_id, register } => {
+                out[1] = (u32::from(requester_id) << 16) | tag_lo | (u32::from(last_be & 0xf) << 4) | u32::from(first_be & 0xf);
+                out[2] = (u32::from(target_id) << 16) | u32::from(register & 0xffc);
+            }
+            Body::Completion { completer_id, status, bcm, byte_count, requester_id, lower_address } => {
+                out[1] = (u32::from(completer_id) << 16)
+                    | (u32::from(status.0 & 0b111) << 13)
+                    | (u32::from(bcm) << 12)
+                    | u32::from(byte_count & 0xfff);
+                out[2] = (u32::from(requester_id) << 16) | tag_lo | u32::from(lower_address & 0x7f);
+            }
+            Body::Message { requester_id, code, dw2, dw3 } => {
+                out[1] = (u32::from(requester_id) << 16) | tag_lo | u32::from(code);
+                out[2] = dw2;
+                out[3] = dw3;
+            }
+            Body::Raw { dws } => out[1..].copy_from_slice(&dws),
+        }
+        n
+    }
+
+    /// The header rules this TLP breaks; empty when well formed.
+    pub fn malformed(&self) -> Malformed {
+        let mut m = Malformed::empty();
+        let kind = self.kind();
+        if kind == TlpKind::Reserved {
+            m |= Malformed::RESERVED_TYPE;
+        }
+        let four_dw = Self::header_dws(self.fmt) == 4;
+        match self.body {
+            Body::Request { address, last_be, first_be, .. } => {
+                if four_dw && address < (1 << 32) {
+                    m |= Malformed::FOUR_DW_BELOW_4G;
+                }
+                let atomic = matches!(kind, TlpKind::FetchAdd | TlpKind::Swap | TlpKind::Cas);
+                if matches!(kind, TlpKind::IoRead | TlpKind::IoWrite)
+                    && (self.length != 1 || self.tc != 0 || !self.attr.is_empty() || last_be != 0)
+                {
+                    m |= Malformed::IO_CFG_FIELDS;
+                }
+                if atomic {
+                    let ok: &[u16] = if kind == TlpKind::Cas { &[2, 4, 8] } else { &[1, 2] };
+                    if !ok.contains(&self.length) {
+                        m |= Malformed::ATOMIC_LENGTH;
+                    }
+                } else {
+                    m |= be_rules(self.length_dw(), last_be, first_be);
+                }
+            }
+            Body::Config { last_be, .. } => {
+                if self.length != 1 || self.tc != 0 || !self.attr.is_empty() || last_be != 0 {
+                    m |= Malformed::IO_CFG_FIELDS;
+                }
+            }
+            Body::Completion { .. } | Body::Message { .. } | Body::Raw { .. } => {}
+        }
+        m
+    }
+}
+
+/// Byte-enable rules of §2.2.5 for memory requests.
+fn be_rules(length_dw: u16, last_be: u8, first_be: u8) -> Malformed {
+    if length_dw == 1 && last_be != 0 {
+        Malformed::LAST_BE_ON_ONE_DW
+    } else if length_dw > 1 && (first_be == 0 || last_be == 0) {
+        Malformed::ZERO_BE_ON_MULTI_DW
+    } else {
+        Malformed::empty()
+    }
+}
