@@ -17,6 +17,7 @@
 
 pub mod decode;
 pub mod demo;
+pub mod doctor;
 pub mod gpu_demo;
 pub mod fields;
 pub mod hexin;

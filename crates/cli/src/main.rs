@@ -38,6 +38,10 @@ enum Cmd {
     /// Run the softnic device model as a daemon serving client processes
     /// over a Unix socket (control path only; data moves through shared memory).
     Softnic(SoftnicArgs),
+    /// Check the PCIe path between every GPU and RDMA NIC: tree and links,
+    /// path class, ACS on each bridge, ATS, IOMMU, driver settings; a verdict
+    /// per pair with the reason and the fix.
+    Doctor(DoctorArgs),
     /// Benchmarks, each reported as a ratio to a floor measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -207,6 +211,43 @@ struct DecodeArgs {
     ncqe: Option<u32>,
 }
 
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Path classes are nvidia-smi topo -m's: PIX (one PCIe switch), PXB (several bridges, no
+host bridge), PHB (through the CPU's root complex), NODE (between host bridges of one NUMA
+node), SYS (between NUMA nodes). Verdicts: ok, degraded, blocked.
+
+Exit status: 0 when every pair is ok (or there is no pair), 1 when a pair is degraded or
+blocked, 2 when the sysfs tree cannot be read.")]
+struct DoctorArgs {
+    /// Root of the sysfs tree to read (a captured copy for offline checks).
+    #[arg(long, default_value = "/sys")]
+    sysfs_root: PathBuf,
+    /// Root of the procfs tree (cmdline, driver/nvidia/params).
+    #[arg(long, default_value = "/proc")]
+    proc_root: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn run_doctor(a: &DoctorArgs) -> ExitCode {
+    let report = match marrow::doctor::run(&a.sysfs_root, &a.proc_root) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: marrow doctor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.json {
+        out(&format!("{}\n", serde_json::to_string_pretty(&report).expect("report serializes")));
+    } else {
+        out(&marrow::doctor::render_text(&report));
+    }
+    let all_ok = report.pairs.iter().all(|p| p.verdict == marrow::doctor::pair::Verdict::Ok);
+    if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
 fn parse_u32(s: &str) -> Result<u32, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u32::from_str_radix(h, 16),
@@ -226,6 +267,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => run_demo(&a),
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
         Cmd::Softnic(a) => run_softnic(&a),
+        Cmd::Doctor(a) => run_doctor(&a),
         Cmd::Bench(BenchCmd::Softnic { runs }) => run_bench_softnic(runs),
         Cmd::Bench(BenchCmd::Gpu) => {
             let mut o = std::io::stdout().lock();

@@ -60,6 +60,17 @@ fn bar_text(bar: &Bar) -> String {
     }
 }
 
+/// Bytes as MiB, GiB or TiB, whichever is whole.
+pub fn size_text(b: u64) -> String {
+    match b {
+        b if b >= 1 << 40 && b % (1 << 40) == 0 => format!("{} TiB", b >> 40),
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
 fn kind_text(bar: &Bar) -> &'static str {
     match bar {
         Bar::Io { .. } => "I/O",
@@ -142,6 +153,10 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
                 if e.atomic_requester_enabled() { "enabled" } else { "disabled" }
             );
         }
+    }
+    for r in cfg.resizable_bars() {
+        let sup: Vec<String> = r.supported().map(size_text).collect();
+        let _ = writeln!(o, "  Resizable BAR{}: current {}, supported {}", r.bar_index, size_text(r.current), sup.join(" "));
     }
     if let Some(a) = cfg.acs() {
         let _ = writeln!(

@@ -19,6 +19,7 @@ pub mod cap_id;
 pub mod dump;
 pub mod express;
 pub mod header;
+pub mod rebar;
 pub mod tlp;
 pub mod walk;
 

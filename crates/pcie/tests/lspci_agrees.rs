@@ -168,6 +168,7 @@ fn lspci_agrees_on_every_fixture() {
             compare_link(&at, &cfg, l, &mut mismatches, &mut compared);
             compare_acs(&at, &cfg, l, &mut mismatches, &mut compared);
             compare_bars(&at, &cfg, l, &mut mismatches, &mut compared);
+            compare_rebar(&at, &cfg, l, &mut mismatches);
         }
     }
     eprintln!(
@@ -323,5 +324,30 @@ fn binary_dumps_match_their_text_forms() {
         let text = parse_lspci_text(&std::fs::read_to_string(root.join(txt)).unwrap()).unwrap();
         assert_eq!(text.len(), 1);
         assert_eq!(text[0].bytes, bytes, "{bin}");
+    }
+}
+
+/// lspci's size text (ls-ecaps.c): MB below 1 GB, then GB, then TB.
+fn lspci_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 40 => format!("{}TB", b >> 40),
+        b if b >= 1 << 30 => format!("{}GB", b >> 30),
+        b => format!("{}MB", b >> 20),
+    }
+}
+
+fn compare_rebar(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>) {
+    // `BAR 0: current size: 256MB, supported: 256MB 512MB 1GB 2GB 4GB`
+    let theirs: Vec<&String> = l.lines.iter().filter(|s| s.starts_with("BAR ") && s.contains("current size")).collect();
+    let ours: Vec<String> = cfg
+        .resizable_bars()
+        .map(|r| {
+            let sup: Vec<String> = r.supported().map(lspci_size).collect();
+            format!("BAR {}: current size: {}, supported: {}", r.bar_index, lspci_size(r.current), sup.join(" "))
+        })
+        .collect();
+    let theirs: Vec<String> = theirs.iter().map(|s| s.trim().to_string()).collect();
+    if ours != theirs {
+        bad.push(format!("{at}: Resizable BAR ours {ours:?}, lspci {theirs:?}"));
     }
 }

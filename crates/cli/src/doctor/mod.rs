@@ -1,0 +1,187 @@
+//! `marrow doctor`: is the PCIe path between each GPU and RDMA NIC fit for
+//! GPU-initiated RDMA? Reads a sysfs tree (the live `/sys` or a captured
+//! one) and `/proc`, then reports the tree with link speeds, every GPU and
+//! NIC, and per GPU–NIC pair the path class, ACS on each bridge, ATS, and a
+//! verdict with its reason and fix. The checks follow `reference/pcie.md`
+//! §5.4; PCIe registers are decoded by `marrow-pcie`.
+
+pub mod host;
+pub mod pair;
+pub mod scan;
+
+use crate::pcie_decode::size_text;
+use serde::Serialize;
+use std::fmt::Write;
+use std::path::Path;
+
+#[derive(Debug, Serialize)]
+pub struct DeviceLine {
+    pub bdf: String,
+    pub root: String,
+    pub depth: usize,
+    pub vendor_device: String,
+    pub class: String,
+    pub role: &'static str,
+    pub port_type: Option<String>,
+    /// `negotiated / capable`, e.g. `32GT/s x16 / 32GT/s x16`.
+    pub link: Option<String>,
+    pub link_degraded: bool,
+    pub acs_ctl: Option<u16>,
+    pub bars: Vec<String>,
+    pub resizable_bars: Vec<String>,
+    pub numa_node: i32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub devices: Vec<DeviceLine>,
+    pub gpus: Vec<String>,
+    pub nics: Vec<String>,
+    pub pairs: Vec<pair::Pair>,
+    pub host: host::Host,
+}
+
+pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
+    let funcs = scan::scan(sysfs)?;
+    let mut devices = Vec::new();
+    let mut ordered: Vec<&scan::Function> = funcs.iter().collect();
+    // Tree order: by host bridge, then by path from it.
+    ordered.sort_by(|a, b| {
+        let pa: Vec<&str> = a.ancestors.iter().map(String::as_str).chain([a.bdf.as_str()]).collect();
+        let pb: Vec<&str> = b.ancestors.iter().map(String::as_str).chain([b.bdf.as_str()]).collect();
+        (&a.root, pa).cmp(&(&b.root, pb))
+    });
+    for f in ordered {
+        let cfg = f.cfg();
+        let exp = cfg.and_then(|c| c.express());
+        let (link, degraded) = match exp.and_then(|e| e.link_status.zip(e.link_capable)) {
+            Some((s, c)) => (
+                Some(format!("{:?} x{} / {:?} x{}", s.speed, s.width, c.speed, c.width)),
+                s.speed < c.speed || s.width < c.width,
+            ),
+            None => (None, false),
+        };
+        let role = if f.is_gpu() {
+            "GPU"
+        } else if f.is_rdma_nic() {
+            "RDMA NIC"
+        } else if cfg.is_some_and(|c| c.is_bridge()) {
+            "bridge"
+        } else {
+            ""
+        };
+        let interesting = !role.is_empty() && role != "bridge";
+        devices.push(DeviceLine {
+            bdf: f.bdf.clone(),
+            root: f.root.clone(),
+            depth: f.ancestors.len(),
+            vendor_device: format!("{:04x}:{:04x}", f.vendor_device().0, f.vendor_device().1),
+            class: format!("{:06x}", f.class()),
+            role,
+            port_type: exp.map(|e| format!("{:?}", e.port_type)),
+            link,
+            link_degraded: degraded,
+            acs_ctl: cfg.and_then(|c| c.acs()).map(|a| a.control_raw),
+            bars: if interesting {
+                f.bar_sizes.iter().enumerate().take(6).filter(|(_, s)| **s > 0).map(|(i, s)| format!("BAR{i} {}", size_text(*s))).collect()
+            } else {
+                Vec::new()
+            },
+            resizable_bars: cfg
+                .map(|c| {
+                    c.resizable_bars()
+                        .map(|r| {
+                            let max = r.supported().last().map(size_text).unwrap_or_default();
+                            format!("BAR{} {} (up to {max})", r.bar_index, size_text(r.current))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            numa_node: f.numa_node,
+        });
+    }
+    let gpus: Vec<&scan::Function> = funcs.iter().filter(|f| f.is_gpu()).collect();
+    let nics: Vec<&scan::Function> = funcs.iter().filter(|f| f.is_rdma_nic()).collect();
+    let mut pairs = Vec::new();
+    for g in &gpus {
+        for n in &nics {
+            pairs.push(pair::assess(g, n, &funcs));
+        }
+    }
+    Ok(Report {
+        devices,
+        gpus: gpus.iter().map(|f| f.bdf.clone()).collect(),
+        nics: nics.iter().map(|f| format!("{}{}", f.bdf, f.infiniband.as_ref().map(|i| format!(" ({i})")).unwrap_or_default())).collect(),
+        pairs,
+        host: host::read(sysfs, proc_root),
+    })
+}
+
+pub fn render_text(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "PCIe tree (link: negotiated / capable):");
+    let mut last_root = "";
+    for d in &r.devices {
+        if d.root != last_root {
+            let _ = writeln!(o, "  {}", d.root);
+            last_root = &d.root;
+        }
+        let mut line = format!("{}{} {} [{}]", "  ".repeat(d.depth + 2), d.bdf, d.vendor_device, d.class);
+        if !d.role.is_empty() {
+            let _ = write!(line, " {}", d.role);
+        }
+        if let Some(p) = &d.port_type
+            && d.role == "bridge" {
+                let _ = write!(line, " ({p})");
+            }
+        if let Some(l) = &d.link {
+            let _ = write!(line, " link {l}{}", if d.link_degraded { " (below capability)" } else { "" });
+        }
+        if let Some(ctl) = d.acs_ctl {
+            let _ = write!(line, " ACSCtl {ctl:#06x}");
+        }
+        if !d.bars.is_empty() {
+            let _ = write!(line, " {}", d.bars.join(", "));
+        }
+        if !d.resizable_bars.is_empty() {
+            let _ = write!(line, " ReBAR {}", d.resizable_bars.join(", "));
+        }
+        let _ = writeln!(o, "{line}");
+    }
+    let _ = writeln!(o, "GPUs: {}", if r.gpus.is_empty() { "none".into() } else { r.gpus.join(", ") });
+    let _ = writeln!(o, "RDMA NICs: {}", if r.nics.is_empty() { "none".into() } else { r.nics.join(", ") });
+    let _ = writeln!(o, "IOMMU: {}", r.host.iommu);
+    if !r.host.cmdline_iommu.is_empty() {
+        let _ = writeln!(o, "  kernel command line: {}", r.host.cmdline_iommu.join(" "));
+    }
+    if r.host.nvidia_driver {
+        let params: Vec<String> = r.host.nvidia_params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        let _ = writeln!(o, "nvidia driver: {}; nvidia_peermem {}", params.join(" "), if r.host.nvidia_peermem { "loaded" } else { "not loaded" });
+    } else {
+        let _ = writeln!(o, "nvidia driver: not loaded (no /proc/driver/nvidia/params)");
+    }
+    for n in &r.host.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    if r.pairs.is_empty() {
+        let _ = writeln!(o, "GPU-NIC pairs: none (need at least one GPU and one RDMA NIC)");
+    }
+    for p in &r.pairs {
+        let _ = writeln!(o, "GPU {} <-> NIC {}: {:?} -> {}", p.gpu, p.nic, p.class, format!("{:?}", p.verdict).to_uppercase());
+        for b in &p.bridges {
+            let acs = match b.acs_ctl {
+                Some(c) => format!("ACSCtl {c:#06x}{}", if b.redirects { " (redirects P2P)" } else { "" }),
+                None => "no ACS".into(),
+            };
+            let _ = writeln!(o, "    bridge {} {acs}", b.bdf);
+        }
+        if let Some(ats) = p.nic_ats {
+            let _ = writeln!(o, "    NIC ATS: {}", if ats { "enabled" } else { "present, disabled" });
+        }
+        let _ = writeln!(o, "    why: {}", p.reason);
+        for f in &p.fix {
+            let _ = writeln!(o, "    fix: {f}");
+        }
+    }
+    o
+}

@@ -1,0 +1,213 @@
+//! `marrow doctor` on sysfs trees assembled from the real config dumps in
+//! tests/fixtures/pcie: a Haswell-E root port (8086:2f04, ACS RR/CR on), a
+//! PLX PEX 8796 upstream port, PLX PEX 9716 downstream ports, the H200 and a
+//! ConnectX-3 Pro (15b3:1007). The 9716 dump is 256 bytes; its ports get
+//! an ACS capability at 0x100 (PLX PEX87xx/97xx ports carry one; nccl #304)
+//! whose control register each test sets. Expected classes are nvidia-smi's
+//! meanings as NCCL computes them (reference/pcie.md §5.2).
+
+use marrow_pcie::dump::parse_lspci_text;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixture_fn(file: &str, addr: &str) -> Vec<u8> {
+    let path = format!("{}/../../tests/fixtures/pcie/{file}", env!("CARGO_MANIFEST_DIR"));
+    if file.ends_with(".config") {
+        return std::fs::read(path).unwrap();
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    parse_lspci_text(&text).unwrap().into_iter().find(|f| f.address.ends_with(addr)).unwrap().bytes
+}
+
+fn root_port() -> Vec<u8> {
+    fixture_fn("pciutils-tests/cap-aer-root", "00:02.0")
+}
+fn root_port_no_acs_redirect() -> Vec<u8> {
+    fixture_fn("pcics/8086_2030.lspci-x.txt", "00:00.0")
+}
+fn upstream_port() -> Vec<u8> {
+    let f = fixture_fn("pciutils-tests/cap-multicast", "");
+    assert_eq!(&f[0..4], &[0xb5, 0x10, 0x96, 0x87]);
+    f
+}
+/// The PEX 9716 downstream port with an ACS capability (cap: SV TB RR CR UF
+/// EC DT) at 0x100 and `acs_ctl` in its control register.
+fn downstream_port(acs_ctl: u16) -> Vec<u8> {
+    let mut f = fixture_fn("pciutils-tests/cap-dpc", "");
+    assert_eq!(&f[0..4], &[0xb5, 0x10, 0x16, 0x97]);
+    f.resize(4096, 0);
+    f[0x100..0x104].copy_from_slice(&(0x000du32 | (1 << 16)).to_le_bytes());
+    f[0x104..0x106].copy_from_slice(&0x007fu16.to_le_bytes());
+    f[0x106..0x108].copy_from_slice(&acs_ctl.to_le_bytes());
+    f
+}
+fn gpu() -> Vec<u8> {
+    fixture_fn("h200-vm/10de_2335_h200_00-06.0.config", "")
+}
+fn nic() -> Vec<u8> {
+    let f = fixture_fn("pciutils-tests/cap-aer-root", "03:00.0");
+    assert_eq!(&f[0..4], &[0xb3, 0x15, 0x07, 0x10]);
+    f
+}
+
+struct Tree {
+    root: PathBuf,
+}
+
+impl Tree {
+    fn new(name: &str) -> Self {
+        let root = std::env::temp_dir().join(format!("marrow-doctor-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+        std::fs::create_dir_all(root.join("proc")).unwrap();
+        Tree { root }
+    }
+    /// Adds a function at `path` (`pci0000:00/0000:00:02.0/...`).
+    fn add(&self, path: &str, config: Vec<u8>, numa: i32) -> &Self {
+        let dir = self.root.join("sys/devices").join(path);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config"), config).unwrap();
+        std::fs::write(dir.join("numa_node"), format!("{numa}\n")).unwrap();
+        let bdf = path.rsplit('/').next().unwrap();
+        std::os::unix::fs::symlink(format!("../../../devices/{path}"), self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
+        self
+    }
+    fn proc_file(&self, rel: &str, text: &str) -> &Self {
+        let p = self.root.join("proc").join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+    fn doctor(&self, json: bool) -> (i32, String) {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_marrow"));
+        c.args(["doctor", "--sysfs-root"]).arg(self.root.join("sys")).arg("--proc-root").arg(self.root.join("proc"));
+        if json {
+            c.arg("--json");
+        }
+        let o = c.output().unwrap();
+        (o.status.code().unwrap(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn one_switch(name: &str, acs_ctl: u16) -> Tree {
+    let t = Tree::new(name);
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0", upstream_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0", downstream_port(acs_ctl), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0", downstream_port(acs_ctl), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", gpu(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0", nic(), 0);
+    t
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn one_switch_with_acs_redirect_is_blocked_and_names_the_bridges() {
+    // 0x001d = SV|RR|CR|UF, what nccl #2079 found on AMD GPP bridges.
+    let t = one_switch("acs-on", 0x001d);
+    let (code, out) = t.doctor(false);
+    eprintln!("{out}"); // shown with --nocapture: the report an engineer reads
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("GPU 0000:03:00.0 <-> NIC 0000:04:00.0: PIX -> BLOCKED"), "{out}");
+    assert!(out.contains("bridge 0000:02:00.0 ACSCtl 0x001d (redirects P2P)"), "{out}");
+    assert!(out.contains("setpci -s 0000:02:00.0 ECAP_ACS+0x6.w=0011"), "{out}");
+    assert!(out.contains("setpci -s 0000:02:01.0 ECAP_ACS+0x6.w=0011"), "{out}");
+    assert!(out.contains("pci=disable_acs_redir=0000:02:00.0;0000:02:01.0"), "{out}");
+    // The root port's own ACS redirect is above the switch: not on the path.
+    assert!(!out.contains("bridge 0000:00:02.0"), "{out}");
+    let (_, j) = t.doctor(true);
+    let j = json(&j);
+    assert_eq!(j["pairs"][0]["verdict"], "blocked");
+    assert_eq!(j["pairs"][0]["class"], "PIX");
+}
+
+#[test]
+fn one_switch_without_acs_redirect_is_ok() {
+    let t = one_switch("acs-off", 0x0000);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PIX -> OK"), "{out}");
+    assert!(out.contains("0000:03:00.0 10de:2335 [030200] GPU link 32GT/s x16 / 32GT/s x16"), "{out}");
+}
+
+#[test]
+fn two_switch_levels_are_pxb() {
+    let t = Tree::new("pxb");
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0", upstream_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0", downstream_port(0), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0", downstream_port(0), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", upstream_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/0000:04:00.0", downstream_port(0), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0/0000:04:00.0/0000:05:00.0", gpu(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:06:00.0", nic(), 0);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PXB -> OK"), "{out}");
+}
+
+#[test]
+fn different_root_ports_are_phb() {
+    let t = Tree::new("phb");
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:00/0000:00:03.0", root_port_no_acs_redirect(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:03:00.0", gpu(), 0)
+        .add("pci0000:00/0000:00:03.0/0000:04:00.0", nic(), 0);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("PHB -> DEGRADED"), "{out}");
+}
+
+#[test]
+fn different_sockets_are_sys_and_same_node_host_bridges_are_node() {
+    let t = Tree::new("sys");
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:80/0000:80:02.0", root_port_no_acs_redirect(), 1)
+        .add("pci0000:00/0000:00:02.0/0000:03:00.0", gpu(), 0)
+        .add("pci0000:80/0000:80:02.0/0000:81:00.0", nic(), 1);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("SYS -> BLOCKED"), "{out}");
+
+    let t = Tree::new("node");
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:40/0000:40:02.0", root_port_no_acs_redirect(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:03:00.0", gpu(), 0)
+        .add("pci0000:40/0000:40:02.0/0000:41:00.0", nic(), 0);
+    let (_, out) = t.doctor(false);
+    assert!(out.contains("NODE -> DEGRADED"), "{out}");
+}
+
+#[test]
+fn host_settings_are_reported() {
+    let t = one_switch("host", 0);
+    std::fs::create_dir_all(t.root.join("sys/class/iommu/dmar0")).unwrap();
+    t.proc_file("cmdline", "BOOT_IMAGE=/vmlinuz intel_iommu=on iommu=pt quiet\n")
+        .proc_file("driver/nvidia/params", "ResmanDebugLevel: 4294967295\nEnableStreamMemOPs: 0\nRegistryDwords: \"\"\n");
+    let (_, out) = t.doctor(false);
+    assert!(out.contains("IOMMU: on, passthrough (1 units, iommu=pt)"), "{out}");
+    assert!(out.contains("kernel command line: intel_iommu=on iommu=pt"), "{out}");
+    assert!(out.contains("EnableStreamMemOPs is not 1"), "{out}");
+    assert!(out.contains("PeerMappingOverride=1"), "{out}");
+    assert!(out.contains("nvidia_peermem is not loaded"), "{out}");
+}
+
+#[test]
+fn unreadable_tree_is_an_error() {
+    let o = Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["doctor", "--sysfs-root", "/nonexistent-marrow"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("/nonexistent-marrow/bus/pci/devices"), "{err}");
+}
