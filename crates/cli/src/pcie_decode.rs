@@ -154,6 +154,58 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
             );
         }
     }
+    if let Some(m) = cfg.msi() {
+        let _ = writeln!(
+            o,
+            "  MSI [{:02x}]: {}, {} of {} vectors, {}-bit address{}",
+            m.offset,
+            if m.enabled { "enabled" } else { "disabled" },
+            m.vectors_enabled,
+            m.vectors_capable,
+            if m.addr_64bit { 64 } else { 32 },
+            if m.per_vector_mask { ", per-vector masking" } else { "" }
+        );
+    }
+    if let Some(m) = cfg.msix() {
+        let _ = writeln!(
+            o,
+            "  MSI-X [{:02x}]: {}{}, {} vectors, table BAR{} +{:#x}, PBA BAR{} +{:#x}",
+            m.offset,
+            if m.enabled { "enabled" } else { "disabled" },
+            if m.function_masked { " (function masked)" } else { "" },
+            m.table_size,
+            m.table_bir,
+            m.table_offset,
+            m.pba_bir,
+            m.pba_offset
+        );
+    }
+    if let Some(a) = cfg.aer() {
+        let _ = writeln!(
+            o,
+            "  AER [{:03x} v{}]: UESta {:?} UEMsk {:?} UESvrt {:?} CESta {:?} CEMsk {:?} First Error Pointer {:#04x}",
+            a.offset,
+            a.version,
+            a.uncor_status,
+            a.uncor_mask,
+            a.uncor_severity,
+            a.cor_status,
+            a.cor_mask,
+            a.first_error_pointer()
+        );
+        if a.header_log != [0; 4] {
+            let _ = writeln!(o, "    header log {:08x?}:", a.header_log);
+            // The logged TLP, decoded the way `--pcie` decodes an AER line.
+            match tlp(&a.header_log) {
+                Ok(r) => r.text.lines().for_each(|l| {
+                    let _ = writeln!(o, "      {l}");
+                }),
+                Err(e) => {
+                    let _ = writeln!(o, "      not a TLP header: {e}");
+                }
+            }
+        }
+    }
     for r in cfg.resizable_bars() {
         let sup: Vec<String> = r.supported().map(size_text).collect();
         let _ = writeln!(o, "  Resizable BAR{}: current {}, supported {}", r.bar_index, size_text(r.current), sup.join(" "));

@@ -94,9 +94,11 @@ pub fn parse_lspci_text(text: &str) -> Result<Vec<DumpedFunction>, DumpError> {
         let line = raw.trim_end();
         // Indented lines are lspci's decoded view (`lspci -vvv -xxx` output
         // interleaves it with the rows); `lspci -F` skips them too.
-        if line.trim().is_empty() || line.starts_with([' ', '\t']) {
+        if line.trim().is_empty() || line.starts_with(char::is_whitespace) {
             continue;
         }
+        // No leading whitespace (any Unicode kind, checked above), so the
+        // line starts with its first word and slicing after it is on a char boundary.
         let first = line.split_whitespace().next().unwrap_or("");
         if is_address(first) {
             out.push(DumpedFunction {

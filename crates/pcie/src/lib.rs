@@ -15,10 +15,12 @@
 extern crate alloc;
 
 pub mod acs;
+pub mod aer;
 pub mod cap_id;
 pub mod dump;
 pub mod express;
 pub mod header;
+pub mod msi;
 pub mod rebar;
 pub mod tlp;
 pub mod walk;

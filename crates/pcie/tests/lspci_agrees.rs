@@ -148,7 +148,7 @@ fn speed_width(line: &str) -> Option<(String, u8)> {
 #[test]
 fn lspci_agrees_on_every_fixture() {
     let mut mismatches = Vec::new();
-    let mut compared = [0usize; 6]; // functions, caps, ext caps, links, acs, bars
+    let mut compared = [0usize; 8]; // functions, caps, ext caps, links, acs, bars, aer, msi/msi-x
     for dump in text_dumps() {
         let text = std::fs::read_to_string(&dump).unwrap();
         let ours = parse_lspci_text(&text).unwrap_or_else(|e| panic!("{}: {e}", dump.display()));
@@ -169,17 +169,19 @@ fn lspci_agrees_on_every_fixture() {
             compare_acs(&at, &cfg, l, &mut mismatches, &mut compared);
             compare_bars(&at, &cfg, l, &mut mismatches, &mut compared);
             compare_rebar(&at, &cfg, l, &mut mismatches);
+            compare_aer(&at, &cfg, l, &mut mismatches, &mut compared);
+            compare_msi(&at, &cfg, l, &mut mismatches, &mut compared);
         }
     }
     eprintln!(
-        "compared {} functions, {} capabilities, {} extended capabilities, {} links, {} ACS, {} BARs",
-        compared[0], compared[1], compared[2], compared[3], compared[4], compared[5]
+        "compared {} functions, {} capabilities, {} extended capabilities, {} links, {} ACS, {} BARs, {} AER, {} MSI/MSI-X",
+        compared[0], compared[1], compared[2], compared[3], compared[4], compared[5], compared[6], compared[7]
     );
     assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
-    assert!(compared[2] > 40 && compared[4] >= 8 && compared[3] > 20, "too little compared: {compared:?}");
+    assert!(compared[2] > 40 && compared[4] >= 8 && compared[3] > 20 && compared[6] >= 19 && compared[7] > 30, "too little compared: {compared:?}");
 }
 
-fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 6]) {
+fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
     let mut lspci_std = Vec::new();
     let mut lspci_ext = Vec::new();
     for line in &l.lines {
@@ -230,7 +232,7 @@ fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, 
     }
 }
 
-fn compare_link(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 6]) {
+fn compare_link(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
     let cap_line = l.lines.iter().find(|s| s.starts_with("LnkCap:"));
     let sta_line = l.lines.iter().find(|s| s.starts_with("LnkSta:"));
     let exp = cfg.express();
@@ -255,7 +257,7 @@ fn compare_link(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, 
     }
 }
 
-fn compare_acs(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 6]) {
+fn compare_acs(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
     let cap_line = l.lines.iter().find(|s| s.starts_with("ACSCap:"));
     let ctl_line = l.lines.iter().find(|s| s.starts_with("ACSCtl:"));
     let ours = if cfg.find_cap(CapId::EXP).is_some() { cfg.acs() } else { None };
@@ -276,7 +278,7 @@ fn compare_acs(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
     }
 }
 
-fn compare_bars(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 6]) {
+fn compare_bars(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
     for line in &l.lines {
         // `Region 0: Memory at f7e00000 (64-bit, non-prefetchable)`, `Region 4: I/O ports at e000`
         let Some(rest) = line.strip_prefix("Region ") else { continue };
@@ -350,4 +352,99 @@ fn compare_rebar(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>)
     if ours != theirs {
         bad.push(format!("{at}: Resizable BAR ours {ours:?}, lspci {theirs:?}"));
     }
+}
+
+/// lspci's AER flag names at their bit positions (PCIe 6.0 §7.8.4.2, §7.8.4.5).
+const UE_BITS: &[(&str, u32)] = &[
+    ("DLP", 4), ("SDES", 5), ("TLP", 12), ("FCP", 13), ("CmpltTO", 14), ("CmpltAbrt", 15),
+    ("UnxCmplt", 16), ("RxOF", 17), ("MalfTLP", 18), ("ECRC", 19), ("UnsupReq", 20), ("ACSViol", 21),
+    ("UncorrIntErr", 22), ("BlockedTLP", 23), ("AtomicOpBlocked", 24), ("TLPBlockedErr", 25),
+];
+const CE_BITS: &[(&str, u32)] = &[
+    ("RxErr", 0), ("BadTLP", 6), ("BadDLLP", 7), ("Rollover", 8), ("Timeout", 12),
+    ("AdvNonFatalErr", 13), ("CorrIntErr", 14), ("HeaderOF", 15),
+];
+
+/// Checks every `Name+`/`Name-` of an lspci line against bits of `ours`.
+fn check_flags(at: &str, line: &str, table: &[(&str, u32)], ours: u32, bad: &mut Vec<String>) {
+    for word in line.split_whitespace() {
+        let (name, on) = match word.strip_suffix('+') {
+            Some(n) => (n, true),
+            None => match word.strip_suffix('-') {
+                Some(n) => (n, false),
+                None => continue,
+            },
+        };
+        if let Some((_, bit)) = table.iter().find(|(n, _)| *n == name) {
+            if (ours >> bit) & 1 != u32::from(on) {
+                bad.push(format!("{at}: {name} ours {}, lspci {line:?}", (ours >> bit) & 1));
+            }
+        }
+    }
+}
+
+fn compare_aer(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+    let line = |p: &str| l.lines.iter().find(|s| s.starts_with(p));
+    let ours = if cfg.find_cap(CapId::EXP).is_some() { cfg.aer() } else { None };
+    let (Some(aer), Some(uesta)) = (ours, line("UESta:")) else {
+        if ours.is_some() != line("UESta:").is_some() {
+            bad.push(format!("{at}: AER ours {ours:?}, lspci {:?}", line("UESta:")));
+        }
+        return;
+    };
+    n[6] += 1;
+    check_flags(at, uesta, UE_BITS, aer.uncor_status.bits(), bad);
+    check_flags(at, line("UEMsk:").unwrap(), UE_BITS, aer.uncor_mask.bits(), bad);
+    check_flags(at, line("UESvrt:").unwrap(), UE_BITS, aer.uncor_severity.bits(), bad);
+    check_flags(at, line("CESta:").unwrap(), CE_BITS, aer.cor_status.bits(), bad);
+    check_flags(at, line("CEMsk:").unwrap(), CE_BITS, aer.cor_mask.bits(), bad);
+    if let Some(hl) = line("HeaderLog:") {
+        let theirs: Vec<u32> = hl.split_whitespace().skip(1).map(|w| u32::from_str_radix(w, 16).unwrap()).collect();
+        if theirs != aer.header_log {
+            bad.push(format!("{at}: HeaderLog ours {:08x?}, lspci {hl:?}", aer.header_log));
+        }
+    }
+    if let Some(c) = line("AERCap:") {
+        let fep = c.split("First Error Pointer: ").nth(1).and_then(|s| s.get(..2)).map(|h| u8::from_str_radix(h, 16).unwrap());
+        if fep != Some(aer.first_error_pointer()) {
+            bad.push(format!("{at}: First Error Pointer ours {}, lspci {c:?}", aer.first_error_pointer()));
+        }
+    }
+}
+
+fn compare_msi(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+    let cap_line = |p: &str| l.lines.iter().find(|s| s.starts_with("Capabilities: [") && s.contains(p));
+    if let Some(line) = cap_line("] MSI: ") {
+        n[7] += 1;
+        match cfg.msi() {
+            Some(m) => {
+                let want = format!(
+                    "MSI: Enable{} Count={}/{} Maskable{} 64bit{}",
+                    pm(m.enabled), m.vectors_enabled, m.vectors_capable, pm(m.per_vector_mask), pm(m.addr_64bit)
+                );
+                if !line.ends_with(&want) {
+                    bad.push(format!("{at}: ours {want:?}, lspci {line:?}"));
+                }
+            }
+            None => bad.push(format!("{at}: no MSI decoded, lspci {line:?}")),
+        }
+    }
+    if let Some(line) = cap_line("] MSI-X: ") {
+        n[7] += 1;
+        match cfg.msix() {
+            Some(m) => {
+                let want = format!("MSI-X: Enable{} Count={} Masked{}", pm(m.enabled), m.table_size, pm(m.function_masked));
+                let table = format!("Vector table: BAR={} offset={:08x}", m.table_bir, m.table_offset);
+                let pba = format!("PBA: BAR={} offset={:08x}", m.pba_bir, m.pba_offset);
+                if !line.ends_with(&want) || !l.lines.contains(&table) || !l.lines.contains(&pba) {
+                    bad.push(format!("{at}: ours {want:?} {table:?} {pba:?}, lspci {line:?}"));
+                }
+            }
+            None => bad.push(format!("{at}: no MSI-X decoded, lspci {line:?}")),
+        }
+    }
+}
+
+fn pm(b: bool) -> char {
+    if b { '+' } else { '-' }
 }

@@ -131,3 +131,20 @@ proptest! {
         prop_assert!(cfg.ext_caps().count() <= 1025);
     }
 }
+
+/// Found by the decode_pcie_config fuzz target: a title line starting with a
+/// non-ASCII whitespace made the title slice land inside a character.
+#[test]
+fn lspci_text_with_unicode_whitespace_does_not_panic() {
+    for text in ["1a:68.1\n\u{85}\u{85}\u{85}\u{85}1a:a7.1\n", "\u{85}00:00.0 x\n", "\u{3000}00:00.0\n00: 00\n", "00:00.0\u{3000}title\n00: 86 80\n"] {
+        let _ = marrow_pcie::dump::parse_lspci_text(text);
+    }
+}
+
+proptest! {
+    /// Any text: the lspci dump parser returns, never panics.
+    #[test]
+    fn any_text_parses_or_errors(text in "\\PC{0,200}") {
+        let _ = marrow_pcie::dump::parse_lspci_text(&text);
+    }
+}

@@ -81,6 +81,43 @@ fn constants_match_linux_pci_regs_h() {
         ("PCI_ACS_EC".into(), AcsBits::EC.bits().into()),
         ("PCI_ACS_DT".into(), AcsBits::DT.bits().into()),
     ];
+    use marrow_pcie::aer::{self, Correctable, Uncorrectable};
+    use marrow_pcie::msi;
+    for (name, v) in [
+        ("PCI_MSI_FLAGS", msi::PCI_MSI_FLAGS as u64),
+        ("PCI_MSI_FLAGS_ENABLE", msi::PCI_MSI_FLAGS_ENABLE.into()),
+        ("PCI_MSI_FLAGS_QMASK", msi::PCI_MSI_FLAGS_QMASK.into()),
+        ("PCI_MSI_FLAGS_QSIZE", msi::PCI_MSI_FLAGS_QSIZE.into()),
+        ("PCI_MSI_FLAGS_64BIT", msi::PCI_MSI_FLAGS_64BIT.into()),
+        ("PCI_MSI_FLAGS_MASKBIT", msi::PCI_MSI_FLAGS_MASKBIT.into()),
+        ("PCI_MSIX_FLAGS", msi::PCI_MSIX_FLAGS as u64),
+        ("PCI_MSIX_FLAGS_QSIZE", msi::PCI_MSIX_FLAGS_QSIZE.into()),
+        ("PCI_MSIX_FLAGS_MASKALL", msi::PCI_MSIX_FLAGS_MASKALL.into()),
+        ("PCI_MSIX_FLAGS_ENABLE", msi::PCI_MSIX_FLAGS_ENABLE.into()),
+        ("PCI_MSIX_TABLE", msi::PCI_MSIX_TABLE as u64),
+        ("PCI_MSIX_PBA", msi::PCI_MSIX_PBA as u64),
+        ("PCI_MSIX_TABLE_BIR", msi::PCI_MSIX_TABLE_BIR.into()),
+        ("PCI_MSIX_TABLE_OFFSET", msi::PCI_MSIX_TABLE_OFFSET.into()),
+        ("PCI_ERR_UNCOR_STATUS", aer::PCI_ERR_UNCOR_STATUS as u64),
+        ("PCI_ERR_UNCOR_MASK", aer::PCI_ERR_UNCOR_MASK as u64),
+        ("PCI_ERR_UNCOR_SEVER", aer::PCI_ERR_UNCOR_SEVER as u64),
+        ("PCI_ERR_COR_STATUS", aer::PCI_ERR_COR_STATUS as u64),
+        ("PCI_ERR_COR_MASK", aer::PCI_ERR_COR_MASK as u64),
+        ("PCI_ERR_CAP", aer::PCI_ERR_CAP as u64),
+        ("PCI_ERR_HEADER_LOG", aer::PCI_ERR_HEADER_LOG as u64),
+        ("PCI_ERR_ROOT_COMMAND", aer::PCI_ERR_ROOT_COMMAND as u64),
+        ("PCI_ERR_ROOT_STATUS", aer::PCI_ERR_ROOT_STATUS as u64),
+        ("PCI_ERR_ROOT_ERR_SRC", aer::PCI_ERR_ROOT_ERR_SRC as u64),
+    ] {
+        ours.push((name.into(), v));
+    }
+    // The AER bit names are Linux's minus the PCI_ERR_UNC_/PCI_ERR_COR_ prefix.
+    for (name, flag) in Uncorrectable::all().iter_names() {
+        ours.push((format!("PCI_ERR_UNC_{name}"), flag.bits().into()));
+    }
+    for (name, flag) in Correctable::all().iter_names() {
+        ours.push((format!("PCI_ERR_COR_{name}"), flag.bits().into()));
+    }
     // Every capability ID this crate names that Linux also names.
     for (id, name, _) in CapId::KNOWN {
         ours.push((format!("PCI_CAP_ID_{name}"), id.0.into()));
