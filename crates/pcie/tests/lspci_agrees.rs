@@ -375,11 +375,10 @@ fn check_flags(at: &str, line: &str, table: &[(&str, u32)], ours: u32, bad: &mut
                 None => continue,
             },
         };
-        if let Some((_, bit)) = table.iter().find(|(n, _)| *n == name) {
-            if (ours >> bit) & 1 != u32::from(on) {
+        if let Some((_, bit)) = table.iter().find(|(n, _)| *n == name)
+            && (ours >> bit) & 1 != u32::from(on) {
                 bad.push(format!("{at}: {name} ours {}, lspci {line:?}", (ours >> bit) & 1));
             }
-        }
     }
 }
 
