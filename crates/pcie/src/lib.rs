@@ -14,6 +14,14 @@
 
 extern crate alloc;
 
+/// Raw layouts generated from `hw-specs/pcie.toml` by `cargo xtask codegen`
+/// (zerocopy structs with little-endian config-space fields and big-endian
+/// TLP dwords; the same names in `kernels/include/marrow/generated/pcie.h`).
+#[allow(missing_docs)]
+pub mod generated {
+    pub mod pcie;
+}
+
 pub mod acs;
 pub mod aer;
 pub mod cap_id;

@@ -6,6 +6,7 @@
 
 #include "marrow/generated/gcrb.h"
 #include "marrow/generated/mlx5.h"
+#include "marrow/generated/pcie.h"
 
 struct generated_field {
     const char *strct;
@@ -16,7 +17,7 @@ struct generated_field {
 };
 
 #define X(s, f) {#s, #f, offsetof(struct marrow_##s, f), sizeof(((struct marrow_##s *)nullptr)->f), sizeof(struct marrow_##s)},
-static const generated_field table[] = {MARROW_MLX5_LAYOUT_FIELDS(X) MARROW_GCRB_LAYOUT_FIELDS(X)};
+static const generated_field table[] = {MARROW_MLX5_LAYOUT_FIELDS(X) MARROW_GCRB_LAYOUT_FIELDS(X) MARROW_PCIE_LAYOUT_FIELDS(X)};
 #undef X
 
 extern "C" size_t generated_field_count() { return sizeof(table) / sizeof(table[0]); }

@@ -125,18 +125,36 @@ fn constants_match_linux_pci_regs_h() {
     for (id, name, _) in ExtCapId::KNOWN {
         ours.push((format!("PCI_EXT_CAP_ID_{name}"), id.0.into()));
     }
-    let mut checked = 0;
+    let mut checked = std::collections::BTreeSet::new();
     let mut wrong = Vec::new();
     for (name, value) in &ours {
         match linux.get(name) {
-            Some(&l) if l == *value => checked += 1,
+            Some(&l) if l == *value => {
+                checked.insert(name.clone());
+            }
             Some(&l) => wrong.push(format!("{name}: ours {value:#x}, Linux {l:#x}")),
             // IDs newer than Debian 12's header (PL_32GT) or not in Linux (NULL).
             None if name == "PCI_EXT_CAP_ID_NULL" || name == "PCI_EXT_CAP_ID_PL_32GT" => {}
             None => wrong.push(format!("{name}: not in the harness table")),
         }
     }
+    // hw-specs/pcie.toml: every field citing `LX PCI_NAME` sits at Linux's offset.
+    for layout in marrow_pcie::generated::pcie::ALL_LAYOUTS {
+        for f in layout.fields {
+            let Some(name) = f.cite.split("LX ").nth(1).filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) else {
+                continue;
+            };
+            match linux.get(name) {
+                Some(&l) if l == f.offset as u64 => {
+                    checked.insert(name.to_string());
+                }
+                Some(&l) => wrong.push(format!("hw-specs {}.{} at {:#x}, Linux {name} = {l:#x}", layout.name, f.name, f.offset)),
+                None => wrong.push(format!("hw-specs {}.{} cites {name}, not in the harness table", layout.name, f.name)),
+            }
+        }
+    }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // Every value the harness exports was compared.
-    assert_eq!(checked, linux.len(), "harness entries without a Rust counterpart");
+    let unchecked: Vec<&String> = linux.keys().filter(|k| !checked.contains(*k)).collect();
+    assert!(unchecked.is_empty(), "harness entries without a Rust counterpart: {unchecked:?}");
 }

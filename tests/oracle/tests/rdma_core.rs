@@ -277,6 +277,7 @@ fn generated_c_header_layout_equals_rust_layout() {
     let rust: Vec<CField> = ALL_LAYOUTS
         .iter()
         .chain(marrow_gcrb::ALL_LAYOUTS.iter())
+        .chain(marrow_pcie::generated::pcie::ALL_LAYOUTS.iter())
         .flat_map(|l| {
             l.fields.iter().map(|f| CField {
                 strct: l.name.to_string(),
@@ -287,7 +288,8 @@ fn generated_c_header_layout_equals_rust_layout() {
             })
         })
         .collect();
-    assert_eq!(c, rust, "g++'s layout of marrow/generated/{{mlx5,gcrb}}.h differs from Rust's");
+    assert_eq!(c, rust, "g++'s layout of marrow/generated/{{mlx5,gcrb,pcie}}.h differs from Rust's");
+    assert_eq!(core::mem::size_of::<marrow_pcie::generated::pcie::pci_exp_cap>(), 60);
     // The Rust side's own sizes, as rustc lays the structs out.
     assert_eq!(core::mem::size_of::<mlx5_wqe_ctrl_seg>(), 16);
     assert_eq!(core::mem::size_of::<mlx5_cqe64>(), 64);
