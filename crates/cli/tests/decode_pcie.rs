@@ -12,6 +12,15 @@ fn decode(path: &str) -> (Option<i32>, String, String) {
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
+/// Decodes `bytes` written to a temporary file.
+fn decode_bytes(tag: &str, bytes: &[u8]) -> (Option<i32>, String, String) {
+    let path = std::env::temp_dir().join(format!("marrow-{tag}-{}", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let r = decode(path.to_str().unwrap());
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
 #[test]
 fn h200_binary_dump() {
     let (code, out, _) = decode(&fixture("h200-vm/10de_2335_h200_00-06.0.config"));
@@ -51,10 +60,8 @@ fn broken_chain_exits_2_with_the_loop_named() {
 /// §2.2 (MRd 4DW of 1 DW from 00:1c.0, tag 0x2a, address 0x1_0000_0040).
 #[test]
 fn aer_tlp_header_line() {
-    let path = std::env::temp_dir().join(format!("marrow-tlp-{}", std::process::id()));
-    std::fs::write(&path, "pcieport 0000:00:1c.0:   TLP Header: 20000001 00e02a0f 00000001 00000040\n").unwrap();
-    let (code, out, err) = decode(path.to_str().unwrap());
-    let _ = std::fs::remove_file(&path);
+    let line = "pcieport 0000:00:1c.0:   TLP Header: 20000001 00e02a0f 00000001 00000040\n";
+    let (code, out, err) = decode_bytes("tlp", line.as_bytes());
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("TLP MRd (Fmt 001 Type 00000), 4 DW header"), "{out}");
     assert!(out.contains("Tag 0x02a"), "{out}");
@@ -65,10 +72,7 @@ fn aer_tlp_header_line() {
 /// A 4DW header for an address below 4 GiB is flagged (§2.2.4.1).
 #[test]
 fn four_dw_below_4g_is_malformed() {
-    let path = std::env::temp_dir().join(format!("marrow-tlp4-{}", std::process::id()));
-    std::fs::write(&path, "60000001 00000a0f 00000000 fee00000\n").unwrap();
-    let (code, out, _) = decode(path.to_str().unwrap());
-    let _ = std::fs::remove_file(&path);
+    let (code, out, _) = decode_bytes("tlp4", b"60000001 00000a0f 00000000 fee00000\n");
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("TLP MWr"), "{out}");
     assert!(out.contains("malformed: Malformed(FOUR_DW_BELOW_4G)"), "{out}");
@@ -76,10 +80,7 @@ fn four_dw_below_4g_is_malformed() {
 
 #[test]
 fn short_binary_is_refused() {
-    let dir = std::env::temp_dir().join(format!("marrow-short-{}", std::process::id()));
-    std::fs::write(&dir, [0x86u8, 0x80, 0, 0, 0xff, 0x01]).unwrap();
-    let (code, _, err) = decode(dir.to_str().unwrap());
-    let _ = std::fs::remove_file(&dir);
+    let (code, _, err) = decode_bytes("short", &[0x86, 0x80, 0, 0, 0xff, 0x01]);
     assert_eq!(code, Some(2));
     assert!(err.contains("shorter than the 64-byte header"), "{err}");
 }
