@@ -154,6 +154,50 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
             );
         }
     }
+    if let Some(p) = cfg.power_management() {
+        let _ = writeln!(
+            o,
+            "  PM [{:02x}] v{}: D{} now, D1 {} D2 {}, PME from D0..D3cold {:05b}, aux {} mA",
+            p.offset,
+            p.version,
+            p.power_state,
+            if p.d1 { "yes" } else { "no" },
+            if p.d2 { "yes" } else { "no" },
+            p.pme_support,
+            p.aux_current_ma
+        );
+    }
+    if let Some(a) = cfg.ats() {
+        let _ = writeln!(
+            o,
+            "  ATS [{:03x}]: {}, smallest translation unit {} KiB, invalidate queue depth {}",
+            a.offset,
+            if a.enabled { "enabled" } else { "disabled" },
+            4u32 << a.stu,
+            if a.invalidate_queue_depth == 0 { 32 } else { a.invalidate_queue_depth }
+        );
+    }
+    if let Some(p) = cfg.pasid() {
+        let _ = writeln!(o, "  PASID [{:03x}]: {}, {} bits", p.offset, if p.enabled { "enabled" } else { "disabled" }, p.max_width);
+    }
+    if let Some(p) = cfg.pri() {
+        let _ = writeln!(
+            o,
+            "  PRI [{:03x}]: {}{}, capacity {}, allocation {}",
+            p.offset,
+            if p.enabled { "enabled" } else { "disabled" },
+            if p.stopped { " (stopped)" } else { "" },
+            p.capacity,
+            p.allocation
+        );
+    }
+    if let Some(t) = cfg.ltr() {
+        let ns = |v: Option<u64>| v.map_or("reserved scale".to_string(), |n| format!("{n} ns"));
+        let _ = writeln!(o, "  LTR [{:03x}]: max snoop {}, max no-snoop {}", t.offset, ns(t.max_snoop_ns()), ns(t.max_no_snoop_ns()));
+    }
+    if let Some(sn) = cfg.serial_number() {
+        let _ = writeln!(o, "  serial number {sn:016x}");
+    }
     if let Some(m) = cfg.msi() {
         let _ = writeln!(
             o,

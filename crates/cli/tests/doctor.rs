@@ -201,6 +201,31 @@ fn host_settings_are_reported() {
     assert!(out.contains("nvidia_peermem is not loaded"), "{out}");
 }
 
+/// An RDMA device found through /sys/class/infiniband rather than its
+/// vendor ID, with ATS enabled (the pciutils PASID/PRI/ATS dump).
+#[test]
+fn infiniband_class_device_and_its_ats() {
+    let t = Tree::new("ib");
+    let ats_fn = fixture_fn("pciutils-tests/cap-pasid-pri", "");
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0", upstream_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0", downstream_port(0), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0", downstream_port(0), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", gpu(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0", ats_fn, 0);
+    let ib = t.root.join("sys/class/infiniband/mlx5_0");
+    std::fs::create_dir_all(&ib).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+        ib.join("device"),
+    )
+    .unwrap();
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("RDMA NICs: 0000:04:00.0 (mlx5_0)"), "{out}");
+    assert!(out.contains("NIC ATS: enabled"), "{out}");
+}
+
 #[test]
 fn unreadable_tree_is_an_error() {
     let o = Command::new(env!("CARGO_BIN_EXE_marrow"))

@@ -23,12 +23,15 @@ pub mod generated {
 }
 
 pub mod acs;
+pub mod ats;
 pub mod aer;
 pub mod cap_id;
 pub mod dump;
 pub mod express;
 pub mod header;
+pub mod ltr_dsn;
 pub mod msi;
+pub mod pm;
 pub mod rebar;
 pub mod tlp;
 pub mod walk;

@@ -148,7 +148,7 @@ fn speed_width(line: &str) -> Option<(String, u8)> {
 #[test]
 fn lspci_agrees_on_every_fixture() {
     let mut mismatches = Vec::new();
-    let mut compared = [0usize; 8]; // functions, caps, ext caps, links, acs, bars, aer, msi/msi-x
+    let mut compared = [0usize; 9]; // functions, caps, ext caps, links, acs, bars, aer, msi/msi-x, PM/ATS/PRI/PASID/LTR/DSN lines
     for dump in text_dumps() {
         let text = std::fs::read_to_string(&dump).unwrap();
         let ours = parse_lspci_text(&text).unwrap_or_else(|e| panic!("{}: {e}", dump.display()));
@@ -171,17 +171,18 @@ fn lspci_agrees_on_every_fixture() {
             compare_rebar(&at, &cfg, l, &mut mismatches);
             compare_aer(&at, &cfg, l, &mut mismatches, &mut compared);
             compare_msi(&at, &cfg, l, &mut mismatches, &mut compared);
+            compare_small_caps(&at, &cfg, l, &mut mismatches, &mut compared);
         }
     }
     eprintln!(
-        "compared {} functions, {} capabilities, {} extended capabilities, {} links, {} ACS, {} BARs, {} AER, {} MSI/MSI-X",
-        compared[0], compared[1], compared[2], compared[3], compared[4], compared[5], compared[6], compared[7]
+        "compared {} functions, {} capabilities, {} extended capabilities, {} links, {} ACS, {} BARs, {} AER, {} MSI/MSI-X, {} PM/ATS/PRI/PASID/LTR/DSN lines",
+        compared[0], compared[1], compared[2], compared[3], compared[4], compared[5], compared[6], compared[7], compared[8]
     );
     assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
-    assert!(compared[2] > 40 && compared[4] >= 8 && compared[3] > 20 && compared[6] >= 19 && compared[7] > 30, "too little compared: {compared:?}");
+    assert!(compared[2] > 40 && compared[4] >= 8 && compared[3] > 20 && compared[6] >= 19 && compared[7] > 30 && compared[8] > 80, "too little compared: {compared:?}");
 }
 
-fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
     let mut lspci_std = Vec::new();
     let mut lspci_ext = Vec::new();
     for line in &l.lines {
@@ -232,7 +233,7 @@ fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, 
     }
 }
 
-fn compare_link(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+fn compare_link(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
     let cap_line = l.lines.iter().find(|s| s.starts_with("LnkCap:"));
     let sta_line = l.lines.iter().find(|s| s.starts_with("LnkSta:"));
     let exp = cfg.express();
@@ -257,7 +258,7 @@ fn compare_link(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, 
     }
 }
 
-fn compare_acs(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+fn compare_acs(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
     let cap_line = l.lines.iter().find(|s| s.starts_with("ACSCap:"));
     let ctl_line = l.lines.iter().find(|s| s.starts_with("ACSCtl:"));
     let ours = if cfg.find_cap(CapId::EXP).is_some() { cfg.acs() } else { None };
@@ -278,7 +279,7 @@ fn compare_acs(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
     }
 }
 
-fn compare_bars(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+fn compare_bars(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
     for line in &l.lines {
         // `Region 0: Memory at f7e00000 (64-bit, non-prefetchable)`, `Region 4: I/O ports at e000`
         let Some(rest) = line.strip_prefix("Region ") else { continue };
@@ -382,7 +383,7 @@ fn check_flags(at: &str, line: &str, table: &[(&str, u32)], ours: u32, bad: &mut
     }
 }
 
-fn compare_aer(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+fn compare_aer(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
     let line = |p: &str| l.lines.iter().find(|s| s.starts_with(p));
     let ours = if cfg.find_cap(CapId::EXP).is_some() { cfg.aer() } else { None };
     let (Some(aer), Some(uesta)) = (ours, line("UESta:")) else {
@@ -411,7 +412,7 @@ fn compare_aer(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
     }
 }
 
-fn compare_msi(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 8]) {
+fn compare_msi(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
     let cap_line = |p: &str| l.lines.iter().find(|s| s.starts_with("Capabilities: [") && s.contains(p));
     if let Some(line) = cap_line("] MSI: ") {
         n[7] += 1;
@@ -446,4 +447,67 @@ fn compare_msi(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
 
 fn pm(b: bool) -> char {
     if b { '+' } else { '-' }
+}
+
+/// PM, ATS, PRI, PASID, LTR and DSN: our decode printed the way lspci 3.9
+/// prints it (ls-caps.c, ls-ecaps.c), line for line. Each `(prefix, ours)`
+/// must match the lspci line with that prefix, or both be absent.
+fn compare_small_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 9]) {
+    let mut want: Vec<(&str, Option<String>)> = Vec::new();
+    let pm_ = cfg.power_management();
+    want.push(("Flags: PMEClk", pm_.map(|p| {
+        let s = |i: u8| pm(p.pme_support & (1 << i) != 0);
+        format!(
+            "Flags: PMEClk{} DSI{} D1{} D2{} AuxCurrent={}mA PME(D0{},D1{},D2{},D3hot{},D3cold{})",
+            pm(p.pme_clock), pm(p.dsi), pm(p.d1), pm(p.d2), p.aux_current_ma, s(0), s(1), s(2), s(3), s(4)
+        )
+    })));
+    want.push(("Status: D", pm_.map(|p| {
+        format!(
+            "Status: D{} NoSoftRst{} PME-Enable{} DSel={} DScale={} PME{}",
+            p.power_state, pm(p.no_soft_reset), pm(p.pme_enable), p.data_select, p.data_scale, pm(p.pme_status)
+        )
+    })));
+    // lspci decodes extended capabilities only behind a PCI Express capability.
+    let ext = cfg.find_cap(CapId::EXP).is_some();
+    let ats = cfg.ats().filter(|_| ext);
+    want.push(("ATSCap:", ats.map(|a| format!("ATSCap: Invalidate Queue Depth: {:02x}", a.invalidate_queue_depth))));
+    want.push(("ATSCtl:", ats.map(|a| format!("ATSCtl: Enable{}, Smallest Translation Unit: {:02x}", pm(a.enabled), a.stu))));
+    let pri = cfg.pri().filter(|_| ext);
+    want.push(("PRICtl:", pri.map(|p| format!("PRICtl: Enable{} Reset{}", pm(p.enabled), pm(p.reset)))));
+    want.push(("PRISta:", pri.map(|p| format!("PRISta: RF{} UPRGI{} Stopped{}", pm(p.response_failure), pm(p.unexpected_response), pm(p.stopped)))));
+    want.push(("Page Request Capacity:", pri.map(|p| format!("Page Request Capacity: {:08x}, Page Request Allocation: {:08x}", p.capacity, p.allocation))));
+    let pasid = cfg.pasid().filter(|_| ext);
+    want.push(("PASIDCap:", pasid.map(|p| format!("PASIDCap: Exec{} Priv{}, Max PASID Width: {:02x}", pm(p.exec_supported), pm(p.priv_supported), p.max_width))));
+    want.push(("PASIDCtl:", pasid.map(|p| format!("PASIDCtl: Enable{} Exec{} Priv{}", pm(p.enabled), pm(p.exec_enabled), pm(p.priv_enabled)))));
+    let ltr = cfg.ltr().filter(|_| ext);
+    want.push(("Max snoop latency:", ltr.map(|t| format!("Max snoop latency: {}ns", t.max_snoop_ns().unwrap()))));
+    want.push(("Max no snoop latency:", ltr.map(|t| format!("Max no snoop latency: {}ns", t.max_no_snoop_ns().unwrap()))));
+    let dsn = cfg.serial_number().filter(|_| ext);
+    let dsn_line = l.lines.iter().find(|s| s.contains("] Device Serial Number ")).map(|s| s.split("] ").nth(1).unwrap().to_string());
+    match (dsn, dsn_line) {
+        (Some(v), Some(theirs)) => {
+            n[8] += 1;
+            let b = v.to_be_bytes();
+            let ours = format!("Device Serial Number {}", b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join("-"));
+            if ours != theirs {
+                bad.push(format!("{at}: ours {ours:?}, lspci {theirs:?}"));
+            }
+        }
+        (None, None) => {}
+        (o, t) => bad.push(format!("{at}: DSN ours {o:x?}, lspci {t:?}")),
+    }
+    for (prefix, ours) in want {
+        let theirs = l.lines.iter().find(|s| s.starts_with(prefix)).map(|s| s.replace('\t', " "));
+        match (ours, theirs) {
+            (Some(o), Some(t)) => {
+                n[8] += 1;
+                if o != t {
+                    bad.push(format!("{at}: ours {o:?}, lspci {t:?}"));
+                }
+            }
+            (None, None) => {}
+            (o, t) => bad.push(format!("{at}: {prefix} ours {o:?}, lspci {t:?}")),
+        }
+    }
 }

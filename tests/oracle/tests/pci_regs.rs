@@ -108,6 +108,19 @@ fn constants_match_linux_pci_regs_h() {
         ("PCI_ERR_ROOT_COMMAND", aer::PCI_ERR_ROOT_COMMAND as u64),
         ("PCI_ERR_ROOT_STATUS", aer::PCI_ERR_ROOT_STATUS as u64),
         ("PCI_ERR_ROOT_ERR_SRC", aer::PCI_ERR_ROOT_ERR_SRC as u64),
+        ("PCI_PM_PMC", marrow_pcie::pm::PCI_PM_PMC as u64),
+        ("PCI_PM_CTRL", marrow_pcie::pm::PCI_PM_CTRL as u64),
+        ("PCI_ATS_CAP", marrow_pcie::ats::PCI_ATS_CAP as u64),
+        ("PCI_ATS_CTRL", marrow_pcie::ats::PCI_ATS_CTRL as u64),
+        ("PCI_ATS_CTRL_ENABLE", marrow_pcie::ats::PCI_ATS_CTRL_ENABLE.into()),
+        ("PCI_PRI_CTRL", marrow_pcie::ats::PCI_PRI_CTRL as u64),
+        ("PCI_PRI_STATUS", marrow_pcie::ats::PCI_PRI_STATUS as u64),
+        ("PCI_PRI_MAX_REQ", marrow_pcie::ats::PCI_PRI_MAX_REQ as u64),
+        ("PCI_PRI_ALLOC_REQ", marrow_pcie::ats::PCI_PRI_ALLOC_REQ as u64),
+        ("PCI_PASID_CAP", marrow_pcie::ats::PCI_PASID_CAP as u64),
+        ("PCI_PASID_CTRL", marrow_pcie::ats::PCI_PASID_CTRL as u64),
+        ("PCI_LTR_MAX_SNOOP_LAT", marrow_pcie::ltr_dsn::PCI_LTR_MAX_SNOOP_LAT as u64),
+        ("PCI_LTR_MAX_NOSNOOP_LAT", marrow_pcie::ltr_dsn::PCI_LTR_MAX_NOSNOOP_LAT as u64),
     ] {
         ours.push((name.into(), v));
     }

@@ -118,11 +118,7 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
             redirects: acs.is_some_and(|a| a.control.intersects(AcsBits::RR | AcsBits::CR | AcsBits::EC)),
         });
     }
-    let nic_ats = n.cfg().and_then(|c| {
-        let cap = c.find_ext_cap(marrow_pcie::cap_id::ExtCapId::ATS)?;
-        // ATS Control (+0x06) bit 15: Enable (PCIe 6.0 §10.5.1.3).
-        c.read_u16(usize::from(cap.offset) + 6).map(|ctl| ctl & 0x8000 != 0)
-    });
+    let nic_ats = n.cfg().and_then(|c| c.ats()).map(|a| a.enabled);
     let redirecting: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.redirects).collect();
     let (verdict, reason, fix) = if !redirecting.is_empty() && class <= PathClass::PXB {
         let names: Vec<&str> = redirecting.iter().map(|b| b.bdf.as_str()).collect();
