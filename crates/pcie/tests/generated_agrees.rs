@@ -5,7 +5,10 @@
 
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
-use marrow_pcie::generated::pcie::{pci_acs_cap, pci_aer_cap, pci_exp_cap, pci_msix_cap, pci_type0_header, pci_type1_header};
+use marrow_pcie::generated::pcie::{
+    pci_acs_cap, pci_aer_cap, pci_ats_cap, pci_dsn_cap, pci_exp_cap, pci_ltr_cap, pci_msix_cap, pci_pasid_cap, pci_pm_cap,
+    pci_pri_cap, pci_type0_header, pci_type1_header,
+};
 use marrow_pcie::{Bar, Config};
 use zerocopy::FromBytes;
 
@@ -75,4 +78,53 @@ fn generated_views_equal_the_decoders() {
         }
     }
     assert!(exp_n > 25 && acs_n >= 8 && aer_n >= 19 && msix_n >= 8, "{exp_n} {acs_n} {aer_n} {msix_n}");
+}
+
+/// The views for PM, ATS, PRI, PASID, LTR and DSN against their decoders.
+#[test]
+fn generated_small_cap_views_equal_the_decoders() {
+    let mut seen = [0usize; 6];
+    let at = |bytes: &[u8], off: u16| bytes[usize::from(off)..].to_vec();
+    for bytes in all_functions() {
+        let cfg = Config::new(&bytes).unwrap();
+        if let Some(p) = cfg.power_management() {
+            let b = at(&bytes, p.offset);
+            let v = pci_pm_cap::ref_from_prefix(&b).unwrap().0;
+            seen[0] += 1;
+            assert_eq!((v.pmc_version(), v.pmc_d1(), v.pmc_d2(), v.pmc_pme_support()), (p.version, p.d1, p.d2, p.pme_support));
+            assert_eq!((v.pm_ctrl_state(), v.pm_ctrl_no_soft_reset(), v.pm_ctrl_pme_status()), (p.power_state, p.no_soft_reset, p.pme_status));
+        }
+        if let Some(a) = cfg.ats() {
+            let b = at(&bytes, a.offset);
+            let v = pci_ats_cap::ref_from_prefix(&b).unwrap().0;
+            seen[1] += 1;
+            assert_eq!((v.ats_cap_qdep(), v.ats_ctrl_stu(), v.ats_ctrl_enable()), (a.invalidate_queue_depth, a.stu, a.enabled));
+        }
+        if let Some(p) = cfg.pri() {
+            let b = at(&bytes, p.offset);
+            let v = pci_pri_cap::ref_from_prefix(&b).unwrap().0;
+            seen[2] += 1;
+            assert_eq!((v.pri_ctrl_enable(), v.pri_status_stopped(), v.pri_max_req(), v.pri_alloc_req()), (p.enabled, p.stopped, p.capacity, p.allocation));
+        }
+        if let Some(p) = cfg.pasid() {
+            let b = at(&bytes, p.offset);
+            let v = pci_pasid_cap::ref_from_prefix(&b).unwrap().0;
+            seen[3] += 1;
+            assert_eq!((v.pasid_cap_width(), v.pasid_cap_exec(), v.pasid_ctrl_enable()), (p.max_width, p.exec_supported, p.enabled));
+        }
+        if let Some(t) = cfg.ltr() {
+            let b = at(&bytes, t.offset);
+            let v = pci_ltr_cap::ref_from_prefix(&b).unwrap().0;
+            seen[4] += 1;
+            assert_eq!((v.max_snoop_lat(), v.max_nosnoop_lat()), (t.max_snoop_raw, t.max_no_snoop_raw));
+            assert_eq!(Some(u64::from(v.max_snoop_value()) << (5 * v.max_snoop_scale())), t.max_snoop_ns());
+        }
+        if let (Some(sn), Some(cap)) = (cfg.serial_number(), cfg.find_ext_cap(ExtCapId::DSN)) {
+            let b = at(&bytes, cap.offset);
+            let v = pci_dsn_cap::ref_from_prefix(&b).unwrap().0;
+            seen[5] += 1;
+            assert_eq!((u64::from(v.serial_upper()) << 32) | u64::from(v.serial_lower()), sn);
+        }
+    }
+    assert!(seen.iter().all(|&n| n >= 1) && seen[0] > 20, "{seen:?}");
 }

@@ -8,6 +8,7 @@ use marrow_pcie::acs::AcsBits;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
 use marrow_pcie::{Bar, Config};
+use zerocopy::FromBytes;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -483,6 +484,16 @@ fn compare_small_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<Str
     let ltr = cfg.ltr().filter(|_| ext);
     want.push(("Max snoop latency:", ltr.map(|t| format!("Max snoop latency: {}ns", t.max_snoop_ns().unwrap()))));
     want.push(("Max no snoop latency:", ltr.map(|t| format!("Max no snoop latency: {}ns", t.max_no_snoop_ns().unwrap()))));
+    // L1 PM Substates through the view generated from hw-specs/pcie.toml.
+    let l1ss = cfg.find_ext_cap(ExtCapId::L1SS).filter(|_| ext).and_then(|c| {
+        marrow_pcie::generated::pcie::pci_l1ss_cap::read_from_prefix(&cfg.bytes()[usize::from(c.offset)..]).ok().map(|(v, _)| v)
+    });
+    want.push(("L1SubCap:", l1ss.map(|v| {
+        format!(
+            "L1SubCap: PCI-PM_L1.2{} PCI-PM_L1.1{} ASPM_L1.2{} ASPM_L1.1{} L1_PM_Substates{}",
+            pm(v.l1ss_cap_pcipm_l1_2()), pm(v.l1ss_cap_pcipm_l1_1()), pm(v.l1ss_cap_aspm_l1_2()), pm(v.l1ss_cap_aspm_l1_1()), pm(v.l1ss_cap_l1_pm_ss())
+        )
+    })));
     let dsn = cfg.serial_number().filter(|_| ext);
     let dsn_line = l.lines.iter().find(|s| s.contains("] Device Serial Number ")).map(|s| s.split("] ").nth(1).unwrap().to_string());
     match (dsn, dsn_line) {
