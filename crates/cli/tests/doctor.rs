@@ -226,6 +226,27 @@ fn infiniband_class_device_and_its_ats() {
     assert!(out.contains("NIC ATS: enabled"), "{out}");
 }
 
+/// As a non-root user sees sysfs: 64 bytes of config space per function.
+#[test]
+fn truncated_config_space_gives_unknown_not_ok() {
+    let t = Tree::new("nonroot");
+    let cut = |mut v: Vec<u8>| {
+        v.truncate(64);
+        v
+    };
+    t.add("pci0000:00/0000:00:02.0", cut(root_port()), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0", cut(upstream_port()), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0", cut(downstream_port(0x001d)), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0", cut(downstream_port(0x001d)), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", cut(gpu()), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0", cut(nic()), 0);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("PIX -> UNKNOWN"), "{out}");
+    assert!(out.contains("ACS unknown: only 64 bytes of config space readable"), "{out}");
+    assert!(out.contains("run marrow doctor as root"), "{out}");
+}
+
 #[test]
 fn unreadable_tree_is_an_error() {
     let o = Command::new(env!("CARGO_BIN_EXE_marrow"))

@@ -171,6 +171,7 @@ pub fn render_text(r: &Report) -> String {
         for b in &p.bridges {
             let acs = match b.acs_ctl {
                 Some(c) => format!("ACSCtl {c:#06x}{}", if b.redirects { " (redirects P2P)" } else { "" }),
+                None if b.config_bytes <= 256 => format!("ACS unknown: only {} bytes of config space readable", b.config_bytes),
                 None => "no ACS".into(),
             };
             let _ = writeln!(o, "    bridge {} {acs}", b.bdf);

@@ -45,6 +45,9 @@ pub struct BridgeAcs {
     pub acs_offset: Option<u16>,
     /// RR, CR or EC set: peer-to-peer is redirected upstream.
     pub redirects: bool,
+    /// Bytes of config space readable (sysfs gives 64 to non-root users:
+    /// then the extended capabilities, ACS among them, cannot be seen).
+    pub config_bytes: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +71,8 @@ pub enum Verdict {
     Degraded,
     /// Peer-to-peer is forced through the root complex, or cannot work.
     Blocked,
+    /// A bridge's extended config space could not be read (not root?).
+    Unknown,
 }
 
 /// The node NCCL would attach a device to: its grandparent if that is a
@@ -110,8 +115,10 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
     let (class, common) = classify(g, n);
     let mut bridges = Vec::new();
     for bdf in path_bridges(g, n, common) {
-        let acs = all.iter().find(|f| f.bdf == bdf).and_then(|f| f.cfg().and_then(|c| c.acs()));
+        let func = all.iter().find(|f| f.bdf == bdf);
+        let acs = func.and_then(|f| f.cfg().and_then(|c| c.acs()));
         bridges.push(BridgeAcs {
+            config_bytes: func.map_or(0, |f| f.config.len()),
             bdf: bdf.to_string(),
             acs_ctl: acs.map(|a| a.control_raw),
             acs_offset: acs.map(|a| a.offset),
@@ -120,7 +127,15 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
     }
     let nic_ats = n.cfg().and_then(|c| c.ats()).map(|a| a.enabled);
     let redirecting: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.redirects).collect();
-    let (verdict, reason, fix) = if !redirecting.is_empty() && class <= PathClass::PXB {
+    let unreadable: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.config_bytes <= 256).collect();
+    let (verdict, reason, fix) = if redirecting.is_empty() && !unreadable.is_empty() && class <= PathClass::PXB {
+        let names: Vec<String> = unreadable.iter().map(|b| format!("{} ({} bytes)", b.bdf, b.config_bytes)).collect();
+        (
+            Verdict::Unknown,
+            format!("{class:?}, but the extended config space of {} is not readable, so ACS cannot be checked", names.join(", ")),
+            vec!["run marrow doctor as root: sysfs gives other users only the first 64 bytes of config space".to_string()],
+        )
+    } else if !redirecting.is_empty() && class <= PathClass::PXB {
         let names: Vec<&str> = redirecting.iter().map(|b| b.bdf.as_str()).collect();
         let mut fix: Vec<String> = redirecting
             .iter()
