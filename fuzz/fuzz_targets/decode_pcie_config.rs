@@ -9,6 +9,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = cfg.caps().count();
         let _ = cfg.ext_caps().count();
         let _ = (cfg.express(), cfg.acs(), cfg.bars().count(), cfg.bus_numbers(), cfg.subsystem());
+        let _ = (cfg.aer(), cfg.msi(), cfg.msix(), cfg.power_management(), cfg.ats(), cfg.pri(), cfg.pasid());
+        let _ = (cfg.ltr().map(|l| (l.max_snoop_ns(), l.max_no_snoop_ns())), cfg.serial_number());
+        let _ = cfg.resizable_bars().map(|r| r.supported().count()).sum::<usize>();
     }
     let dws: Vec<u32> = data.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
     if let Ok(h) = marrow_pcie::tlp::TlpHeader::decode(&dws) {

@@ -113,6 +113,9 @@ proptest! {
             prop_assert!(cfg.caps().count() <= 64 + 1);
             prop_assert!(cfg.ext_caps().count() <= 1024 + 1);
             let _ = (cfg.express(), cfg.acs(), cfg.bars().count(), cfg.subsystem());
+            let _ = (cfg.aer(), cfg.msi(), cfg.msix(), cfg.power_management(), cfg.ats(), cfg.pri(), cfg.pasid());
+            let _ = (cfg.ltr().map(|l| (l.max_snoop_ns(), l.max_no_snoop_ns())), cfg.serial_number());
+            let _ = cfg.resizable_bars().map(|r| r.supported().count()).sum::<usize>();
         }
     }
 
