@@ -15,7 +15,7 @@ pub struct CapId(pub u8);
 pub struct ExtCapId(pub u16);
 
 macro_rules! ids {
-    ($ty:ident, $int:ty, $( $name:ident = $value:literal, $text:literal; )*) => {
+    ($ty:ident, $( $name:ident = $value:literal, $text:literal; )*) => {
         impl $ty {
             $( pub const $name: $ty = $ty($value); )*
             /// Every ID this crate names, for tables and the oracle test.
@@ -49,7 +49,7 @@ macro_rules! ids {
     };
 }
 
-ids! { CapId, u8,
+ids! { CapId,
     PM = 0x01, "Power Management";
     AGP = 0x02, "Accelerated Graphics Port";
     VPD = 0x03, "Vital Product Data";
@@ -72,7 +72,7 @@ ids! { CapId, u8,
     EA = 0x14, "Enhanced Allocation";
 }
 
-ids! { ExtCapId, u16,
+ids! { ExtCapId,
     NULL = 0x00, "Null";
     ERR = 0x01, "Advanced Error Reporting";
     VC = 0x02, "Virtual Channel";
