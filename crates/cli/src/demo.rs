@@ -511,33 +511,23 @@ impl Demo {
         }
     }
 
-    fn rdma_write(&mut self, rows: &mut Vec<Row>, size: usize, n: usize, seed: u64) -> Result<(), DemoError> {
-        let mut row = Row::new("RDMA_WRITE", size);
+    /// RDMA_WRITE (A's bytes into B) or RDMA_READ (B's bytes into A), always
+    /// posted by A: fill the source, guard the byte after the destination,
+    /// run, check every byte.
+    fn rdma(&mut self, rows: &mut Vec<Row>, size: usize, n: usize, seed: u64, read: bool) -> Result<(), DemoError> {
+        let (name, off, from, to) =
+            if read { ("RDMA_READ", RD, Side::B, Side::A) } else { ("RDMA_WRITE", WR, Side::A, Side::B) };
+        let mut row = Row::new(name, size);
         for iter in 0..n {
             let ctx = Ctx { op: row.op, size, iter };
             pattern_into(&mut self.src, seed ^ ((size as u64) << 24) ^ iter as u64, size);
-            self.write(Side::A, WR, &self.src, ctx)?;
-            self.set_guard(Side::B, WR + size, ctx)?;
-            let sgl = [self.sge(Side::A, WR, size)];
-            let op = WqeOp::RdmaWrite { remote: self.remote(Side::B, WR), sgl: &sgl };
+            self.write(from, off, &self.src, ctx)?;
+            self.set_guard(to, off + size, ctx)?;
+            let sgl = [self.sge(Side::A, off, size)];
+            let remote = self.remote(Side::B, off);
+            let op = if read { WqeOp::RdmaRead { remote, sgl: &sgl } } else { WqeOp::RdmaWrite { remote, sgl: &sgl } };
             row.add(self.one(Side::A, &op, size, ctx)?);
-            self.check_src(Side::B, WR, ctx)?;
-        }
-        rows.push(row);
-        Ok(())
-    }
-
-    fn rdma_read(&mut self, rows: &mut Vec<Row>, size: usize, n: usize, seed: u64) -> Result<(), DemoError> {
-        let mut row = Row::new("RDMA_READ", size);
-        for iter in 0..n {
-            let ctx = Ctx { op: row.op, size, iter };
-            pattern_into(&mut self.src, seed ^ ((size as u64) << 24) ^ iter as u64, size);
-            self.write(Side::B, RD, &self.src, ctx)?;
-            self.set_guard(Side::A, RD + size, ctx)?;
-            let sgl = [self.sge(Side::A, RD, size)];
-            let op = WqeOp::RdmaRead { remote: self.remote(Side::B, RD), sgl: &sgl };
-            row.add(self.one(Side::A, &op, size, ctx)?);
-            self.check_src(Side::A, RD, ctx)?;
+            self.check_src(to, off, ctx)?;
         }
         rows.push(row);
         Ok(())
@@ -822,14 +812,14 @@ pub const SIZES: [usize; 5] = [8, 64, 4 << 10, 64 << 10, 1 << 20];
 fn body(d: &mut Demo, plan: Plan, rows: &mut Vec<Row>, checks: &mut Vec<String>) -> Result<(), DemoError> {
     let mut rng = Rng(0x6d61_7272_6f77);
     for size in SIZES {
-        d.rdma_write(rows, size, plan.per_size(size), 0x1000_0000_0000)?;
+        d.rdma(rows, size, plan.per_size(size), 0x1000_0000_0000, false)?;
     }
     for size in [8, 64] {
         d.inline_write(rows, size, plan.per_size(size), 0x2000_0000_0000)?;
     }
     d.batched_writes(rows, plan.n(500, 10), 0x3000_0000_0000)?;
     for size in SIZES {
-        d.rdma_read(rows, size, plan.per_size(size), 0x4000_0000_0000)?;
+        d.rdma(rows, size, plan.per_size(size), 0x4000_0000_0000, true)?;
     }
     d.fetch_add(rows, checks, plan.n(5000, 100), &mut rng)?;
     d.compare_swap(rows, checks, plan.n(2000, 50), &mut rng)?;

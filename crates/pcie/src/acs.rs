@@ -36,6 +36,11 @@ bitflags! {
     }
 }
 
+/// The control bits Linux p2pdma treats as fatal for peer-to-peer on any
+/// bridge of the path (`pci_bridge_has_acs_redir`: RR, CR or EC), and that
+/// `marrow doctor` clears in its fix.
+pub const P2P_REDIRECT: AcsBits = AcsBits::RR.union(AcsBits::CR).union(AcsBits::EC);
+
 /// A decoded ACS capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acs {

@@ -3,6 +3,7 @@
 //! are checked against outside oracles elsewhere (lspci, pci_regs.h); this
 //! ties the spec file to the code that `decode --pcie` and `doctor` run.
 
+mod common;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
 use marrow_pcie::generated::pcie::{
@@ -13,17 +14,11 @@ use marrow_pcie::{Bar, Config};
 use zerocopy::FromBytes;
 
 fn all_functions() -> Vec<Vec<u8>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pcie");
-    let mut out = Vec::new();
-    for dir in ["pciutils-tests", "pcics", "h200-vm", "cpu-vm"] {
-        for e in std::fs::read_dir(root.join(dir)).unwrap() {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if (dir == "pciutils-tests" && !name.contains('.') && name != "COPYING") || name.ends_with("lspci-x.txt") || name.ends_with("lspci-xxxx.txt") {
-                out.extend(parse_lspci_text(&std::fs::read_to_string(&p).unwrap()).unwrap().into_iter().map(|f| f.bytes));
-            }
-        }
-    }
+    let out: Vec<Vec<u8>> = common::text_dumps()
+        .iter()
+        .flat_map(|p| parse_lspci_text(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .map(|f| f.bytes)
+        .collect();
     assert!(out.len() >= 74);
     out
 }

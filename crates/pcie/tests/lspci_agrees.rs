@@ -4,38 +4,15 @@
 //! IDs, capability offsets, IDs and versions, link speed and width, ACS
 //! capability and control bits, BAR addresses and flags.
 
+mod common;
+use common::{fixtures, text_dumps};
 use marrow_pcie::acs::AcsBits;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
 use marrow_pcie::{Bar, Config};
 use zerocopy::FromBytes;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pcie")
-}
-
-/// Every text dump `lspci -F` can read.
-fn text_dumps() -> Vec<PathBuf> {
-    let root = fixtures();
-    let mut out = Vec::new();
-    for dir in ["pciutils-tests", "pcics", "h200-vm", "cpu-vm"] {
-        for entry in std::fs::read_dir(root.join(dir)).expect("fixture folder") {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_str().unwrap().to_string();
-            let is_dump = (dir == "pciutils-tests" && !name.contains('.') && name != "COPYING")
-                || name.ends_with("lspci-x.txt")
-                || name.ends_with("lspci-xxxx.txt");
-            if is_dump {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    assert!(out.len() >= 13, "expected the 13 fixture dumps, found {out:?}");
-    out
-}
 
 /// One device block of lspci's verbose output.
 struct LspciDevice {

@@ -398,18 +398,27 @@ MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
     return rc;
 }
 
+/* An 8-byte atomic WQE on PE `pe` at `roff`, its result landing at local `result_loff`. */
+MARROW_FN int atomic_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t result_loff,
+                        uint64_t swap_add, uint64_t compare, uint8_t fm_ce_se, Op *op) {
+    *op = Op{};
+    int rc = remote(ch, pe, roff, 8, &op->raddr, &op->rkey);
+    if (rc == OK) rc = local(ch, result_loff, 8, &op->laddr);
+    if (rc != OK) return rc;
+    op->opcode = opcode;
+    op->lkey = ch.cfg()->local_lkey;
+    op->len = 8;
+    op->swap_add = swap_add;
+    op->compare = compare;
+    op->fm_ce_se = fm_ce_se;
+    return OK;
+}
+
 MARROW_FN int atomic(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t result_loff, uint64_t swap_add,
                      uint64_t compare, uint64_t *old) {
-    Op op = {};
-    int rc = remote(ch, pe, roff, 8, &op.raddr, &op.rkey);
-    if (rc == OK) rc = local(ch, result_loff, 8, &op.laddr);
+    Op op;
+    int rc = atomic_op(ch, opcode, pe, roff, result_loff, swap_add, compare, CQ_UPDATE, &op);
     if (rc != OK) return rc;
-    op.opcode = opcode;
-    op.lkey = ch.cfg()->local_lkey;
-    op.len = 8;
-    op.swap_add = swap_add;
-    op.compare = compare;
-    op.fm_ce_se = CQ_UPDATE;
     uint64_t idx;
     rc = post(ch, op, &idx, true);
     if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
@@ -439,15 +448,10 @@ MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t
                          uint64_t sig_add, uint64_t scratch_loff) {
     int rc = put_nbi(ch, pe, roff, loff, len);
     if (rc != OK) return rc;
-    Op op = {};
-    rc = remote(ch, pe, sig_roff, 8, &op.raddr, &op.rkey);
-    if (rc == OK) rc = local(ch, scratch_loff, 8, &op.laddr);
+    Op op;
+    rc = atomic_op(ch, MARROW_MLX5_OPCODE_ATOMIC_FA, pe, sig_roff, scratch_loff, sig_add, 0,
+                   CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << 5), &op);
     if (rc != OK) return rc;
-    op.opcode = MARROW_MLX5_OPCODE_ATOMIC_FA;
-    op.lkey = ch.cfg()->local_lkey;
-    op.len = 8;
-    op.swap_add = sig_add;
-    op.fm_ce_se = CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << 5);
     return post(ch, op, nullptr, true);
 }
 

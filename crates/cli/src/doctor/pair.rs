@@ -6,7 +6,7 @@
 //! two and their common upstream bridge sends peer-to-peer to the root complex.
 
 use super::scan::Function;
-use marrow_pcie::acs::AcsBits;
+use marrow_pcie::acs::P2P_REDIRECT;
 use serde::Serialize;
 
 /// `nvidia-smi topo -m` classes, nearest first.
@@ -122,7 +122,7 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
             bdf: bdf.to_string(),
             acs_ctl: acs.map(|a| a.control_raw),
             acs_offset: acs.map(|a| a.offset),
-            redirects: acs.is_some_and(|a| a.control.intersects(AcsBits::RR | AcsBits::CR | AcsBits::EC)),
+            redirects: acs.is_some_and(|a| a.control.intersects(P2P_REDIRECT)),
         });
     }
     let nic_ats = n.cfg().and_then(|c| c.ats()).map(|a| a.enabled);
@@ -141,7 +141,7 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
             .iter()
             .map(|b| {
                 let ctl = b.acs_ctl.unwrap_or(0);
-                let cleared = ctl & !(AcsBits::RR | AcsBits::CR | AcsBits::EC).bits();
+                let cleared = ctl & !P2P_REDIRECT.bits();
                 format!(
                     "setpci -s {} ECAP_ACS+0x6.w={cleared:04x}   # ACSCtl {ctl:#06x} -> {cleared:#06x}: clears ReqRedir, CmpltRedir, EgressCtrl (lost at reboot)",
                     b.bdf
