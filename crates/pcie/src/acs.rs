@@ -79,3 +79,62 @@ impl Config<'_> {
         })
     }
 }
+
+/// Byte offset of the Egress Control Vector Size (capability bits 15:8).
+pub const PCI_ACS_EGRESS_BITS: usize = 0x05;
+
+/// The ACS Egress Control Vector (§7.7.8.4): present when the capability
+/// has P2P Egress Control. Bit n set blocks peer-to-peer requests this port
+/// would route to port (or function) n; what n numbers is implementation
+/// specific for switches, function numbers for multi-function devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EgressControl {
+    pub offset: u16,
+    /// Egress Control Vector Size in bits (the field's 0 means 256).
+    pub bits: u16,
+    /// The vector, `bits.div_ceil(32)` dwords from +0x08; the rest 0.
+    pub words: [u32; 8],
+}
+
+impl EgressControl {
+    /// The ports (or functions) whose peer-to-peer traffic is blocked.
+    pub fn blocked(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..self.bits).filter(|n| self.words[usize::from(n / 32)] & (1 << (n % 32)) != 0)
+    }
+}
+
+impl Config<'_> {
+    /// The egress control vector, when ACS has P2P Egress Control; an error
+    /// when the dump ends before the vector's last dword.
+    pub fn acs_egress_control(&self) -> Option<Result<EgressControl, crate::regs::CapError>> {
+        use crate::generated::pcie::pci_acs_cap;
+        let cap = self.find_ext_cap(ExtCapId::ACS)?;
+        let base = usize::from(cap.offset);
+        let v: pci_acs_cap = match self.view(cap.offset, base) {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        if !v.acs_cap_ec() {
+            return None;
+        }
+        let bits = match v.acs_cap_egress_bits() {
+            0 => 256,
+            n => u16::from(n),
+        };
+        let mut words = [0u32; 8];
+        for (i, w) in words.iter_mut().enumerate().take(usize::from(bits.div_ceil(32))) {
+            let at = base + PCI_ACS_EGRESS_CTL_V + 4 * i;
+            match self.read_u32(at) {
+                Some(x) => *w = x,
+                None => {
+                    return Some(Err(crate::regs::CapError::Truncated { offset: cap.offset, need: at + 4 - base, len: self.len() }));
+                }
+            }
+        }
+        // Bits past the vector size are reserved: keep them out.
+        if bits % 32 != 0 {
+            words[usize::from(bits / 32)] &= (1u32 << (bits % 32)) - 1;
+        }
+        Some(Ok(EgressControl { offset: cap.offset, bits, words }))
+    }
+}

@@ -249,34 +249,37 @@ impl Iterator for Bars<'_> {
     type Item = Bar;
     fn next(&mut self) -> Option<Bar> {
         let slots = self.config.bar_slots();
-        if self.slot >= slots {
-            return None;
+        let mut raws = [0u32; 6];
+        for (i, r) in raws.iter_mut().enumerate().take(slots) {
+            *r = self.config.hdr_u32(PCI_BASE_ADDRESS_0 + 4 * i);
         }
-        let index = self.slot as u8;
-        let raw = self.config.hdr_u32(PCI_BASE_ADDRESS_0 + 4 * self.slot);
-        self.slot += 1;
-        if raw & PCI_BASE_ADDRESS_SPACE_IO != 0 {
-            return Some(Bar::Io { index, address: raw & PCI_BASE_ADDRESS_IO_MASK });
-        }
-        let prefetchable = raw & PCI_BASE_ADDRESS_MEM_PREFETCH != 0;
-        let address = raw & PCI_BASE_ADDRESS_MEM_MASK;
-        Some(match raw & PCI_BASE_ADDRESS_MEM_TYPE_MASK {
-            PCI_BASE_ADDRESS_MEM_TYPE_64 => {
-                if self.slot >= slots {
-                    Bar::Mem64InLastSlot { index }
-                } else {
-                    let high = self.config.hdr_u32(PCI_BASE_ADDRESS_0 + 4 * self.slot);
-                    self.slot += 1;
-                    Bar::Mem64 {
-                        index,
-                        address: (u64::from(high) << 32) | u64::from(address),
-                        prefetchable,
-                    }
-                }
-            }
-            0b110 => Bar::ReservedType { index, raw },
-            // 0b000 (32-bit) and 0b010 (below 1 MiB, PCI 2.x): both 32-bit.
-            _ => Bar::Mem32 { index, address, prefetchable },
-        })
+        let (bar, used) = decode_bar(&raws[..slots], self.slot)?;
+        self.slot += used;
+        Some(bar)
     }
+}
+
+/// Decodes the BAR in slot `slot` of `raws` (the BAR registers as read, in
+/// order: a header's, or SR-IOV's VF BARs) and says how many slots it spans.
+/// `None` past the last slot. PCI 3.0 §6.2.5.1.
+pub fn decode_bar(raws: &[u32], slot: usize) -> Option<(Bar, usize)> {
+    let raw = *raws.get(slot)?;
+    let index = slot as u8;
+    if raw & PCI_BASE_ADDRESS_SPACE_IO != 0 {
+        return Some((Bar::Io { index, address: raw & PCI_BASE_ADDRESS_IO_MASK }, 1));
+    }
+    let prefetchable = raw & PCI_BASE_ADDRESS_MEM_PREFETCH != 0;
+    let address = raw & PCI_BASE_ADDRESS_MEM_MASK;
+    Some(match raw & PCI_BASE_ADDRESS_MEM_TYPE_MASK {
+        PCI_BASE_ADDRESS_MEM_TYPE_64 => match raws.get(slot + 1) {
+            None => (Bar::Mem64InLastSlot { index }, 1),
+            Some(&high) => (
+                Bar::Mem64 { index, address: (u64::from(high) << 32) | u64::from(address), prefetchable },
+                2,
+            ),
+        },
+        0b110 => (Bar::ReservedType { index, raw }, 1),
+        // 0b000 (32-bit) and 0b010 (below 1 MiB, PCI 2.x): both 32-bit.
+        _ => (Bar::Mem32 { index, address, prefetchable }, 1),
+    })
 }

@@ -2,6 +2,9 @@
 //! (PCI Local Bus 3.0 §6.1, PCI-to-PCI Bridge 1.2 §3.2), the capability and
 //! extended-capability lists (PCI Express Base 6.0 §7.5.1, §7.6), the PCI
 //! Express capability's device and link registers (§7.5.3), ACS (§7.7.8),
+//! the other capabilities a GPU/NIC path carries (PM, MSI/MSI-X, AER, ATS,
+//! PRI, PASID, LTR, DSN, Resizable BAR, DPC, SR-IOV, Secondary PCI Express,
+//! Data Link Feature, Physical Layer 16.0 and 32.0 GT/s, vendor-specific),
 //! and TLP headers (§2.2).
 //!
 //! Everything reads from a byte slice (a sysfs `config` file, an `lspci -x`
@@ -26,15 +29,24 @@ pub mod acs;
 pub mod ats;
 pub mod aer;
 pub mod cap_id;
+pub mod dlf;
+pub mod dpc;
 pub mod dump;
 pub mod express;
 pub mod header;
 pub mod ltr_dsn;
 pub mod msi;
+pub mod pl16;
+pub mod pl32;
 pub mod pm;
 pub mod rebar;
+pub mod regs;
+pub mod secpci;
+pub mod sriov;
 pub mod tlp;
+pub mod vendor;
 pub mod walk;
 
 pub use header::{Bar, Config, ConfigError};
+pub use regs::CapError;
 pub use walk::{Cap, ExtCap, WalkError};
