@@ -12,6 +12,8 @@ pub const PCI_MSI_FLAGS_QSIZE: u16 = 0x0070;
 pub const PCI_MSI_FLAGS_64BIT: u16 = 0x0080;
 pub const PCI_MSI_FLAGS_MASKBIT: u16 = 0x0100;
 
+pub const PCI_MSI_ADDRESS_LO: usize = 0x04;
+
 pub const PCI_MSIX_FLAGS: usize = 0x02;
 pub const PCI_MSIX_FLAGS_QSIZE: u16 = 0x07ff;
 pub const PCI_MSIX_FLAGS_MASKALL: u16 = 0x4000;

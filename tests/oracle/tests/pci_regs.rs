@@ -124,6 +124,65 @@ fn constants_match_linux_pci_regs_h() {
     ] {
         ours.push((name.into(), v));
     }
+    use marrow_pcie::{acs as a, dlf, dpc, msi as m, pl16, rebar, sriov, vendor};
+    for (name, v) in [
+        ("PCI_EXP_DPC_RP_PIO_STATUS", dpc::PCI_EXP_DPC_RP_PIO_STATUS as u64),
+        ("PCI_EXP_DPC_RP_PIO_HEADER_LOG", dpc::PCI_EXP_DPC_RP_PIO_HEADER_LOG as u64),
+        ("PCI_EXP_DPC_RP_PIO_IMPSPEC_LOG", dpc::PCI_EXP_DPC_RP_PIO_IMPSPEC_LOG as u64),
+        ("PCI_EXP_DPC_RP_PIO_TLPPREFIX_LOG", dpc::PCI_EXP_DPC_RP_PIO_TLPPREFIX_LOG as u64),
+        ("PCI_EXP_DPC_CAP", dpc::PCI_EXP_DPC_CAP as u64),
+        ("PCI_EXP_DPC_CTL", dpc::PCI_EXP_DPC_CTL as u64),
+        ("PCI_EXP_DPC_STATUS", dpc::PCI_EXP_DPC_STATUS as u64),
+        ("PCI_EXP_DPC_SOURCE_ID", dpc::PCI_EXP_DPC_SOURCE_ID as u64),
+        ("PCI_EXP_DPC_IRQ", dpc::PCI_EXP_DPC_IRQ.into()),
+        ("PCI_EXP_DPC_CAP_RP_EXT", dpc::PCI_EXP_DPC_CAP_RP_EXT.into()),
+        ("PCI_EXP_DPC_CAP_POISONED_TLP", dpc::PCI_EXP_DPC_CAP_POISONED_TLP.into()),
+        ("PCI_EXP_DPC_CAP_SW_TRIGGER", dpc::PCI_EXP_DPC_CAP_SW_TRIGGER.into()),
+        ("PCI_EXP_DPC_RP_PIO_LOG_SIZE", dpc::PCI_EXP_DPC_RP_PIO_LOG_SIZE.into()),
+        ("PCI_EXP_DPC_CAP_DL_ACTIVE", dpc::PCI_EXP_DPC_CAP_DL_ACTIVE.into()),
+        ("PCI_EXP_DPC_CTL_EN_FATAL", dpc::PCI_EXP_DPC_CTL_EN_FATAL.into()),
+        ("PCI_EXP_DPC_CTL_EN_NONFATAL", dpc::PCI_EXP_DPC_CTL_EN_NONFATAL.into()),
+        ("PCI_EXP_DPC_CTL_INT_EN", dpc::PCI_EXP_DPC_CTL_INT_EN.into()),
+        ("PCI_EXP_DPC_STATUS_TRIGGER", dpc::PCI_EXP_DPC_STATUS_TRIGGER.into()),
+        ("PCI_EXP_DPC_STATUS_TRIGGER_RSN", dpc::PCI_EXP_DPC_STATUS_TRIGGER_RSN.into()),
+        ("PCI_EXP_DPC_STATUS_INTERRUPT", dpc::PCI_EXP_DPC_STATUS_INTERRUPT.into()),
+        ("PCI_EXP_DPC_RP_BUSY", dpc::PCI_EXP_DPC_RP_BUSY.into()),
+        ("PCI_EXP_DPC_STATUS_TRIGGER_RSN_EXT", dpc::PCI_EXP_DPC_STATUS_TRIGGER_RSN_EXT.into()),
+        ("PCI_EXP_DPC_RP_PIO_FEP", dpc::PCI_EXP_DPC_RP_PIO_FEP.into()),
+        ("PCI_SRIOV_CAP", sriov::PCI_SRIOV_CAP as u64),
+        ("PCI_SRIOV_CTRL", sriov::PCI_SRIOV_CTRL as u64),
+        ("PCI_SRIOV_STATUS", sriov::PCI_SRIOV_STATUS as u64),
+        ("PCI_SRIOV_BAR", sriov::PCI_SRIOV_BAR as u64),
+        ("PCI_SRIOV_NUM_BARS", sriov::PCI_SRIOV_NUM_BARS as u64),
+        ("PCI_SRIOV_CAP_VFM", sriov::PCI_SRIOV_CAP_VFM.into()),
+        ("PCI_SRIOV_CTRL_VFE", sriov::PCI_SRIOV_CTRL_VFE.into()),
+        ("PCI_SRIOV_CTRL_VFM", sriov::PCI_SRIOV_CTRL_VFM.into()),
+        ("PCI_SRIOV_CTRL_INTR", sriov::PCI_SRIOV_CTRL_INTR.into()),
+        ("PCI_SRIOV_CTRL_MSE", sriov::PCI_SRIOV_CTRL_MSE.into()),
+        ("PCI_SRIOV_CTRL_ARI", sriov::PCI_SRIOV_CTRL_ARI.into()),
+        ("PCI_SRIOV_STATUS_VFM", sriov::PCI_SRIOV_STATUS_VFM.into()),
+        ("PCI_EXT_CAP_SRIOV_SIZEOF", sriov::PCI_EXT_CAP_SRIOV_SIZEOF as u64),
+        ("PCI_DLF_CAP", dlf::PCI_DLF_CAP as u64),
+        ("PCI_DLF_EXCHANGE_ENABLE", dlf::PCI_DLF_EXCHANGE_ENABLE.into()),
+        ("PCI_PL_16GT_LE_CTRL", pl16::PCI_PL_16GT_LE_CTRL as u64),
+        ("PCI_PL_16GT_LE_CTRL_DSP_TX_PRESET_MASK", pl16::PCI_PL_16GT_LE_CTRL_DSP_TX_PRESET_MASK.into()),
+        ("PCI_PL_16GT_LE_CTRL_USP_TX_PRESET_MASK", pl16::PCI_PL_16GT_LE_CTRL_USP_TX_PRESET_MASK.into()),
+        ("PCI_PL_16GT_LE_CTRL_USP_TX_PRESET_SHIFT", pl16::PCI_PL_16GT_LE_CTRL_USP_TX_PRESET_SHIFT.into()),
+        ("PCI_VNDR_HEADER", vendor::PCI_VNDR_HEADER as u64),
+        ("PCI_VSEC_HDR_LEN_SHIFT", vendor::PCI_VSEC_HDR_LEN_SHIFT.into()),
+        ("PCI_CAP_FLAGS", vendor::PCI_CAP_FLAGS as u64),
+        ("PCI_ACS_EGRESS_BITS", a::PCI_ACS_EGRESS_BITS as u64),
+        ("PCI_REBAR_CAP", rebar::PCI_REBAR_CAP as u64),
+        ("PCI_REBAR_CTRL", rebar::PCI_REBAR_CTRL as u64),
+        ("PCI_REBAR_CAP_SIZES", rebar::PCI_REBAR_CAP_SIZES.into()),
+        ("PCI_REBAR_CTRL_BAR_IDX", rebar::PCI_REBAR_CTRL_BAR_IDX.into()),
+        ("PCI_REBAR_CTRL_NBAR_MASK", rebar::PCI_REBAR_CTRL_NBAR_MASK.into()),
+        ("PCI_REBAR_CTRL_NBAR_SHIFT", rebar::PCI_REBAR_CTRL_NBAR_SHIFT.into()),
+        ("PCI_REBAR_CTRL_BAR_SHIFT", rebar::PCI_REBAR_CTRL_BAR_SHIFT.into()),
+        ("PCI_MSI_ADDRESS_LO", m::PCI_MSI_ADDRESS_LO as u64),
+    ] {
+        ours.push((name.into(), v));
+    }
     // The AER bit names are Linux's minus the PCI_ERR_UNC_/PCI_ERR_COR_ prefix.
     for (name, flag) in Uncorrectable::all().iter_names() {
         ours.push((format!("PCI_ERR_UNC_{name}"), flag.bits().into()));
@@ -166,6 +225,56 @@ fn constants_match_linux_pci_regs_h() {
             }
         }
     }
+    // hw-specs/pcie.toml bit ranges against Linux's masks: the generated
+    // accessors (which the DPC, SR-IOV, DLF, PL and ReBAR decoders read
+    // through) extract exactly the bits Linux names.
+    let bit_masks: &[(&str, &str, &str)] = &[
+        ("pci_dpc_cap", "dpc_cap_irq", "PCI_EXP_DPC_IRQ"),
+        ("pci_dpc_cap", "dpc_cap_rp_ext", "PCI_EXP_DPC_CAP_RP_EXT"),
+        ("pci_dpc_cap", "dpc_cap_poison", "PCI_EXP_DPC_CAP_POISONED_TLP"),
+        ("pci_dpc_cap", "dpc_cap_sw_trigger", "PCI_EXP_DPC_CAP_SW_TRIGGER"),
+        ("pci_dpc_cap", "dpc_cap_rp_pio_log_size", "PCI_EXP_DPC_RP_PIO_LOG_SIZE"),
+        ("pci_dpc_cap", "dpc_cap_dl_active", "PCI_EXP_DPC_CAP_DL_ACTIVE"),
+        ("pci_dpc_cap", "dpc_ctl_int_en", "PCI_EXP_DPC_CTL_INT_EN"),
+        ("pci_dpc_cap", "dpc_status_trigger", "PCI_EXP_DPC_STATUS_TRIGGER"),
+        ("pci_dpc_cap", "dpc_status_trigger_rsn", "PCI_EXP_DPC_STATUS_TRIGGER_RSN"),
+        ("pci_dpc_cap", "dpc_status_interrupt", "PCI_EXP_DPC_STATUS_INTERRUPT"),
+        ("pci_dpc_cap", "dpc_status_rp_busy", "PCI_EXP_DPC_RP_BUSY"),
+        ("pci_dpc_cap", "dpc_status_trigger_rsn_ext", "PCI_EXP_DPC_STATUS_TRIGGER_RSN_EXT"),
+        ("pci_dpc_cap", "dpc_status_rp_pio_fep", "PCI_EXP_DPC_RP_PIO_FEP"),
+        ("pci_sriov_cap", "sriov_cap_vfm", "PCI_SRIOV_CAP_VFM"),
+        ("pci_sriov_cap", "sriov_ctrl_vfe", "PCI_SRIOV_CTRL_VFE"),
+        ("pci_sriov_cap", "sriov_ctrl_vfm", "PCI_SRIOV_CTRL_VFM"),
+        ("pci_sriov_cap", "sriov_ctrl_intr", "PCI_SRIOV_CTRL_INTR"),
+        ("pci_sriov_cap", "sriov_ctrl_mse", "PCI_SRIOV_CTRL_MSE"),
+        ("pci_sriov_cap", "sriov_ctrl_ari", "PCI_SRIOV_CTRL_ARI"),
+        ("pci_sriov_cap", "sriov_status_vfm", "PCI_SRIOV_STATUS_VFM"),
+        ("pci_dlf_cap", "dlf_cap_exchange_enable", "PCI_DLF_EXCHANGE_ENABLE"),
+        ("pci_pl_lane_eq", "pl_lane_eq_dsp_tx_preset", "PCI_PL_16GT_LE_CTRL_DSP_TX_PRESET_MASK"),
+        ("pci_pl_lane_eq", "pl_lane_eq_usp_tx_preset", "PCI_PL_16GT_LE_CTRL_USP_TX_PRESET_MASK"),
+        ("pci_rebar_cap", "rebar_ctrl_bar_idx", "PCI_REBAR_CTRL_BAR_IDX"),
+        ("pci_rebar_cap", "rebar_ctrl_nbar", "PCI_REBAR_CTRL_NBAR_MASK"),
+        ("pci_acs_cap", "acs_cap_ec", "PCI_ACS_EC"),
+        ("pci_msi_cap", "msi_flags_enable", "PCI_MSI_FLAGS_ENABLE"),
+        ("pci_msi_cap", "msi_flags_qmask", "PCI_MSI_FLAGS_QMASK"),
+        ("pci_msi_cap", "msi_flags_qsize", "PCI_MSI_FLAGS_QSIZE"),
+        ("pci_msi_cap", "msi_flags_64bit", "PCI_MSI_FLAGS_64BIT"),
+        ("pci_msi_cap", "msi_flags_maskbit", "PCI_MSI_FLAGS_MASKBIT"),
+    ];
+    for (layout, bit, lx) in bit_masks {
+        let l = marrow_pcie::generated::pcie::ALL_LAYOUTS.iter().find(|l| l.name == *layout).unwrap();
+        let b = l.fields.iter().flat_map(|f| f.bits.iter()).find(|b| b.name == *bit).unwrap_or_else(|| panic!("{layout}.{bit}"));
+        let mask = ((1u64 << (b.hi - b.lo + 1)) - 1) << b.lo;
+        match linux.get(*lx) {
+            Some(&v) if v == mask => {}
+            other => wrong.push(format!("hw-specs {layout}.{bit} is mask {mask:#x}, Linux {lx} = {other:x?}")),
+        }
+    }
+    // Linux's PCI_REBAR_CAP_SIZES (0x00fffff0) is 1 MiB..128 GiB only; the
+    // spec's field is bits 31:4 (to 128 TiB): ours must cover Linux's.
+    let rebar = marrow_pcie::generated::pcie::pci_rebar_cap::LAYOUT.fields.iter().flat_map(|f| f.bits.iter()).find(|b| b.name == "rebar_cap_sizes").unwrap();
+    assert_eq!((rebar.hi, rebar.lo), (31, 4));
+    assert_eq!(linux["PCI_REBAR_CAP_SIZES"] & !(0xffff_fff0u64), 0);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // Every value the harness exports was compared.
     let unchecked: Vec<&String> = linux.keys().filter(|k| !checked.contains(*k)).collect();
