@@ -96,19 +96,50 @@ extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong
     *rc = marrow::OK;
 }
 
-// Posting rate floor: the same stores and fences as a post, into the same
-// ring, without reservation, CQ or doorbell: 64 B of WQE + 8 B of doorbell record.
-extern "C" __global__ void marrow_store_floor_kernel(uint8_t *ring, uint32_t wqebbs, uint32_t *dbrec, uint32_t iters,
-                                                     uint64_t *ns) {
+// The span of a timed loop over all threads: span[0] = earliest start,
+// span[1] = latest end (GPU clock); the host zeroes span[1] and sets span[0] = ~0.
+__device__ __forceinline__ void marrow_span(uint64_t *span, uint64_t t0, uint64_t t1) {
+    atomicMin((unsigned long long *)&span[0], (unsigned long long)t0);
+    atomicMax((unsigned long long *)&span[1], (unsigned long long)t1);
+}
+
+// Posting rate: every thread posts `iters` 8-byte put_nbi (or, with `warp`,
+// put_nbi_warp); span covers the posting only, then quiet waits for all.
+// The send queue must hold every put of the launch, so that posting never
+// waits for the engine: this measures the device code, not the softnic.
+extern "C" __global__ void marrow_post_rate_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint32_t warp,
+                                                   uint64_t *span, int *rc) {
+    Channel ch{page};
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = marrow::OK;
+    uint64_t t0 = marrow::now_ns();
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        uint64_t off = ((uint64_t)tid * iters + i) * 8;
+        r = warp ? marrow::put_nbi_warp(ch, pe, off, off, 8) : marrow::put_nbi(ch, pe, off, off, 8);
+    }
+    marrow_span(span, t0, marrow::now_ns());
+    if (r == marrow::OK) r = marrow::quiet(ch);
+    rc[tid] = r;
+}
+
+// Posting rate floor: exactly the stores and fences of a post, into the same
+// kind of memory, without the protocol (no reservation, no ready chain, no
+// CQ): 64 B of WQE in 16-byte stores, the fence before the doorbell record,
+// the 4-byte doorbell record, the fence before the doorbell, the 8-byte
+// doorbell. `db` is a scratch word, not a UAR the softnic watches.
+extern "C" __global__ void marrow_store_floor_kernel(uint8_t *ring, uint32_t wqebbs, uint32_t *dbrec, uint64_t *db,
+                                                     uint32_t iters, uint64_t *span) {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t t0 = marrow::now_ns();
     for (uint32_t i = 0; i < iters; i++) {
         uint64_t *w = (uint64_t *)(ring + ((tid * iters + i) % wqebbs) * 64);
-        for (int k = 0; k < 8; k++) w[k] = i + k;
+        for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
         marrow::to_device();
-        marrow::store_release32(dbrec, marrow::be32(i));
+        marrow::store_device_u32(dbrec, marrow::be32(i));
+        marrow::wc_start();
+        marrow::mmio_store64(db, i);
     }
-    if (tid == 0) *ns = marrow::now_ns() - t0;
+    marrow_span(span, t0, marrow::now_ns());
 }
 
 // A stand-in for compute: `work` dependent multiply-adds on one thread.

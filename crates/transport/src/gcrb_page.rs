@@ -26,6 +26,9 @@ pub struct GcrbSetup {
     pub keys: [(u64, u32); 2],
     /// Timeout of every device-side wait.
     pub timeout_ns: u64,
+    /// `gcrb_config.flags.trace`: trace every post, doorbell and CQE, not
+    /// only errors and timeouts.
+    pub trace: bool,
 }
 
 /// Write a fresh GCRB (config, zeroed heads, error block and trace) into `page`.
@@ -38,6 +41,7 @@ pub fn fill(page: &Region, s: &GcrbSetup) -> Result<(), marrow_mmio::OutOfBounds
     c.set_cq_base(s.cq.0).set_cq_ncqe(s.cq.1).set_cq_dbrec_addr(s.cq.2).set_cq_mode(u32::from(s.cq.3));
     c.set_local_lkey(s.local.0).set_local_base(s.local.1).set_local_len(s.local.2);
     c.set_timeout_ns(s.timeout_ns).set_key_count(s.keys.len() as u32);
+    c.set_trace(s.trace);
     page.write_bytes(GCRB_OFF_CONFIG as usize, c.as_bytes())?;
     for (pe, (raddr, rkey)) in s.keys.iter().enumerate() {
         let mut k = gcrb_key::new_zeroed();

@@ -240,18 +240,38 @@ impl Gpu {
         Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
     }
 
-    /// `marrow_store_floor_kernel` on `grid`: the stores and fences of a post
-    /// (64 B WQE + doorbell record) into `ring` without the protocol: ns.
-    pub fn store_floor(&self, ring: u64, wqebbs: u32, dbrec: u64, iters: u32, grid: Grid) -> Result<u64, TransportError> {
-        let f = self.function("marrow_store_floor_kernel")?;
-        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+    /// `marrow_post_rate_kernel` on `grid`: every thread posts `iters` 8-byte
+    /// `put_nbi` (whole warps together with `warp`), then `quiet`. Returns
+    /// every thread's result code and the posting span in GPU-clock ns.
+    pub fn post_rate(&self, page: u64, pe: u32, iters: u32, warp: bool, grid: Grid) -> Result<(Vec<i32>, u64), TransportError> {
+        let f = self.function("marrow_post_rate_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(grid.size()).map_err(cuda)?;
+        let mut span = self.stream.clone_htod(&[u64::MAX, 0]).map_err(cuda)?;
+        let warp = u32::from(warp);
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&ring).arg(&wqebbs).arg(&dbrec).arg(&iters).arg(&mut ns);
-        // SAFETY: matches marrow_store_floor_kernel (u8*, u32, u32*, u32, u64*);
-        // `ring` and `dbrec` are registered host memory.
+        b.arg(&page).arg(&pe).arg(&iters).arg(&warp).arg(&mut span).arg(&mut rc);
+        // SAFETY: matches marrow_post_rate_kernel (u8*, u32, u32, u32, u64*, int*);
+        // `page` is a GCRB whose rings are registered host memory.
         unsafe { b.launch(grid.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        Ok(self.stream.clone_dtoh(&ns).map_err(cuda)?[0])
+        let span = self.stream.clone_dtoh(&span).map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?, span[1].saturating_sub(span[0])))
+    }
+
+    /// `marrow_store_floor_kernel` on `grid`: the stores and fences of a post
+    /// (64 B WQE, doorbell record, doorbell) into `ring`, `dbrec` and `db`
+    /// without the protocol: the span in GPU-clock ns.
+    pub fn store_floor(&self, ring: u64, wqebbs: u32, dbrec: u64, db: u64, iters: u32, grid: Grid) -> Result<u64, TransportError> {
+        let f = self.function("marrow_store_floor_kernel")?;
+        let mut span = self.stream.clone_htod(&[u64::MAX, 0]).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&ring).arg(&wqebbs).arg(&dbrec).arg(&db).arg(&iters).arg(&mut span);
+        // SAFETY: matches marrow_store_floor_kernel (u8*, u32, u32*, u64*, u32, u64*);
+        // `ring`, `dbrec` and `db` are registered host memory.
+        unsafe { b.launch(grid.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        let span = self.stream.clone_dtoh(&span).map_err(cuda)?;
+        Ok(span[1].saturating_sub(span[0]))
     }
 
     /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i at

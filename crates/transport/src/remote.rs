@@ -94,6 +94,7 @@ impl RemotePe {
             local: (self.lkey, me.addr, self.buf.len() as u64),
             keys,
             timeout_ns: self.timeout.as_nanos() as u64,
+            trace: true,
         };
         gcrb_page::fill(&self.page.region(), &setup)?;
         Ok(())

@@ -21,11 +21,14 @@ pub struct WorldConfig {
     pub collapsed_cq: bool,
     /// Timeout of every device-side wait.
     pub timeout: Duration,
+    /// Device trace of every post, doorbell and CQE (errors and timeouts
+    /// are traced regardless).
+    pub trace: bool,
 }
 
 impl Default for WorldConfig {
     fn default() -> Self {
-        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2) }
+        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true }
     }
 }
 
@@ -133,6 +136,7 @@ impl World {
                     },
                     keys,
                     timeout_ns: cfg.timeout.as_nanos() as u64,
+                    trace: cfg.trace,
                 }
             };
             gcrb_page::fill(&page.region(), &setup)?;

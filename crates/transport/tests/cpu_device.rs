@@ -199,3 +199,63 @@ fn a_bad_gcrb_is_refused() {
     w.channels[0].page().write_bytes(0, &[0; 4]).unwrap();
     assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)));
 }
+
+/// Change PE 0's `gcrb_config` (the host owns it until device code runs).
+fn edit_config(w: &World, edit: impl FnOnce(&mut marrow_gcrb::gcrb_config)) {
+    use zerocopy::{FromBytes, IntoBytes};
+    let page = w.channels[0].page();
+    let off = marrow_gcrb::GCRB_OFF_CONFIG as usize;
+    let mut b = vec![0u8; marrow_gcrb::gcrb_config::SIZE];
+    page.read_bytes(off, &mut b).unwrap();
+    let mut c = marrow_gcrb::gcrb_config::read_from_bytes(&b).unwrap();
+    edit(&mut c);
+    page.write_bytes(off, c.as_bytes()).unwrap();
+}
+
+#[test]
+fn doorbells_in_rdma_core_style_carry_the_last_control_segment() {
+    // flags.db_ctrl_bytes: the doorbell is the last WQE's first 8 bytes, as
+    // rdma-core's post_send writes it; the softnic decodes both styles.
+    let w = world(4, 16, false);
+    edit_config(&w, |c| {
+        c.set_db_ctrl_bytes(true);
+    });
+    w.nic.enable_trace(1 << 16);
+    let dev = Device::new(&w.channels[0]);
+    for i in 0..10u64 {
+        w.bufs[0].write_bytes(i as usize * 8, &(i * 3 + 1).to_le_bytes()).unwrap();
+        dev.put(1, i * 8, i * 8, 8).unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
+    }
+    for i in 0..10u64 {
+        let mut got = [0u8; 8];
+        w.bufs[1].read_bytes(i as usize * 8, &mut got).unwrap();
+        assert_eq!(u64::from_le_bytes(got), i * 3 + 1);
+    }
+    let (records, err) = marrow_softnic::trace::parse(&w.nic.trace_bytes().unwrap());
+    assert!(err.is_none(), "{err:?}");
+    let doorbells: Vec<_> = records.iter().filter(|r| r.kind == marrow_softnic::trace::Kind::DOORBELL).collect();
+    assert_eq!(doorbells.len(), 10, "a blocking put rings once");
+    for (i, d) in doorbells.iter().enumerate() {
+        let db = marrow_mlx5::doorbell::decode_uar_doorbell(d.bytes[..8].try_into().unwrap());
+        assert_eq!(db.style, marrow_mlx5::doorbell::DoorbellStyle::RdmaCore, "{db:?}");
+        assert_eq!((db.opcode, db.wqe_index, db.ds), (marrow_mlx5::raw::WqeOpcode::RDMA_WRITE, i as u16, 3), "{db:?}");
+    }
+}
+
+#[test]
+fn the_trace_flag_decides_what_the_device_traces() {
+    use marrow_gcrb::GcrbEvent;
+    for trace in [true, false] {
+        let w = World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), trace, ..WorldConfig::default() })
+            .unwrap();
+        let dev = Device::new(&w.channels[0]);
+        dev.put(1, 0, 0, 8).unwrap();
+        let events = || gcrb_page::trace(&w.channels[0].page()).iter().map(|e| GcrbEvent(e.event())).collect::<Vec<_>>();
+        let ok_events = if trace { vec![GcrbEvent::POST, GcrbEvent::DOORBELL, GcrbEvent::CQE] } else { vec![] };
+        assert_eq!(events(), ok_events);
+        // Errors and timeouts are traced either way.
+        w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
+        assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError(-110)));
+        assert_eq!(events().last(), Some(&GcrbEvent::TIMEOUT), "trace {trace}");
+    }
+}

@@ -34,22 +34,28 @@ enum : int {
     E_CQE_BASE = -1000, /* an error CQE: E_CQE_BASE - syndrome */
 };
 
-/* A channel: the device address of its GCRB page. */
+/* A channel: the device address of its GCRB page, and its configuration
+ * read once. The host fills gcrb_config before launch and nothing writes it
+ * while device code runs, so a copy in registers is exact; re-reading it
+ * from memory would cost a trip to L2 after every acquire load. */
 struct Channel {
     uint8_t *page;
+    marrow_gcrb_config c;
 
-    MARROW_MEMBER marrow_gcrb_config *cfg() const { return (marrow_gcrb_config *)(page + MARROW_GCRB_OFF_CONFIG); }
+    MARROW_MEMBER explicit Channel(uint8_t *p) : page(p), c(*(const marrow_gcrb_config *)(p + MARROW_GCRB_OFF_CONFIG)) {}
+    MARROW_MEMBER const marrow_gcrb_config *cfg() const { return &c; }
     MARROW_MEMBER marrow_gcrb_heads *heads() const { return (marrow_gcrb_heads *)(page + MARROW_GCRB_OFF_HEADS); }
     MARROW_MEMBER marrow_gcrb_error *err() const { return (marrow_gcrb_error *)(page + MARROW_GCRB_OFF_ERROR); }
     MARROW_MEMBER marrow_gcrb_key *key(uint32_t pe) const { return (marrow_gcrb_key *)(page + MARROW_GCRB_OFF_KEYS) + pe; }
     MARROW_MEMBER marrow_gcrb_trace_entry *trace_at(uint64_t i) const {
         return (marrow_gcrb_trace_entry *)(page + MARROW_GCRB_OFF_TRACE) + (i % MARROW_GCRB_TRACE_ENTRIES);
     }
+    MARROW_MEMBER bool flag(uint32_t shift) const { return (c.flags >> shift) & 1u; }
 };
 
 /* ------------------------------------------------------------ trace, errors */
 
-MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1) {
+MARROW_FN void trace_append(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1) {
     uint64_t i = atomic_add(&ch.heads()->trace_head, 1);
     marrow_gcrb_trace_entry *e = ch.trace_at(i);
     e->t_ns = now_ns();
@@ -59,7 +65,13 @@ MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1
     e->arg1 = a1;
 }
 
-/* Record the first failure, with the heads as they are now. */
+/* Posts, doorbells and CQEs are traced when gcrb_config.flags.trace is set:
+ * each entry is an atomic and five stores, a third of a post's cost. */
+MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1) {
+    if (ch.flag(MARROW_GCRB_CONFIG_TRACE_SHIFT)) trace_append(ch, event, a0, a1);
+}
+
+/* Record the first failure, with the heads as they are now. Always traced. */
 MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
     marrow_gcrb_error *e = ch.err();
     if (!cas32(&e->status, MARROW_GCRB_STATUS_OK, 0xffffffffu)) return; /* someone else reported first */
@@ -80,38 +92,39 @@ MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, u
         e->wqe_counter = be16(c->wqe_counter);
     }
     store_release32(&e->status, status);
-    trace(ch, status == MARROW_GCRB_STATUS_TIMEOUT ? MARROW_GCRB_EVENT_TIMEOUT : MARROW_GCRB_EVENT_ERROR,
-          cqe ? be16(((const marrow_mlx5_err_cqe *)cqe)->wqe_counter) : wait,
-          cqe ? ((const marrow_mlx5_err_cqe *)cqe)->syndrome : elapsed);
+    trace_append(ch, status == MARROW_GCRB_STATUS_TIMEOUT ? MARROW_GCRB_EVENT_TIMEOUT : MARROW_GCRB_EVENT_ERROR,
+                 cqe ? be16(((const marrow_mlx5_err_cqe *)cqe)->wqe_counter) : wait,
+                 cqe ? ((const marrow_mlx5_err_cqe *)cqe)->syndrome : elapsed);
 }
 
-/* A deadline for one wait. */
+/* A deadline for one wait, started by its first unsuccessful check: a wait
+ * that succeeds at once never reads the clock. */
 struct Deadline {
-    uint64_t start, limit;
-    uint32_t spins;
+    uint64_t start = 0;
+    uint32_t spins = 0;
     MARROW_MEMBER bool expired(const Channel &ch, uint32_t wait) {
         relax(++spins);
-        uint64_t t = now_ns() - start;
-        if (t <= limit) return false;
+        uint64_t now = now_ns();
+        if (spins == 1) start = now;
+        uint64_t t = now - start;
+        if (t <= ch.c.timeout_ns) return false;
         record_error(ch, MARROW_GCRB_STATUS_TIMEOUT, wait, t, nullptr);
         return true;
     }
 };
 
-MARROW_FN Deadline deadline(const Channel &ch) { return Deadline{now_ns(), ch.cfg()->timeout_ns, 0}; }
-
 MARROW_FN int check_config(const Channel &ch) {
-    const marrow_gcrb_config *c = ch.cfg();
-    if (c->magic != MARROW_GCRB_MAGIC || c->version != MARROW_GCRB_VERSION) {
+    if (ch.c.magic != MARROW_GCRB_MAGIC || ch.c.version != MARROW_GCRB_VERSION) {
         record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
         return E_BAD_CONFIG;
     }
     return OK;
 }
 
-/* An earlier failure sticks: later calls return it instead of going on. */
+/* An earlier failure sticks: later calls return it instead of going on.
+ * A relaxed load: the status only needs to be seen eventually. */
 MARROW_FN int sticky_error(const Channel &ch) {
-    uint32_t s = load_acquire32(&ch.err()->status);
+    uint32_t s = load_relaxed32(&ch.err()->status);
     if (s == MARROW_GCRB_STATUS_OK || s == 0xffffffffu) return OK;
     if (s == MARROW_GCRB_STATUS_CQE_ERROR) return E_CQE_BASE - (int)ch.err()->syndrome;
     if (s == MARROW_GCRB_STATUS_TIMEOUT) return E_TIMEOUT;
@@ -126,37 +139,53 @@ MARROW_FN uint64_t widen(uint64_t ref, uint16_t counter) {
     return ref - (back == 0 ? 65536u : back);
 }
 
-MARROW_FN int ring(const Channel &ch);
+/* Re-reads of an unchanged CQE before the poller lets the lock go: fewer on
+ * the CPU, whose threads may share a core with the engine they wait for. */
+constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
 
-/* Consume what the CQ holds; one poller at a time (the others return). */
-MARROW_FN int poll_cq(const Channel &ch) {
+/* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
+ * (the others return at once and look at cons_idx). While nothing new has
+ * arrived the poller re-reads the CQE, up to POLL_SPINS times, keeping the
+ * lock: a waiter then sees its CQE one PCIe read after it lands, not a lock
+ * round trip later. Once `upto` is reached it leaves the rest of the CQ to
+ * the next poller rather than spend a PCIe read looking for more. */
+MARROW_FN int poll_cq(const Channel &ch, uint64_t upto) {
     marrow_gcrb_heads *h = ch.heads();
     /* Test, then test-and-set: a held lock costs waiters a load, not an atomic. */
-    if (load_acquire32(&h->poll_lock) != 0 || !cas32(&h->poll_lock, 0, 1)) return sticky_error(ch);
+    if (load_relaxed32(&h->poll_lock) != 0 || !cas32(&h->poll_lock, 0, 1)) return sticky_error(ch);
     const marrow_gcrb_config *c = ch.cfg();
     uint8_t *cq = (uint8_t *)c->cq_base;
+    /* cons_idx and cq_ci change only under this lock. */
+    uint64_t cons = load_acquire(&h->cons_idx), ci = h->cq_ci;
     int rc = OK;
-    for (;;) {
-        uint64_t ci = h->cq_ci;
+    uint32_t idle = 0;
+    while (cons < upto) {
         uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci % c->cq_ncqe) * MARROW_MLX5_CQE_SIZE);
         /* One 32-bit load of {wqe_counter, signature, op_own} (CQE bytes
          * 60..63): one PCIe read instead of two (DOCA's pre-sm90 poll). */
         uint32_t tail = load_device_u32((const uint32_t *)(cqe + 60));
         uint8_t op_own = (uint8_t)(tail >> 24);
         uint8_t opcode = op_own >> 4;
-        if (opcode == MARROW_MLX5_CQE_INVALID) break;
         uint16_t counter = be16((uint16_t)tail);
         /* Completed WQEs lie below ready_head, and ready_head is never more
          * than a ring ahead of them: the reference that widens the counter. */
-        uint64_t ref = load_acquire(&h->ready_head);
-        if (c->cq_mode) {
+        uint64_t done = 0;
+        bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
+        if (fresh && c->cq_mode) {
             /* Collapsed: slot 0 holds the latest CQE; new when its
              * counter is past what was consumed. */
-            uint64_t done = widen(ref, counter) + 1;
-            if (done <= h->cons_idx && opcode != MARROW_MLX5_CQE_REQ_ERR) break;
-        } else if ((op_own & 1) != ((ci & c->cq_ncqe) ? 1 : 0)) {
-            break; /* owner bit of the previous pass: hardware still owns it */
+            done = widen(load_acquire(&h->ready_head), counter) + 1;
+            fresh = done > cons || opcode == MARROW_MLX5_CQE_REQ_ERR;
+        } else if (fresh) {
+            /* The owner bit of the previous pass: hardware still owns it. */
+            fresh = (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
         }
+        if (!fresh) {
+            if (++idle >= POLL_SPINS) break;
+            spin_pause();
+            continue;
+        }
+        idle = 0;
         /* The owner bit (or counter) was seen: only now read the rest. */
         from_device();
         if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) {
@@ -164,10 +193,13 @@ MARROW_FN int poll_cq(const Channel &ch) {
             rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
             break;
         }
-        uint64_t done = widen(ref, counter) + 1;
+        if (!c->cq_mode) done = widen(load_acquire(&h->ready_head), counter) + 1;
         trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
-        atomic_max(&h->cons_idx, done);
-        h->cq_ci = ci + 1;
+        if (done > cons) {
+            cons = done;
+            store_release(&h->cons_idx, cons);
+        }
+        h->cq_ci = ++ci;
         if (!c->cq_mode) {
             /* Return slots to the NIC (rdma-core update_cons_index), every
              * `batch` CQEs: at most sq_wqebbs CQEs are ever outstanding, so a
@@ -177,33 +209,28 @@ MARROW_FN int poll_cq(const Channel &ch) {
              * updated on every CQE. */
             uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
             uint64_t batch = slack / 2 > 1 ? slack / 2 : 1;
-            if ((ci + 1) % batch == 0) {
+            if (ci % batch == 0) {
                 /* Our reads of the CQE before the NIC may reuse its slot. */
                 to_device();
                 uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
-                dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)(ci + 1) & 0xffffffu);
+                dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)ci & 0xffffffu);
             }
-        } else {
-            break;
         }
     }
     store_release32(&h->poll_lock, 0);
     return rc != OK ? rc : sticky_error(ch);
 }
 
-/* Wait until the WQEBBs below `upto` completed. Rings what is ready and
- * not yet announced, so a waiter never waits on a doorbell nobody rings. */
+/* Wait until the WQEBBs below `upto` completed. Whoever posted them rang
+ * for them, or left the ringing to a later holder of the ready chain
+ * (ready_and_ring), so a waiter only polls. */
 MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
-    Deadline d = deadline(ch);
+    Deadline d;
     marrow_gcrb_heads *h = ch.heads();
     while (load_acquire(&h->cons_idx) < upto) {
-        if (load_acquire(&h->ready_head) > load_acquire(&h->prod_idx)) {
-            int rr = ring(ch);
-            if (rr != OK) return rr;
-        }
-        int rc = poll_cq(ch);
+        int rc = poll_cq(ch, upto);
         if (rc != OK) return rc;
-        if (load_acquire(&ch.heads()->cons_idx) >= upto) break;
+        if (load_acquire(&h->cons_idx) >= upto) break;
         if (d.expired(ch, wait)) return E_TIMEOUT;
     }
     return OK;
@@ -216,8 +243,13 @@ MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
     int rc = sticky_error(ch);
     if (rc != OK) return rc;
     *idx = atomic_add(&ch.heads()->resv_head, n);
-    uint64_t depth = ch.cfg()->sq_wqebbs;
-    return wait_done(ch, *idx + n > depth ? *idx + n - depth : 0, MARROW_GCRB_WAIT_SLOT);
+    uint64_t depth = ch.c.sq_wqebbs;
+    if (*idx + n <= depth) return OK;
+    uint64_t need = *idx + n - depth;
+    /* Room already: a relaxed load, the common case. No store of ours to
+     * the slot can pass it: stores are not made speculatively. */
+    if (load_relaxed(&ch.heads()->cons_idx) >= need) return OK;
+    return wait_done(ch, need, MARROW_GCRB_WAIT_SLOT);
 }
 
 /* What one WQE carries. */
@@ -231,15 +263,16 @@ struct Op {
     uint8_t fm_ce_se;
 };
 
-/* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. */
-MARROW_FN void write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
+/* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. Returns
+ * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value. */
+MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
     const marrow_gcrb_config *c = ch.cfg();
     uint8_t *w = (uint8_t *)c->sq_base + (idx % c->sq_wqebbs) * MARROW_MLX5_SEND_WQE_BB;
     bool atomic = op.opcode == MARROW_MLX5_OPCODE_ATOMIC_FA || op.opcode == MARROW_MLX5_OPCODE_ATOMIC_CS;
     uint32_t ds = op.opcode == MARROW_MLX5_OPCODE_NOP ? 1 : (atomic ? 4 : 3);
     /* The 64 bytes as eight little-endian words of big-endian fields, laid
      * out as marrow/generated/mlx5.h declares them (asserted below), so the
-     * ring gets whole 8-byte stores and no field is written twice. */
+     * ring gets whole 16-byte stores and no field is written twice. */
     static_assert(MARROW_MLX5_WQE_CTRL_SEG_SIZE == 16 && MARROW_MLX5_WQE_RADDR_SEG_SIZE == 16 &&
                       MARROW_MLX5_WQE_DATA_SEG_SIZE == 16 && MARROW_MLX5_WQE_ATOMIC_SEG_SIZE == 16,
                   "16-byte segments");
@@ -267,79 +300,92 @@ MARROW_FN void write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
         seg[5] = d1;
         seg[6] = seg[7] = 0;
     }
-    uint64_t *dst = (uint64_t *)w;
-    for (int i = 0; i < 8; i++) dst[i] = seg[i];
+    for (int i = 0; i < 8; i += 2) store_wqe16((uint64_t *)w + i, seg[i], seg[i + 1]);
     trace(ch, MARROW_GCRB_EVENT_POST, idx, op.opcode);
+    return seg[0];
 }
 
-/* Mark [idx, idx+n) ready, strictly in order. Only the thread holding
- * index `idx` can move ready_head past it, so waiting with plain loads and
- * then one release store is enough: thousands of waiting threads no longer
- * hammer the word with compare-and-swap (NVSHMEM's atomicCAS loop). */
-MARROW_FN int mark_ready(const Channel &ch, uint64_t idx, uint32_t n) {
-    /* Our WQE stores before anyone can ring past them. */
-    to_device();
-    Deadline d = deadline(ch);
-    while (load_acquire(&ch.heads()->ready_head) != idx) {
+/* The ready chain: [idx, idx+n) becomes ready strictly in order, and only
+ * the thread whose reservation starts at ready_head may move it, so waiting
+ * with loads and then one release store is enough (no compare-and-swap
+ * storm, unlike NVSHMEM's atomicCAS loop). The holder of the chain also
+ * rings, so doorbell records never go backwards without a doorbell lock.
+ * It rings when
+ *   - the caller asks (a blocking call waits for this WQE), or
+ *   - nobody reserved after it (resv_head == our end), or
+ *   - a batch of RING_BATCH WQEBBs was crossed (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH), or
+ *   - someone reserved past the ring and may be waiting for room, which
+ *     only completions of what is ready here can make.
+ * Otherwise the next holder rings for both: every WQE ends up rung by the
+ * last holder of a burst, who always sees itself last. A thread that fails
+ * between its reservation and its turn stops the chain; its error is
+ * sticky and every later call returns it. */
+constexpr uint64_t RING_BATCH = 32;
+
+MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, uint64_t last_ctrl) {
+    marrow_gcrb_heads *h = ch.heads();
+    Deadline d;
+    while (load_acquire(&h->ready_head) != idx) {
         int rc = sticky_error(ch);
         if (rc != OK) return rc;
         if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
     }
-    store_release(&ch.heads()->ready_head, idx + n);
-    return OK;
-}
-
-/* Announce everything ready: doorbell record, then the doorbell. */
-MARROW_FN int ring(const Channel &ch) {
-    marrow_gcrb_heads *h = ch.heads();
-    const marrow_gcrb_config *c = ch.cfg();
-    Deadline d = deadline(ch);
-    while (load_acquire32(&h->db_lock) != 0 || !cas32(&h->db_lock, 0, 1)) {
-        if (load_acquire(&h->prod_idx) >= load_acquire(&h->ready_head)) return OK; /* someone rang past us */
-        if (d.expired(ch, MARROW_GCRB_WAIT_POLL_LOCK)) return E_TIMEOUT;
-    }
-    uint64_t ready = load_acquire(&h->ready_head);
-    if (ready > h->prod_idx) {
-        /* The WQE stores are already ordered before the doorbell record:
-         * every writer fenced (to_device) before its ready CAS, and this
-         * acquire load of ready_head sees those CASes. */
-        uint32_t *dbrec = (uint32_t *)c->dbrec_addr;
-        store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)ready & 0xffffu));
+    uint64_t end = idx + n;
+    uint64_t resv = load_relaxed(&h->resv_head), cons = load_relaxed(&h->cons_idx);
+    if (force || resv == end || end / RING_BATCH != idx / RING_BATCH || resv > cons + ch.c.sq_wqebbs) {
+        /* Every poster fenced (to_device) its WQE stores before its turn,
+         * and our acquire of ready_head saw theirs: the WQEs are ordered
+         * before this doorbell record. */
+        uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
+        store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & 0xffffu));
         /* Doorbell record before the doorbell that makes the NIC read it. */
         wc_start();
-        uint64_t db = (uint64_t)be32((uint32_t)(ready & 0xffff) << 8) | ((uint64_t)be32(c->qpn << 8) << 32);
-        mmio_store64((uint64_t *)c->db_addr, db);
+        uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
+                          ? last_ctrl
+                          : (uint64_t)be32((uint32_t)(end & 0xffff) << 8) | ((uint64_t)be32(ch.c.qpn << 8) << 32);
+        mmio_store64((uint64_t *)ch.c.db_addr, db);
 #if !MARROW_GPU
-        /* Out of the write-combining buffer before the lock is released,
-         * so doorbells of two ringers reach the NIC in order. The GPU path
+        /* Out of the write-combining buffer before the chain moves on, so
+         * doorbells of two holders reach the NIC in order. The GPU path
          * has no write-combining buffer to drain; like DOCA and NVSHMEM it
          * puts no fence after the doorbell store. */
         wc_flush();
 #endif
-        store_release(&h->prod_idx, ready);
-        trace(ch, MARROW_GCRB_EVENT_DOORBELL, ready, 0);
+        store_relaxed(&h->prod_idx, end);
+        trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
     }
-    store_release32(&h->db_lock, 0);
+    store_release(&h->ready_head, end);
     return OK;
 }
 
-/* Reserve, write, mark ready; ring when nobody is right behind us or a
- * batch of 32 WQEBBs was crossed (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH). */
+/* Post one WQE per calling thread. On the GPU the threads of a warp that
+ * call together on one channel post as a group (warp-aggregated): the
+ * leader reserves for all, each writes its own WQE, the leader takes the
+ * ready chain once for all. One reservation, one turn of the chain and at
+ * most one doorbell per warp instead of per thread. */
 MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring) {
-    uint64_t idx;
-    int rc = reserve(ch, 1, &idx);
+    Group g = group_of(ch.page);
+    int rc = OK;
+    uint64_t base = 0;
+    if (g.leader()) rc = reserve(ch, g.size, &base);
+    rc = g.from_leader32(rc);
+    base = g.from_leader64(base);
     if (rc != OK) return rc;
-    write_wqe(ch, idx, op);
-    rc = mark_ready(ch, idx, 1);
-    if (rc != OK) return rc;
-    bool last = load_acquire(&ch.heads()->resv_head) == idx + 1;
-    if (force_ring || last || ((idx + 1) / 32 != idx / 32)) rc = ring(ch);
+    uint64_t idx = base + g.rank;
+    uint64_t ctrl = write_wqe(ch, idx, op);
+    /* Our WQE stores before any holder of the chain rings past them. */
+    to_device();
+    bool force = g.any(force_ring);
+    uint64_t last_ctrl = g.from_last64(ctrl);
+    g.sync();
+    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, last_ctrl);
+    rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
     return rc;
 }
 
 MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
-    if (pe >= ch.cfg()->key_count) return E_RANGE;
+    if (pe >= ch.c.key_count) return E_RANGE;
     const marrow_gcrb_key *k = ch.key(pe);
     *raddr = k->raddr + off;
     *rkey = k->rkey;
@@ -348,9 +394,8 @@ MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len,
 }
 
 MARROW_FN int local(const Channel &ch, uint64_t off, uint64_t len, uint64_t *laddr) {
-    const marrow_gcrb_config *c = ch.cfg();
-    if (off > c->local_len || len > c->local_len - off) return E_RANGE;
-    *laddr = c->local_base + off;
+    if (off > ch.c.local_len || len > ch.c.local_len - off) return E_RANGE;
+    *laddr = ch.c.local_base + off;
     return OK;
 }
 
@@ -364,7 +409,7 @@ MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t rof
     int rc = remote(ch, pe, roff, len, &op->raddr, &op->rkey);
     if (rc == OK) rc = local(ch, loff, len, &op->laddr);
     op->opcode = opcode;
-    op->lkey = ch.cfg()->local_lkey;
+    op->lkey = ch.c.local_lkey;
     op->len = len;
     op->fm_ce_se = CQ_UPDATE;
     return rc;
@@ -406,7 +451,7 @@ MARROW_FN int atomic_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t
     if (rc == OK) rc = local(ch, result_loff, 8, &op->laddr);
     if (rc != OK) return rc;
     op->opcode = opcode;
-    op->lkey = ch.cfg()->local_lkey;
+    op->lkey = ch.c.local_lkey;
     op->len = 8;
     op->swap_add = swap_add;
     op->compare = compare;
@@ -459,41 +504,29 @@ MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t
  * QP, which executes in order; kept so code ports from NVSHMEM unchanged. */
 MARROW_FN void fence(const Channel &) { to_device(); }
 
-/* Wait for every WQE reserved so far to complete. */
+/* Wait for every WQE reserved so far to complete. The last of them was
+ * rung by its holder of the ready chain (it saw itself last, or a later
+ * holder rang for it), so quiet waits for readiness, then completions. */
 MARROW_FN int quiet(const Channel &ch) {
     marrow_gcrb_heads *h = ch.heads();
     uint64_t target = load_acquire(&h->resv_head);
-    Deadline d = deadline(ch);
+    Deadline d;
     while (load_acquire(&h->ready_head) < target) {
         int rc = sticky_error(ch);
         if (rc != OK) return rc;
         if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
     }
-    int rc = ring(ch);
-    return rc != OK ? rc : wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
+    return wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
 }
 
 #if MARROW_GPU
-/* Warp-cooperative put: lane 0 reserves 32 WQEBBs for the warp, each lane
- * writes its WQE, lane 0 marks them ready and rings once. All 32 lanes call. */
+/* Warp-cooperative put: all 32 lanes call; they post as one group (one
+ * reservation of 32 WQEBBs, one turn of the ready chain, one doorbell).
+ * put_nbi does the same for whichever lanes call it together; this entry
+ * point first reconverges the warp so the group is the whole warp. */
 MARROW_FN int put_nbi_warp(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    const unsigned full = 0xffffffffu;
-    unsigned lane = threadIdx.x & 31;
-    Op op;
-    int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
-    if (__any_sync(full, rc != OK)) return rc != OK ? rc : E_RANGE;
-    uint64_t base = 0;
-    if (lane == 0) rc = reserve(ch, 32, &base);
-    rc = __shfl_sync(full, rc, 0);
-    base = __shfl_sync(full, base, 0);
-    if (rc != OK) return rc;
-    write_wqe(ch, base + lane, op);
-    __syncwarp(full);
-    if (lane == 0) {
-        rc = mark_ready(ch, base, 32);
-        if (rc == OK) rc = ring(ch);
-    }
-    return __shfl_sync(full, rc, 0);
+    __syncwarp(0xffffffffu);
+    return put_nbi(ch, pe, roff, loff, len);
 }
 #endif
 

@@ -72,6 +72,13 @@ MARROW_FN uint64_t now_ns() {
 #endif
 }
 
+/* One turn of a tight poll (a CQE re-read under the poll lock). */
+MARROW_FN void spin_pause() {
+#if !MARROW_GPU && defined(__x86_64__)
+    _mm_pause();
+#endif
+}
+
 /* Back off inside a wait loop. */
 MARROW_FN void relax(uint32_t spins) {
 #if MARROW_GPU
@@ -116,17 +123,6 @@ MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #endif
 }
 
-MARROW_FN uint64_t atomic_max(uint64_t *p, uint64_t v) {
-#if MARROW_GPU
-    return atomicMax((unsigned long long *)p, (unsigned long long)v);
-#else
-    uint64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    }
-    return cur;
-#endif
-}
-
 MARROW_FN uint64_t load_acquire(const uint64_t *p) {
 #if MARROW_GPU
     uint64_t v;
@@ -147,6 +143,34 @@ MARROW_FN uint32_t load_acquire32(const uint32_t *p) {
 #endif
 }
 
+/* Loads that order nothing (a status seen eventually, a snapshot of a head
+ * that only grows): they issue without waiting, so several overlap. */
+MARROW_FN uint64_t load_relaxed(const uint64_t *p) {
+#if MARROW_GPU
+    uint64_t v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+MARROW_FN uint32_t load_relaxed32(const uint32_t *p) {
+#if MARROW_GPU
+    uint32_t v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+/* A head other threads only read for reports (prod_idx). */
+MARROW_FN void store_relaxed(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
 MARROW_FN void store_release(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
     asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -163,6 +187,16 @@ MARROW_FN void store_release32(uint32_t *p, uint32_t v) {
 #endif
 }
 
+/* 16 bytes of a WQE into the ring (DOCA's st.weak.cs.v2.b64): one store
+ * instruction per segment, not cached on the way (the GPU never reads it). */
+MARROW_FN void store_wqe16(uint64_t *p, uint64_t lo, uint64_t hi) {
+#if MARROW_GPU
+    asm volatile("st.global.cs.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(lo), "l"(hi) : "memory");
+#else
+    ((volatile uint64_t *)p)[0] = lo;
+    ((volatile uint64_t *)p)[1] = hi;
+#endif
+}
 /* A word the NIC reads (the doorbell record): a plain store, ordered by the
  * barrier that follows it. */
 MARROW_FN void store_device_u32(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
@@ -202,9 +236,18 @@ MARROW_FN uint64_t load_acquire_sys(const uint64_t *p) {
 
 /* ------------------------------------------------------------ barriers */
 
+/* On the GPU each is fence.acq_rel.sys: ordering at system scope is what
+ * the NIC (or the softnic's CPU thread) needs; fence.sc.sys, which
+ * __threadfence_system() emits, adds a total order nobody here relies on,
+ * and DOCA likewise uses fence.release/acquire.sys. */
+MARROW_FN void fence_sys() {
+#if MARROW_GPU
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+#endif
+}
 MARROW_FN void to_device() {
 #if MARROW_GPU
-    __threadfence_system();
+    fence_sys();
 #else
     __atomic_thread_fence(__ATOMIC_RELEASE);
 #endif
@@ -212,7 +255,7 @@ MARROW_FN void to_device() {
 
 MARROW_FN void from_device() {
 #if MARROW_GPU
-    __threadfence_system();
+    fence_sys();
 #else
 #if defined(__x86_64__)
     _mm_lfence();
@@ -223,7 +266,7 @@ MARROW_FN void from_device() {
 
 MARROW_FN void wc_start() {
 #if MARROW_GPU
-    __threadfence_system();
+    fence_sys();
 #else
 #if defined(__x86_64__)
     _mm_sfence();
@@ -234,7 +277,7 @@ MARROW_FN void wc_start() {
 
 MARROW_FN void wc_flush() {
 #if MARROW_GPU
-    __threadfence_system();
+    fence_sys();
 #else
 #if defined(__x86_64__)
     _mm_sfence();
@@ -258,6 +301,52 @@ MARROW_FN uint32_t thread_id() {
     return blockIdx.x * blockDim.x + threadIdx.x;
 #else
     return cpu_thread_id();
+#endif
+}
+
+/* ------------------------------------------------------------ posting groups */
+
+/* The threads that post together. On the GPU: the lanes of a warp that are
+ * active here and name the same key (the channel), found with
+ * __match_any_sync as cooperative_groups::coalesced_threads() does. On the
+ * CPU: the calling thread alone. */
+struct Group {
+#if MARROW_GPU
+    unsigned mask;
+    uint32_t rank, size, leader_lane, last_lane;
+    MARROW_MEMBER bool leader() const { return rank == 0; }
+    MARROW_MEMBER int from_leader32(int v) const { return __shfl_sync(mask, v, leader_lane); }
+    MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return __shfl_sync(mask, (unsigned long long)v, leader_lane); }
+    MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return __shfl_sync(mask, (unsigned long long)v, last_lane); }
+    MARROW_MEMBER bool any(bool p) const { return __any_sync(mask, p) != 0; }
+    /* Memory ordering among the group: the leader acts after everyone's stores and fences. */
+    MARROW_MEMBER void sync() const { __syncwarp(mask); }
+#else
+    uint32_t rank = 0, size = 1;
+    MARROW_MEMBER bool leader() const { return true; }
+    MARROW_MEMBER int from_leader32(int v) const { return v; }
+    MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return v; }
+    MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return v; }
+    MARROW_MEMBER bool any(bool p) const { return p; }
+    MARROW_MEMBER void sync() const {}
+#endif
+};
+
+MARROW_FN Group group_of(const void *key) {
+#if MARROW_GPU
+    unsigned lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    unsigned mask = __match_any_sync(__activemask(), (unsigned long long)key);
+    Group g;
+    g.mask = mask;
+    g.rank = __popc(mask & ((1u << lane) - 1u));
+    g.size = __popc(mask);
+    g.leader_lane = __ffs(mask) - 1;
+    g.last_lane = 31 - __clz(mask);
+    return g;
+#else
+    (void)key;
+    return Group{};
 #endif
 }
 
