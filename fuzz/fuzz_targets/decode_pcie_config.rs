@@ -12,6 +12,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = (cfg.aer(), cfg.msi(), cfg.msix(), cfg.power_management(), cfg.ats(), cfg.pri(), cfg.pasid());
         let _ = (cfg.ltr().map(|l| (l.max_snoop_ns(), l.max_no_snoop_ns())), cfg.serial_number());
         let _ = cfg.resizable_bars().map(|r| r.supported().count()).sum::<usize>();
+        let _ = (cfg.dpc(), cfg.sriov(), cfg.secondary_pcie(), cfg.data_link_feature());
+        let _ = (cfg.physical_layer_16gt(), cfg.physical_layer_32gt());
+        let _ = cfg.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
+        let _ = (cfg.vsecs().count(), cfg.vendor_caps().count());
     }
     let dws: Vec<u32> = data.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
     if let Ok(h) = marrow_pcie::tlp::TlpHeader::decode(&dws) {

@@ -7,7 +7,7 @@ mod common;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
 use marrow_pcie::generated::pcie::{
-    pci_acs_cap, pci_aer_cap, pci_ats_cap, pci_dsn_cap, pci_exp_cap, pci_ltr_cap, pci_msix_cap, pci_pasid_cap, pci_pm_cap,
+    pci_acs_cap, pci_aer_cap, pci_ats_cap, pci_dsn_cap, pci_exp_cap, pci_ltr_cap, pci_msi_cap, pci_msix_cap, pci_rebar_cap, pci_pasid_cap, pci_pm_cap,
     pci_pri_cap, pci_type0_header, pci_type1_header,
 };
 use marrow_pcie::{Bar, Config};
@@ -122,4 +122,36 @@ fn generated_small_cap_views_equal_the_decoders() {
         }
     }
     assert!(seen.iter().all(|&n| n >= 1) && seen[0] > 20, "{seen:?}");
+}
+
+/// MSI (hand-written decoder) against `pci_msi_cap`; the Resizable BAR
+/// decoder reads through `pci_rebar_entry`, checked here against the first
+/// entry's `pci_rebar_cap` view and raw dwords.
+#[test]
+fn msi_and_rebar_views_equal_the_decoders() {
+    let (mut msi_n, mut rebar_n) = (0, 0);
+    for bytes in all_functions() {
+        let cfg = Config::new(&bytes).unwrap();
+        if let (Some(cap), Some(m)) = (cfg.find_cap(CapId::MSI), cfg.msi()) {
+            let v = pci_msi_cap::ref_from_prefix(&bytes[usize::from(cap.offset)..]).unwrap().0;
+            msi_n += 1;
+            assert_eq!((v.msi_flags_enable(), 1u16 << v.msi_flags_qmask(), 1u16 << v.msi_flags_qsize()), (m.enabled, m.vectors_capable, m.vectors_enabled));
+            assert_eq!((v.msi_flags_64bit(), v.msi_flags_maskbit()), (m.addr_64bit, m.per_vector_mask));
+        }
+        if let Some(cap) = cfg.find_ext_cap(ExtCapId::REBAR) {
+            let at = usize::from(cap.offset);
+            let v = pci_rebar_cap::ref_from_prefix(&bytes[at..]).unwrap().0;
+            let r: Vec<_> = cfg.resizable_bars().collect();
+            rebar_n += 1;
+            assert_eq!(r.len(), usize::from(v.rebar_ctrl_nbar()).clamp(1, 6));
+            assert_eq!((r[0].bar_index, r[0].supported_mask), (v.rebar_ctrl_bar_idx(), v.rebar_cap_sizes()));
+            for (i, e) in r.iter().enumerate() {
+                let raw_cap = cfg.read_u32(at + 4 + 8 * i).unwrap();
+                let raw_ctl = cfg.read_u32(at + 8 + 8 * i).unwrap();
+                assert_eq!((e.supported_mask, u32::from(e.bar_index)), (raw_cap >> 4, raw_ctl & 7));
+                assert_eq!(e.current, 1u64 << (((raw_ctl >> 8) & 0x3f) + 20));
+            }
+        }
+    }
+    assert!(msi_n >= 20 && rebar_n >= 1, "{msi_n} {rebar_n}");
 }

@@ -116,6 +116,51 @@ proptest! {
             let _ = (cfg.aer(), cfg.msi(), cfg.msix(), cfg.power_management(), cfg.ats(), cfg.pri(), cfg.pasid());
             let _ = (cfg.ltr().map(|l| (l.max_snoop_ns(), l.max_no_snoop_ns())), cfg.serial_number());
             let _ = cfg.resizable_bars().map(|r| r.supported().count()).sum::<usize>();
+            let _ = (cfg.dpc(), cfg.sriov(), cfg.secondary_pcie(), cfg.data_link_feature());
+            let _ = (cfg.physical_layer_16gt(), cfg.physical_layer_32gt());
+            let _ = cfg.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
+            for v in cfg.vsecs() {
+                if let Ok(v) = v && let Ok(body) = v.body {
+                    prop_assert!(body.len() + 8 == usize::from(v.len));
+                }
+            }
+            prop_assert!(cfg.vendor_caps().count() <= 64);
+        }
+    }
+
+    /// Every new capability decoder on a real header with one extended
+    /// capability of its ID at a random offset and random body: bounded,
+    /// never panics, and lane arrays never exceed x32.
+    #[test]
+    fn new_cap_decoders_never_panic(
+        id in prop::sample::select(vec![0x0b_u16, 0x0d, 0x10, 0x15, 0x19, 0x1d, 0x25, 0x26, 0x2a]),
+        at in 0x40usize..0x3ff,
+        next in any::<u16>(),
+        body in proptest::collection::vec(any::<u8>(), 0..96),
+        len in prop::sample::select(vec![4096usize, 0x110, 0x180, 0x104]),
+    ) {
+        let mut b = space(4096, 0);
+        // A dword-aligned offset in 0x100..=0xffc.
+        let at = 0x100 + (4 * at) % 0xf00;
+        ext_header(&mut b, 0x100, if at == 0x100 { id } else { 0x0001 }, 1, if at == 0x100 { u32::from(next) & 0xfff } else { at as u32 });
+        if at != 0x100 {
+            ext_header(&mut b, at, id, 1, u32::from(next) & 0xfff);
+        }
+        let end = (at + 4 + body.len()).min(4096);
+        b[at + 4..end].copy_from_slice(&body[..end - at - 4]);
+        b.truncate(len);
+        let cfg = Config::new(&b).unwrap();
+        let _ = (cfg.dpc(), cfg.sriov(), cfg.data_link_feature());
+        if let Some(Ok(s)) = cfg.secondary_pcie() { prop_assert!(s.lanes.len() <= 32); }
+        if let Some(Ok(p)) = cfg.physical_layer_16gt() { prop_assert!(p.lanes.len() <= 32); }
+        if let Some(Ok(p)) = cfg.physical_layer_32gt() { prop_assert!(p.lanes.len() <= 32); }
+        let _ = cfg.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
+        prop_assert!(cfg.resizable_bars().count() <= 6);
+        for v in cfg.vsecs() {
+            if let Ok(v) = v && let Ok(body) = v.body {
+                prop_assert!(usize::from(v.offset) + usize::from(v.len) <= b.len());
+                prop_assert_eq!(body.len() + 8, usize::from(v.len));
+            }
         }
     }
 
