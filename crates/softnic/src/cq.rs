@@ -62,6 +62,23 @@ impl Cq {
         let r = shm.region();
         let buf = r.sub(0, ring).map_err(std::io::Error::other)?;
         let dbrec = r.sub(ring, 8).map_err(std::io::Error::other)?;
+        Self::in_memory(cqn, ncqe, mode, shm, buf, dbrec)
+    }
+
+    /// A CQ of `ncqe` entries whose ring (`ncqe` × 64 bytes) and doorbell
+    /// record (8 bytes) are given, inside `shm`; initialised as [`Cq::new`]
+    /// initialises its own.
+    pub fn in_memory(cqn: u32, ncqe: u32, mode: CqMode, shm: Arc<Shm>, buf: Region, dbrec: Region) -> std::io::Result<Cq> {
+        let ring = ncqe as usize * CQE;
+        if buf.len() < ring || dbrec.len() < 8 {
+            return Err(std::io::Error::other(format!(
+                "CQ of {ncqe} entries needs {ring} ring bytes and 8 doorbell-record bytes, got {} and {}",
+                buf.len(),
+                dbrec.len()
+            )));
+        }
+        // A fresh memfd is zero already; caller-provided memory may not be.
+        dbrec.fill(0, 8, 0).map_err(std::io::Error::other)?;
         let init = if mode == CqMode::Collapsed { 0xff } else { MLX5_CQE_INIT_OP_OWN as u8 };
         for i in 0..ncqe as usize {
             // NVSHMEM memsets its collapsed CQ to 0xff; rdma-core sets op_own only.

@@ -10,7 +10,7 @@ use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
-use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
+use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_ADAPTER_PAGE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mlx5::wqe_decode::CtrlFields;
 use crate::qp::Awaiting;
@@ -185,6 +185,17 @@ impl Hca {
         Ok(self.cqs.push(Cq::new(cqn, ncqe, mode)?))
     }
 
+    /// Create a CQ whose ring and doorbell record live in memory the caller
+    /// provides (`ring` is `ncqe` × 64 bytes, `dbrec` 8 bytes, both inside
+    /// `shm`): for a CQ placed where another agent already maps it, such as
+    /// a PCI BAR shared with a virtual machine. The ring is initialised as
+    /// [`create_cq`](Self::create_cq) initialises its own.
+    pub fn create_cq_in(&mut self, ncqe: u32, mode: CqMode, shm: std::sync::Arc<crate::Shm>, ring: Region, dbrec: Region) -> Result<u32, HcaError> {
+        check_pow2("ncqe", ncqe, 1, 1 << 22)?;
+        let cqn = self.cqs.next_number();
+        Ok(self.cqs.push(Cq::in_memory(cqn, ncqe, mode, shm, ring, dbrec)?))
+    }
+
     /// A CQ.
     pub fn cq(&self, cqn: u32) -> Result<&Cq, HcaError> {
         self.cqs.get(&cqn).ok_or(HcaError::NoSuch { what: "CQ", id: cqn })
@@ -199,6 +210,36 @@ impl Hca {
         self.cq(recv_cq)?;
         let qpn = self.qps.next_number();
         let mem = QpMemory::allocate(qpn, &caps)?;
+        Ok(self.push_qp(qpn, pd, send_cq, recv_cq, caps, mem))
+    }
+
+    /// Create an RC QP in RESET whose rings, doorbell record and UAR page are
+    /// the caller's `mem` (sized for `caps`): for queues placed where another
+    /// agent already maps them, such as a PCI BAR shared with a virtual
+    /// machine.
+    pub fn create_qp_in(&mut self, pd: Pd, send_cq: u32, recv_cq: u32, caps: QpCaps, mem: QpMemory) -> Result<u32, HcaError> {
+        check_pow2("sq_wqebbs", caps.sq_wqebbs, 1, 32768)?;
+        check_pow2("rq_wqes", caps.rq_wqes, 1, 32768)?;
+        check_pow2("rq_stride", caps.rq_stride, 16, 1024)?;
+        let too_small = |what: &'static str, have: usize, need: usize| {
+            (have < need).then(|| HcaError::Io(std::io::Error::other(format!("{what} is {have} bytes, {need} needed"))))
+        };
+        let sq_need = caps.sq_wqebbs as usize * MLX5_SEND_WQE_BB as usize;
+        let rq_need = (caps.rq_wqes * caps.rq_stride) as usize;
+        if let Some(e) = too_small("send queue", mem.sq.len(), sq_need)
+            .or_else(|| too_small("receive queue", mem.rq.len(), rq_need))
+            .or_else(|| too_small("doorbell record", mem.dbrec.len(), 8))
+            .or_else(|| too_small("UAR page", mem.uar.len(), MLX5_ADAPTER_PAGE_SIZE as usize))
+        {
+            return Err(e);
+        }
+        self.cq(send_cq)?;
+        self.cq(recv_cq)?;
+        let qpn = self.qps.next_number();
+        Ok(self.push_qp(qpn, pd, send_cq, recv_cq, caps, mem))
+    }
+
+    fn push_qp(&mut self, qpn: u32, pd: Pd, send_cq: u32, recv_cq: u32, caps: QpCaps, mem: QpMemory) -> u32 {
         self.qps.push(
             Qp {
                 qpn,
@@ -222,8 +263,7 @@ impl Hca {
                 awaiting: None,
                 blueflame: None,
             },
-        );
-        Ok(qpn)
+        )
     }
 
     /// A QP.
