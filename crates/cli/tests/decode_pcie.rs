@@ -84,3 +84,69 @@ fn short_binary_is_refused() {
     assert_eq!(code, Some(2));
     assert!(err.contains("shorter than the 64-byte header"), "{err}");
 }
+
+#[test]
+fn null_and_vendor_specific_on_real_dumps() {
+    let (code, out, _) = decode(&fixture("h200-vm/10de_2335_h200_00-06.0.config"));
+    assert_eq!(code, Some(0), "{out}");
+    // lspci: `[100 v0] Null`, `[2a4 v1] Vendor Specific Information: ID=0001 Rev=1 Len=014`.
+    assert!(out.contains("ext cap [100 v0] NULL(0x0) Null (next 12c): no registers (hidden or removed capability), list continues"), "{out}");
+    assert!(out.contains("VSEC [2a4]: ID 0001 rev 1 length 0x14, body "), "{out}");
+    let (code, out, _) = decode(&fixture("pciutils-tests/cap-aer-root"));
+    assert_eq!(code, Some(0), "{out}");
+    // lspci: `[250 v1] Secondary PCI Express`, `LnkCtl3: LnkEquIntrruptEn- PerformEqu-`, `LaneErrStat: LaneErr at lane: 0 1 2 3 4 5 6 7`.
+    assert!(out.contains("Secondary PCIe [250]: LnkCtl3 PerformEqu- LnkEquIntrruptEn-, lane errors: lanes 0 1 2 3 4 5 6 7"), "{out}");
+    assert!(out.contains("VSEC [100]: ID 0002 rev 0 length 0xc, body "), "{out}");
+    let (_, out, _) = decode(&fixture("pciutils-tests/tree-asus-p6t6"));
+    // lspci: `[50] Vendor Specific Information: Len=ff`: past 0x100, an error here.
+    assert!(out.contains("Vendor Specific [50]: length 255: error: capability at 0x50: Capability Length 0xff is impossible"), "{out}");
+}
+
+/// A root port with DPC (triggered), SR-IOV, Secondary PCIe, DLF and the
+/// 16/32 GT/s capabilities, written byte by byte from PCIe 6.0 §7.7.3 -
+/// §7.7.6, §7.9.14 and §9.3.3 (lspci 3.9 prints the DPC, SR-IOV and
+/// Secondary PCIe parts the same way: see lspci_agrees' synthetic test).
+#[test]
+fn dpc_sriov_and_physical_layer_caps() {
+    let mut b = vec![0u8; 4096];
+    let put = |b: &mut Vec<u8>, at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
+    put(&mut b, 0, &[0xb3, 0x15, 0x1d, 0x10, 0x06, 0x00, 0x10, 0x00]);
+    b[0x34] = 0x40;
+    put(&mut b, 0x40, &[0x10, 0x00, 0x42, 0x00]); // PCIe v2 root port
+    put(&mut b, 0x4c, &0x0000_0044u32.to_le_bytes()); // LnkCap 16GT/s x4
+    put(&mut b, 0x52, &0x0044u16.to_le_bytes());
+    let ext = |id: u32, next: u32| (id | (1 << 16) | (next << 20)).to_le_bytes();
+    put(&mut b, 0x100, &ext(0x1d, 0x160));
+    put(&mut b, 0x104, &[0xe3, 0x06, 0x0e, 0x00, 0x05, 0x00, 0x00, 0x03]); // DPC: RPExt, log 6; ctl 0xe; status triggered, ERR_FATAL; source 03:00.0
+    put(&mut b, 0x10c, &0x0004_0000u32.to_le_bytes()); // RP PIO: memory completion timeout
+    put(&mut b, 0x160, &ext(0x10, 0x1c0));
+    put(&mut b, 0x164, &[0x01, 0x00, 0x20, 0x00, 0x19, 0x00, 0x00, 0x00, 0x08, 0x00, 0x10, 0x00, 0x04, 0x00, 0x00, 0x00, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1e, 0x10]);
+    put(&mut b, 0x17c, &[0x53, 0x05, 0, 0, 0x01, 0, 0, 0, 0x0c, 0, 0, 0xe0, 0x38, 0, 0, 0]);
+    put(&mut b, 0x1c0, &ext(0x19, 0x200));
+    put(&mut b, 0x1c4, &[0x01, 0, 0, 0, 0x04, 0, 0, 0, 0x24, 0x37]);
+    put(&mut b, 0x200, &ext(0x25, 0x220));
+    put(&mut b, 0x204, &[0x01, 0, 0, 0x80, 0x01, 0, 0, 0x80]);
+    put(&mut b, 0x220, &ext(0x26, 0x260));
+    put(&mut b, 0x22c, &[0x0f, 0, 0, 0, 0x02, 0, 0, 0]);
+    put(&mut b, 0x240, &[0x75, 0x75, 0x75, 0x75]);
+    put(&mut b, 0x260, &ext(0x2a, 0));
+    put(&mut b, 0x264, &[0x03, 0x01, 0, 0, 0, 0x01, 0, 0, 0x0f, 0x01, 0, 0]);
+    let (code, out, err) = decode_bytes("dpc-sriov", &b);
+    assert_eq!(code, Some(0), "{out}{err}");
+    for want in [
+        "DPC [100]: trigger on ERR_NONFATAL or ERR_FATAL; RPExt+ PoisonedTLP+ SwTrigger+ RP PIO Log 6 DL_ActiveErr-, INT Msg #3",
+        "TRIGGERED: ERR_FATAL received (reason 2, ext 0), source 03:00.0",
+        "RP PIO: status 0x00040000",
+        "SR-IOV [160]: VFs 4 of 16 (initial 8), VF Enable+ MSE+ ARIHierarchy+ Migration-, VF device 101e, first VF offset 2, stride 1",
+        "page sizes: supported 0x00000553, system 0x00000001 (4 KiB)",
+        "VF BAR0 memory at 0x38e0000000 (64-bit, prefetchable)",
+        "Secondary PCIe [1c0]: LnkCtl3 PerformEqu+ LnkEquIntrruptEn-, lane errors: lanes 2",
+        "8GT/s Tx presets DSP/USP per lane (4 lanes, LinkWidth): 4/7 0/0 0/0 0/0",
+        "Data Link Feature [200]: exchange enabled, local features 0x000001 (scaled flow control yes), remote 0x000001",
+        "Physical Layer 16GT/s [220]: EqComplete+ Phase1+ Phase2+ Phase3+ EqRequest-; data parity mismatch lanes: local 0x2",
+        "Tx presets DSP/USP per lane (4 lanes, LinkWidth): 5/7 5/7 5/7 5/7",
+        "Physical Layer 32GT/s [260]: EqComplete+ Phase1+ Phase2+ Phase3+ EqRequest-; EqBypass+ NoEqNeeded+ ModifiedTS modes 001 (selected 1), precoding on",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+}
