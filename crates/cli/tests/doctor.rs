@@ -257,3 +257,33 @@ fn unreadable_tree_is_an_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(err.contains("/nonexistent-marrow/bus/pci/devices"), "{err}");
 }
+
+/// A downstream port whose DPC has triggered (PCIe 6.0 §7.9.14.4: status
+/// bit 0, reason 2 = ERR_FATAL, source 03:00.0) cuts the GPU off: blocked,
+/// with the port named, whatever ACS says.
+#[test]
+fn dpc_triggered_on_the_path_is_blocked() {
+    let mut port = downstream_port(0);
+    // ACS at 0x100 now points to a DPC capability at 0x140.
+    port[0x100..0x104].copy_from_slice(&(0x000du32 | (1 << 16) | (0x140 << 20)).to_le_bytes());
+    port[0x140..0x144].copy_from_slice(&(0x001du32 | (1 << 16)).to_le_bytes());
+    port[0x144..0x14c].copy_from_slice(&[0xc0, 0x00, 0x01, 0x00, 0x05, 0x00, 0x00, 0x03]);
+    let t = Tree::new("dpc");
+    t.add("pci0000:00/0000:00:02.0", root_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0", upstream_port(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0", port, 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0", downstream_port(0), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", gpu(), 0)
+        .add("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0", nic(), 0);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("PIX -> BLOCKED"), "{out}");
+    assert!(out.contains("Downstream Port Containment has triggered at 0000:02:00.0 (ERR_FATAL received, source 03:00.0)"), "{out}");
+    assert!(out.contains("! DPC triggered (ERR_FATAL received, source 03:00.0)"), "{out}");
+    // The Haswell-E root port fixture really has lane errors logged on all eight lanes (lspci agrees).
+    assert!(out.contains("! lane errors logged on lanes 0 1 2 3 4 5 6 7"), "{out}");
+    let (_, out) = t.doctor(true);
+    let j = json(&out);
+    assert_eq!(j["pairs"][0]["verdict"], "blocked");
+    assert_eq!(j["pairs"][0]["bridges"].as_array().unwrap().iter().filter(|b| !b["dpc_triggered"].is_null()).count(), 1);
+}

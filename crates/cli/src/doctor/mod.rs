@@ -30,6 +30,47 @@ pub struct DeviceLine {
     pub bars: Vec<String>,
     pub resizable_bars: Vec<String>,
     pub numa_node: i32,
+    /// Link-health findings from DPC, Secondary PCIe, the 16 GT/s parity
+    /// registers and SR-IOV state; empty when there is nothing to say.
+    pub notes: Vec<String>,
+}
+
+fn bdf_of(id: u16) -> String {
+    format!("{:02x}:{:02x}.{}", id >> 8, (id >> 3) & 0x1f, id & 7)
+}
+
+/// What a function's own registers say about its link: a triggered DPC
+/// (PCIe 6.0 §7.9.14: the port has taken the link down), lanes with errors
+/// (§7.7.3.3) or data parity mismatches at 16 GT/s (§7.7.5.5-7), and how
+/// many SR-IOV VFs are on (§9.3.3).
+pub fn notes(cfg: &marrow_pcie::Config) -> Vec<String> {
+    let mut v = Vec::new();
+    match cfg.dpc() {
+        Some(Ok(d)) if d.triggered => v.push(format!(
+            "DPC triggered ({}, source {}): the link below this port is contained (down) until the port is recovered",
+            d.trigger_reason_text(),
+            bdf_of(d.source_id)
+        )),
+        Some(Err(e)) => v.push(format!("DPC capability unreadable: {e}")),
+        _ => {}
+    }
+    if let Some(Ok(s)) = cfg.secondary_pcie()
+        && s.lane_error_status != 0 {
+            let lanes: Vec<String> = s.lanes_in_error().map(|l| l.to_string()).collect();
+            v.push(format!("lane errors logged on lanes {} (Secondary PCIe Lane Error Status, RW1C)", lanes.join(" ")));
+        }
+    if let Some(Ok(p)) = cfg.physical_layer_16gt()
+        && (p.local_parity_mismatch | p.first_retimer_parity_mismatch | p.second_retimer_parity_mismatch) != 0 {
+            v.push(format!(
+                "16GT/s data parity mismatches: lanes {:#x} here, {:#x} at retimer 1, {:#x} at retimer 2",
+                p.local_parity_mismatch, p.first_retimer_parity_mismatch, p.second_retimer_parity_mismatch
+            ));
+        }
+    if let Some(Ok(s)) = cfg.sriov()
+        && s.total_vfs > 0 {
+            v.push(format!("SR-IOV: {} of {} VFs{}", s.num_vfs, s.total_vfs, if s.vf_enable { " enabled" } else { ", VF Enable off" }));
+        }
+    v
 }
 
 #[derive(Debug, Serialize)]
@@ -98,6 +139,7 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
                 })
                 .unwrap_or_default(),
             numa_node: f.numa_node,
+            notes: cfg.map(|c| notes(&c)).unwrap_or_default(),
         });
     }
     let gpus: Vec<&scan::Function> = funcs.iter().filter(|f| f.is_gpu()).collect();
@@ -147,6 +189,9 @@ pub fn render_text(r: &Report) -> String {
             let _ = write!(line, " ReBAR {}", d.resizable_bars.join(", "));
         }
         let _ = writeln!(o, "{line}");
+        for n in &d.notes {
+            let _ = writeln!(o, "{}! {n}", "  ".repeat(d.depth + 3));
+        }
     }
     let _ = writeln!(o, "GPUs: {}", if r.gpus.is_empty() { "none".into() } else { r.gpus.join(", ") });
     let _ = writeln!(o, "RDMA NICs: {}", if r.nics.is_empty() { "none".into() } else { r.nics.join(", ") });

@@ -48,6 +48,8 @@ pub struct BridgeAcs {
     /// Bytes of config space readable (sysfs gives 64 to non-root users:
     /// then the extended capabilities, ACS among them, cannot be seen).
     pub config_bytes: usize,
+    /// The bridge's DPC has triggered (PCIe 6.0 §7.9.14.4): why, and from whom.
+    pub dpc_triggered: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,12 +125,29 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
             acs_ctl: acs.map(|a| a.control_raw),
             acs_offset: acs.map(|a| a.offset),
             redirects: acs.is_some_and(|a| a.control.intersects(P2P_REDIRECT)),
+            dpc_triggered: func.and_then(|f| f.cfg()).and_then(|c| c.dpc()).and_then(Result::ok).filter(|d| d.triggered).map(|d| {
+                format!("{}, source {:02x}:{:02x}.{}", d.trigger_reason_text(), d.source_id >> 8, (d.source_id >> 3) & 0x1f, d.source_id & 7)
+            }),
         });
     }
     let nic_ats = n.cfg().and_then(|c| c.ats()).map(|a| a.enabled);
     let redirecting: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.redirects).collect();
     let unreadable: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.config_bytes <= 256).collect();
-    let (verdict, reason, fix) = if redirecting.is_empty() && !unreadable.is_empty() && class <= PathClass::PXB {
+    let contained: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.dpc_triggered.is_some()).collect();
+    let (verdict, reason, fix) = if !contained.is_empty() {
+        let names: Vec<String> = contained.iter().map(|b| format!("{} ({})", b.bdf, b.dpc_triggered.as_deref().unwrap_or(""))).collect();
+        (
+            Verdict::Blocked,
+            format!(
+                "Downstream Port Containment has triggered at {}: the port took its link down after an uncorrectable error, so the devices below it are unreachable",
+                names.join(", ")
+            ),
+            vec![
+                "find the error that tripped it: the AER status of the source device and of the port, and the kernel log ('DPC: containment event')".to_string(),
+                "then let the kernel's DPC service recover the port (pcie_ports=native), or reset the slot and rescan: echo 1 > /sys/bus/pci/rescan".to_string(),
+            ],
+        )
+    } else if redirecting.is_empty() && !unreadable.is_empty() && class <= PathClass::PXB {
         let names: Vec<String> = unreadable.iter().map(|b| format!("{} ({} bytes)", b.bdf, b.config_bytes)).collect();
         (
             Verdict::Unknown,
