@@ -1,12 +1,17 @@
-//! `cargo xtask …`: project automation that needs no network.
+//! `cargo xtask …`: project automation.
 //!
-//! `codegen` turns every `hw-specs/*.toml` into Rust (`crates/<crate>/src/generated/`),
+//! `codegen` (no network) turns every `hw-specs/*.toml` into Rust (`crates/<crate>/src/generated/`),
 //! a C/C++/CUDA header (`kernels/include/marrow/generated/`) and a Markdown table
 //! (`docs/hw/`). `codegen --check` regenerates in memory and fails on any difference.
+//!
+//! `kmod build|test` builds the `marrow` kernel module against a Linux 7.3
+//! kernel of its own (Debian packages, crates.io) and tests it under QEMU
+//! (see `kmod.rs` and `kmod/README.md`).
 
 mod gen_c;
 mod gen_md;
 mod gen_rust;
+mod kmod;
 mod spec;
 
 use anyhow::{Context, Result, bail};
@@ -28,6 +33,11 @@ enum Cmd {
         /// Regenerate in memory and fail if a checked-in file differs.
         #[arg(long)]
         check: bool,
+    },
+    /// The marrow kernel module: `build` (kernel cached under target/kmod) or `test` (QEMU).
+    Kmod {
+        #[command(subcommand)]
+        cmd: kmod::KmodCmd,
     },
 }
 
@@ -122,5 +132,6 @@ fn first_difference(old: &str, new: &str) -> String {
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Codegen { check } => codegen(check),
+        Cmd::Kmod { cmd } => kmod::run(cmd),
     }
 }
