@@ -335,6 +335,9 @@ fn new_caps(o: &mut String, cfg: &Config) {
             } else {
                 let _ = writeln!(o, "    not triggered (control {:#06x}, status {:#06x}, source {:04x})", d.control_raw, d.status_raw, d.source_id);
             }
+            if d.flit_mode && d.rp_extensions {
+                let _ = writeln!(o, "    Flit Mode: RP PIO log size {} dwords, its Flit Mode layout is not decoded", d.rp_pio_log_size);
+            }
             if let Some(r) = d.rp_pio {
                 let _ = writeln!(
                     o,

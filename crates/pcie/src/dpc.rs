@@ -34,6 +34,10 @@ pub const PCI_EXP_DPC_STATUS_INTERRUPT: u16 = 0x0008;
 pub const PCI_EXP_DPC_RP_BUSY: u16 = 0x0010;
 pub const PCI_EXP_DPC_STATUS_TRIGGER_RSN_EXT: u16 = 0x0060;
 pub const PCI_EXP_DPC_RP_PIO_FEP: u16 = 0x1f00;
+/// RP PIO Log Size bit 4 (Flit Mode), Linux 6.11+; not in Debian 12's header.
+pub const PCI_EXP_DPC_RP_PIO_LOG_SIZE4: u16 = 0x2000;
+/// PCI Express Capabilities register: Flit Mode Supported (PCIe 6.0 §7.5.3.2), Linux 6.11+ `PCI_EXP_FLAGS_FLIT`.
+pub const PCI_EXP_FLAGS_FLIT: u16 = 0x8000;
 
 /// The DPC registers every port has (§7.9.14.2 to §7.9.14.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +48,12 @@ pub struct Dpc {
     pub rp_extensions: bool,
     pub poisoned_tlp_blocking: bool,
     pub sw_trigger_supported: bool,
-    /// RP PIO Log Size: dwords of header, ImpSpec and TLP prefix log.
+    /// RP PIO Log Size: dwords of header, ImpSpec and TLP prefix log. In
+    /// Flit Mode capability bit 13 is its bit 4 (as Linux's `dpc.c` reads it).
     pub rp_pio_log_size: u8,
+    /// The port supports Flit Mode (PCI Express Flags bit 15): the RP PIO
+    /// log then has Flit Mode's larger header log, which is not decoded.
+    pub flit_mode: bool,
     pub dl_active_err_cor_supported: bool,
     pub control_raw: u16,
     /// DPC Trigger Enable: 0 off, 1 on ERR_FATAL, 2 on ERR_NONFATAL or ERR_FATAL.
@@ -105,13 +113,15 @@ impl Config<'_> {
     fn dpc_at(&self, offset: u16) -> Result<Dpc, CapError> {
         let base = usize::from(offset);
         let v: pci_dpc_cap = self.view(offset, base)?;
+        let flit_mode = self.express().and_then(|e| self.read_u16(usize::from(e.offset) + crate::express::PCI_EXP_FLAGS)).is_some_and(|f| f & PCI_EXP_FLAGS_FLIT != 0);
         let mut d = Dpc {
             offset,
             interrupt_message: v.dpc_cap_irq(),
             rp_extensions: v.dpc_cap_rp_ext(),
             poisoned_tlp_blocking: v.dpc_cap_poison(),
             sw_trigger_supported: v.dpc_cap_sw_trigger(),
-            rp_pio_log_size: v.dpc_cap_rp_pio_log_size(),
+            rp_pio_log_size: v.dpc_cap_rp_pio_log_size() | if flit_mode { u8::from(v.dpc_cap_rp_pio_log_size4()) << 4 } else { 0 },
+            flit_mode,
             dl_active_err_cor_supported: v.dpc_cap_dl_active(),
             control_raw: v.dpc_ctl(),
             trigger_enable: v.dpc_ctl_en(),
@@ -124,7 +134,7 @@ impl Config<'_> {
             source_id: v.dpc_source_id(),
             rp_pio: None,
         };
-        if !d.rp_extensions {
+        if !d.rp_extensions || d.flit_mode {
             return Ok(d);
         }
         // §7.9.14.2: the header log alone is 4 dwords; 4 + ImpSpec + up to 4

@@ -268,6 +268,18 @@ fn dpc_with_rp_pio_golden() {
     pci_dpc_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0.set_dpc_cap_rp_pio_log_size(2).unwrap();
     let e = Config::new(&b).unwrap().dpc().unwrap().unwrap_err();
     assert_eq!(e, marrow_pcie::CapError::BadField { offset: 0x100, field: "RP PIO Log Size", value: 2 });
+    // In Flit Mode (PCI Express Flags bit 15) capability bit 13 is log size
+    // bit 4, as Linux's dpc.c reads it, and the RP PIO log is not decoded.
+    {
+        let d = pci_dpc_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0;
+        d.set_dpc_cap_rp_pio_log_size(2).unwrap().set_dpc_cap_rp_pio_log_size4(true);
+    }
+    assert_eq!(&b[0x104..0x106], &[0xe3, 0x32]);
+    pci_exp_cap::mut_from_prefix(&mut b[0x40..]).unwrap().0.set_flags(0x8042);
+    let d = Config::new(&b).unwrap().dpc().unwrap().unwrap();
+    assert_eq!((d.flit_mode, d.rp_pio_log_size, d.rp_pio), (true, 18, None));
+    pci_exp_cap::mut_from_prefix(&mut b[0x40..]).unwrap().0.set_flags(0x0042);
+    pci_dpc_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0.set_dpc_cap_rp_pio_log_size4(false);
     // Without RP Extensions (a switch downstream port) only the first 12 bytes count.
     pci_dpc_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0.set_dpc_cap_rp_ext(false);
     assert_eq!(Config::new(&b).unwrap().dpc().unwrap().unwrap().rp_pio, None);
