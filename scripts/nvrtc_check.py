@@ -9,6 +9,7 @@ success; prints NVRTC's log and exits 1 otherwise.
 import ctypes
 import glob
 import os
+import re
 import sys
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,9 +40,10 @@ major, minor = ctypes.c_int(), ctypes.c_int()
 check(nvrtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
 src_path = os.path.join(root, "kernels", "gpu", "marrow_kernels.cu")
 src = open(src_path, "rb").read()
-kernels = ["marrow_put_kernel", "marrow_put_warp_kernel", "marrow_get_kernel", "marrow_fetch_add_kernel",
-           "marrow_compare_swap_kernel", "marrow_put_latency_kernel", "marrow_pingpong_kernel",
-           "marrow_store_floor_kernel", "marrow_compute_put_kernel", "marrow_compute_kernel"]
+# Every extern "C" __global__ function of the source must come out of the compile.
+kernels = re.findall(r'extern "C" __global__ void (\w+)\(', open(src_path).read())
+if not kernels:
+    sys.exit("nvrtc_check: no kernels found in " + src_path)
 
 for arch, getter in (("compute_90", "PTX"), ("sm_90", "CUBIN")):
     prog = ctypes.c_void_p()

@@ -78,14 +78,20 @@ extern "C" __global__ void marrow_put_latency_kernel(uint8_t *page, uint32_t pe,
 }
 
 // The floor for put latency: a ping-pong with a CPU thread through the same
-// host memory. The GPU writes i to *ping, the CPU answers i in *pong.
+// host memory. The GPU writes i to *ping, the CPU answers i in *pong. With
+// `lean`, plain system-scope stores and relaxed loads (no release/acquire
+// fences): the fastest round trip the memory allows.
 extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong, uint32_t iters, uint64_t timeout_ns,
-                                                  uint64_t *ns, int *rc) {
+                                                  uint32_t lean, uint64_t *ns, int *rc) {
     uint64_t t0 = marrow::now_ns();
     for (uint32_t i = 1; i <= iters; i++) {
-        marrow::store_release_sys(ping, i);
+        if (lean) {
+            *(volatile uint64_t *)ping = i;
+        } else {
+            marrow::store_release_sys(ping, i);
+        }
         uint64_t start = marrow::now_ns();
-        while (marrow::load_acquire_sys(pong) != i) {
+        while ((lean ? marrow::load_device_u64(pong) : marrow::load_acquire_sys(pong)) != i) {
             if (marrow::now_ns() - start > timeout_ns) {
                 *rc = marrow::E_TIMEOUT;
                 return;
@@ -168,5 +174,46 @@ extern "C" __global__ void marrow_compute_put_kernel(uint8_t *page, uint32_t pe,
     *rc = r;
 }
 
-// The compute alone, for the CPU-initiated loop (one launch per round).
-extern "C" __global__ void marrow_compute_kernel(uint32_t work, uint64_t *out) { *out = marrow_busy(*out | 1, work); }
+// The compute alone, for the CPU-initiated loop (one launch per round); the
+// result goes to host memory, where the host's put takes it from.
+extern "C" __global__ void marrow_compute_kernel(uint32_t work, uint64_t *out) { *out = marrow_busy((uint64_t)work | 1, work); }
+
+// Where a single thread's post goes over the floor: the floor's stores and
+// fences plus one protocol step at a time (cumulative by `mode`):
+//   0 floor; 1 + atomic add on a GPU-memory head (index used by the stores);
+//   2 + the ready chain: acquire-load a second head until it is ours, store
+//   it relaxed after the doorbell; 3 that store a release; 4 + two relaxed
+//   snapshot loads; 5 the release store before the doorbell record instead.
+// `heads` is GPU memory. ns[mode] = ns per iteration, ~0 if a wait outlived
+// `timeout_ns` (it cannot, single-threaded; no wait here is unbounded).
+extern "C" __global__ void marrow_post_profile_kernel(uint8_t *ring, uint32_t wqebbs, uint32_t *dbrec, uint64_t *db,
+                                                      uint64_t *heads, uint32_t iters, uint64_t timeout_ns, uint64_t *ns) {
+    for (uint32_t mode = 0; mode < 6; mode++) {
+        heads[0] = heads[1] = heads[2] = 0;
+        __threadfence();
+        uint64_t t0 = marrow::now_ns();
+        for (uint32_t i = 0; i < iters; i++) {
+            uint64_t idx = i, snap = 0;
+            if (mode >= 4) snap = marrow::load_relaxed(&heads[2]) + marrow::load_relaxed(&heads[0]);
+            if (mode >= 1) idx = marrow::atomic_add(&heads[0], 1);
+            uint64_t *w = (uint64_t *)(ring + (idx % wqebbs) * 64);
+            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx + k, idx + k + 1 + snap);
+            marrow::to_device();
+            if (mode >= 2) {
+                while (marrow::load_acquire(&heads[1]) != idx) {
+                    if (marrow::now_ns() - t0 > timeout_ns) {
+                        ns[mode] = ~0ull;
+                        return;
+                    }
+                }
+            }
+            if (mode == 5) marrow::store_release(&heads[1], idx + 1);
+            marrow::store_device_u32(dbrec, marrow::be32((uint32_t)idx));
+            marrow::wc_start();
+            marrow::mmio_store64(db, idx);
+            if (mode == 2) marrow::store_relaxed(&heads[1], idx + 1);
+            if (mode == 3 || mode == 4) marrow::store_release(&heads[1], idx + 1);
+        }
+        ns[mode] = (marrow::now_ns() - t0) / iters;
+    }
+}

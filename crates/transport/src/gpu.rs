@@ -274,15 +274,34 @@ impl Gpu {
         Ok(span[1].saturating_sub(span[0]))
     }
 
+    /// `marrow_post_profile_kernel` on one thread: ns per post for the floor
+    /// plus each protocol step in turn (see the kernel). `heads` is 3
+    /// words of GPU memory it may scribble on.
+    pub fn post_profile(&self, ring: u64, wqebbs: u32, dbrec: u64, db: u64, iters: u32) -> Result<Vec<u64>, TransportError> {
+        let f = self.function("marrow_post_profile_kernel")?;
+        let mut heads = self.stream.alloc_zeros::<u64>(3).map_err(cuda)?;
+        let mut ns = self.stream.alloc_zeros::<u64>(6).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        let timeout_ns = 1_000_000_000u64;
+        b.arg(&ring).arg(&wqebbs).arg(&dbrec).arg(&db).arg(&mut heads).arg(&iters).arg(&timeout_ns).arg(&mut ns);
+        // SAFETY: matches marrow_post_profile_kernel (u8*, u32, u32*, u64*, u64*, u32, u64, u64*);
+        // ring, dbrec and db are registered host memory, heads a device allocation.
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        self.stream.clone_dtoh(&ns).map_err(cuda)
+    }
+
     /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i at
-    /// `pong` (registered host addresses): (result code, total ns).
-    pub fn pingpong(&self, ping: u64, pong: u64, iters: u32, timeout_ns: u64) -> Result<(i32, u64), TransportError> {
+    /// `pong` (registered host addresses), with release/acquire or, `lean`,
+    /// plain system-scope accesses: (result code, total ns).
+    pub fn pingpong(&self, ping: u64, pong: u64, iters: u32, timeout_ns: u64, lean: bool) -> Result<(i32, u64), TransportError> {
+        let lean = u32::from(lean);
         let f = self.function("marrow_pingpong_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&ping).arg(&pong).arg(&iters).arg(&timeout_ns).arg(&mut ns).arg(&mut rc);
-        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u64, u64*, int*).
+        b.arg(&ping).arg(&pong).arg(&iters).arg(&timeout_ns).arg(&lean).arg(&mut ns).arg(&mut rc);
+        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u64, u32, u64*, int*).
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
         Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
@@ -342,11 +361,12 @@ impl Gpu {
 
     /// One launch of `marrow_compute_kernel` and a stream synchronize: the
     /// compute step of the CPU-initiated loop.
-    pub fn compute_once(&self, work: u32, out: &mut cudarc::driver::CudaSlice<u64>) -> Result<(), TransportError> {
+    pub fn compute_once(&self, work: u32, out: u64) -> Result<(), TransportError> {
         let f = self.function("marrow_compute_kernel")?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&work).arg(out);
-        // SAFETY: matches marrow_compute_kernel (u32, u64*); `out` is a device allocation.
+        b.arg(&work).arg(&out);
+        // SAFETY: matches marrow_compute_kernel (u32, u64*); `out` is an
+        // 8-byte slot of host memory registered with `register`.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)
     }

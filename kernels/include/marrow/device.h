@@ -123,21 +123,22 @@ MARROW_FN int check_config(const Channel &ch) {
 
 /* An earlier failure sticks: later calls return it instead of going on.
  * A relaxed load: the status only needs to be seen eventually. */
-MARROW_FN int sticky_error(const Channel &ch) {
-    uint32_t s = load_relaxed32(&ch.err()->status);
+MARROW_FN int sticky_status(const Channel &ch, uint32_t s) {
     if (s == MARROW_GCRB_STATUS_OK || s == 0xffffffffu) return OK;
     if (s == MARROW_GCRB_STATUS_CQE_ERROR) return E_CQE_BASE - (int)ch.err()->syndrome;
     if (s == MARROW_GCRB_STATUS_TIMEOUT) return E_TIMEOUT;
     return E_BAD_CONFIG;
 }
 
+MARROW_FN int sticky_error(const Channel &ch) { return sticky_status(ch, load_relaxed32(&ch.err()->status)); }
+
 /* ------------------------------------------------------------ completions */
 
-/* The full index of a 16-bit wqe_counter below `ref` (within 2^16 of it). */
-MARROW_FN uint64_t widen(uint64_t ref, uint16_t counter) {
-    uint16_t back = (uint16_t)((uint16_t)ref - counter);
-    return ref - (back == 0 ? 65536u : back);
-}
+/* The full index of the WQE a CQE's 16-bit wqe_counter names: CQEs come
+ * back in order and at most a send queue (<= 32768 WQEBBs) is outstanding,
+ * so it is the first index at or after `from` with those low 16 bits. No
+ * shared head is needed to widen it. */
+MARROW_FN uint64_t widen_from(uint64_t from, uint16_t counter) { return from + (uint16_t)(counter - (uint16_t)from); }
 
 /* Re-reads of an unchanged CQE before the poller lets the lock go: fewer on
  * the CPU, whose threads may share a core with the engine they wait for. */
@@ -149,14 +150,14 @@ constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
  * lock: a waiter then sees its CQE one PCIe read after it lands, not a lock
  * round trip later. Once `upto` is reached it leaves the rest of the CQ to
  * the next poller rather than spend a PCIe read looking for more. */
-MARROW_FN int poll_cq(const Channel &ch, uint64_t upto) {
+MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
     marrow_gcrb_heads *h = ch.heads();
-    /* Test, then test-and-set: a held lock costs waiters a load, not an atomic. */
-    if (load_relaxed32(&h->poll_lock) != 0 || !cas32(&h->poll_lock, 0, 1)) return sticky_error(ch);
+    *reached = false;
+    if (!cas32_acquire(&h->poll_lock, 0, 1)) return sticky_error(ch);
     const marrow_gcrb_config *c = ch.cfg();
     uint8_t *cq = (uint8_t *)c->cq_base;
-    /* cons_idx and cq_ci change only under this lock. */
-    uint64_t cons = load_acquire(&h->cons_idx), ci = h->cq_ci;
+    /* cons_idx and cq_ci change only under this lock: two loads in flight at once. */
+    uint64_t cons = load_relaxed(&h->cons_idx), ci = load_relaxed(&h->cq_ci);
     int rc = OK;
     uint32_t idle = 0;
     while (cons < upto) {
@@ -167,14 +168,12 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto) {
         uint8_t op_own = (uint8_t)(tail >> 24);
         uint8_t opcode = op_own >> 4;
         uint16_t counter = be16((uint16_t)tail);
-        /* Completed WQEs lie below ready_head, and ready_head is never more
-         * than a ring ahead of them: the reference that widens the counter. */
         uint64_t done = 0;
         bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
         if (fresh && c->cq_mode) {
-            /* Collapsed: slot 0 holds the latest CQE; new when its
-             * counter is past what was consumed. */
-            done = widen(load_acquire(&h->ready_head), counter) + 1;
+            /* Collapsed: slot 0 holds the latest CQE, at or after the last
+             * one consumed; new when its counter is past it. */
+            done = widen_from(cons ? cons - 1 : 0, counter) + 1;
             fresh = done > cons || opcode == MARROW_MLX5_CQE_REQ_ERR;
         } else if (fresh) {
             /* The owner bit of the previous pass: hardware still owns it. */
@@ -193,13 +192,13 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto) {
             rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
             break;
         }
-        if (!c->cq_mode) done = widen(load_acquire(&h->ready_head), counter) + 1;
+        if (!c->cq_mode) done = widen_from(cons, counter) + 1;
         trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
         if (done > cons) {
             cons = done;
             store_release(&h->cons_idx, cons);
         }
-        h->cq_ci = ++ci;
+        store_relaxed(&h->cq_ci, ++ci);
         if (!c->cq_mode) {
             /* Return slots to the NIC (rdma-core update_cons_index), every
              * `batch` CQEs: at most sq_wqebbs CQEs are ever outstanding, so a
@@ -218,7 +217,10 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto) {
         }
     }
     store_release32(&h->poll_lock, 0);
-    return rc != OK ? rc : sticky_error(ch);
+    *reached = cons >= upto;
+    /* Our own target reached without error: leave the sticky status to the
+     * next call rather than spend a round trip on it now. */
+    return rc != OK ? rc : (*reached ? OK : sticky_error(ch));
 }
 
 /* Wait until the WQEBBs below `upto` completed. Whoever posted them rang
@@ -228,9 +230,10 @@ MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
     Deadline d;
     marrow_gcrb_heads *h = ch.heads();
     while (load_acquire(&h->cons_idx) < upto) {
-        int rc = poll_cq(ch, upto);
+        bool reached;
+        int rc = poll_cq(ch, upto, &reached);
         if (rc != OK) return rc;
-        if (load_acquire(&h->cons_idx) >= upto) break;
+        if (reached) break;
         if (d.expired(ch, wait)) return E_TIMEOUT;
     }
     return OK;
@@ -238,17 +241,23 @@ MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
 
 /* ------------------------------------------------------------ posting */
 
-/* Reserve `n` WQEBBs; wait for room by polling the CQ. */
+/* Reserve `n` WQEBBs; wait for room by polling the CQ. The sticky status,
+ * a snapshot of cons_idx and the atomic add are issued together: one round
+ * trip to L2, not three. A reservation taken on a channel already in error
+ * is never used; the error sticks, so nothing waits for it. */
 MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
-    int rc = sticky_error(ch);
+    marrow_gcrb_heads *h = ch.heads();
+    uint32_t status = load_relaxed32(&ch.err()->status);
+    uint64_t cons = load_relaxed(&h->cons_idx);
+    *idx = atomic_add(&h->resv_head, n);
+    int rc = sticky_status(ch, status);
     if (rc != OK) return rc;
-    *idx = atomic_add(&ch.heads()->resv_head, n);
     uint64_t depth = ch.c.sq_wqebbs;
     if (*idx + n <= depth) return OK;
     uint64_t need = *idx + n - depth;
-    /* Room already: a relaxed load, the common case. No store of ours to
-     * the slot can pass it: stores are not made speculatively. */
-    if (load_relaxed(&ch.heads()->cons_idx) >= need) return OK;
+    /* Room already (the snapshot can only be behind): the common case. No
+     * store of ours to the slot can pass it: stores are not speculative. */
+    if (cons >= need) return OK;
     return wait_done(ch, need, MARROW_GCRB_WAIT_SLOT);
 }
 
@@ -322,16 +331,34 @@ MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
  * sticky and every later call returns it. */
 constexpr uint64_t RING_BATCH = 32;
 
-MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, uint64_t last_ctrl) {
+/* The heads a holder of the chain decides with, loaded right after the
+ * reservation so that the loads land while the WQE stores drain. A stale
+ * resv_head or cons_idx only ever rings more (resv_head looks like ours,
+ * cons_idx looks lower). */
+struct ChainView {
+    uint64_t ready, resv, cons;
+};
+
+MARROW_FN ChainView chain_view(const Channel &ch) {
     marrow_gcrb_heads *h = ch.heads();
-    Deadline d;
-    while (load_acquire(&h->ready_head) != idx) {
-        int rc = sticky_error(ch);
-        if (rc != OK) return rc;
-        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+    return ChainView{load_relaxed(&h->ready_head), load_relaxed(&h->resv_head), load_relaxed(&h->cons_idx)};
+}
+
+/* `v` was loaded before the caller's to_device() fence, which makes the
+ * relaxed load of ready_head an acquire: if it already showed our turn,
+ * there is nothing to wait for (only we can move it on). */
+MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, uint64_t last_ctrl, ChainView v) {
+    marrow_gcrb_heads *h = ch.heads();
+    if (v.ready != idx) {
+        Deadline d;
+        while (load_acquire(&h->ready_head) != idx) {
+            int rc = sticky_error(ch);
+            if (rc != OK) return rc;
+            if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+        }
     }
+    uint64_t resv = v.resv, cons = v.cons;
     uint64_t end = idx + n;
-    uint64_t resv = load_relaxed(&h->resv_head), cons = load_relaxed(&h->cons_idx);
     if (force || resv == end || end / RING_BATCH != idx / RING_BATCH || resv > cons + ch.c.sq_wqebbs) {
         /* Every poster fenced (to_device) its WQE stores before its turn,
          * and our acquire of ready_head saw theirs: the WQEs are ordered
@@ -367,7 +394,11 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
     Group g = group_of(ch.page);
     int rc = OK;
     uint64_t base = 0;
-    if (g.leader()) rc = reserve(ch, g.size, &base);
+    ChainView view{~0ull, 0, 0};
+    if (g.leader()) {
+        rc = reserve(ch, g.size, &base);
+        view = chain_view(ch);
+    }
     rc = g.from_leader32(rc);
     base = g.from_leader64(base);
     if (rc != OK) return rc;
@@ -378,7 +409,7 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
     bool force = g.any(force_ring);
     uint64_t last_ctrl = g.from_last64(ctrl);
     g.sync();
-    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, last_ctrl);
+    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, last_ctrl, view);
     rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
     return rc;

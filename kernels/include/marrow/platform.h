@@ -107,14 +107,6 @@ MARROW_FN uint64_t atomic_add(uint64_t *p, uint64_t v) {
 #endif
 }
 
-MARROW_FN bool cas(uint64_t *p, uint64_t expected, uint64_t desired) {
-#if MARROW_GPU
-    return atomicCAS((unsigned long long *)p, expected, desired) == expected;
-#else
-    return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-#endif
-}
-
 MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #if MARROW_GPU
     return atomicCAS((unsigned int *)p, expected, desired) == expected;
@@ -123,6 +115,17 @@ MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #endif
 }
 
+/* The poll lock: acquire, so the holder's reads of cq_ci and cons_idx see
+ * what the previous holder wrote before its release. */
+MARROW_FN bool cas32_acquire(uint32_t *p, uint32_t expected, uint32_t desired) {
+#if MARROW_GPU
+    uint32_t old;
+    asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
+    return old == expected;
+#else
+    return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+#endif
+}
 MARROW_FN uint64_t load_acquire(const uint64_t *p) {
 #if MARROW_GPU
     uint64_t v;
@@ -215,6 +218,15 @@ MARROW_FN uint32_t load_device_u32(const uint32_t *p) {
 #endif
 }
 
+MARROW_FN uint64_t load_device_u64(const uint64_t *p) {
+#if MARROW_GPU
+    uint64_t v;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return *(const volatile uint64_t *)p;
+#endif
+}
 /* Stores and loads between the GPU and a CPU thread (the ping-pong floor). */
 MARROW_FN void store_release_sys(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
@@ -245,11 +257,14 @@ MARROW_FN void fence_sys() {
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 #endif
 }
+/* acq_rel on both sides: besides ordering the WQE stores before the
+ * doorbell record, it turns the relaxed load of ready_head taken before it
+ * (device.h chain_view) into an acquire. On x86 it is a compiler barrier. */
 MARROW_FN void to_device() {
 #if MARROW_GPU
     fence_sys();
 #else
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_ACQ_REL);
 #endif
 }
 
