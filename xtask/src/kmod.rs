@@ -221,19 +221,28 @@ fn host_packages(work: &Path, no_apt: bool) -> Result<()> {
         println!("   host packages present");
         return Ok(());
     }
-    if no_apt || !is_root() {
+    // As root, or through sudo as scripts/install-test-deps.sh does.
+    let root = is_root();
+    if no_apt || (!root && !which("sudo")) {
         bail!(
             "missing Debian packages {missing:?}{}; install them as root (or run `cargo xtask kmod build` as root)",
             if qemu { "" } else { " and qemu-system-x86 (bookworm-backports)" }
         );
     }
-    let env = [("DEBIAN_FRONTEND", "noninteractive")];
+    let apt_get = || {
+        let mut c = if root { Command::new("apt-get") } else { Command::new("sudo") };
+        if !root {
+            c.args(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
+        }
+        c.env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
     if !missing.is_empty() {
-        sh(Command::new("apt-get").args(["update", "-qq"]).envs(env))?;
-        sh(Command::new("apt-get")
+        println!("   installing {missing:?}");
+        sh(apt_get().args(["update", "-qq"]))?;
+        sh(apt_get()
             .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing)
-            .envs(env))?;
+            .args(&missing))?;
     }
     if !qemu {
         // QEMU 10 from bookworm-backports: bookworm's own 7.2 would replace a
@@ -254,11 +263,11 @@ fn host_packages(work: &Path, no_apt: bool) -> Result<()> {
             ),
         )?;
         let opts = private_apt(&dir, &list);
-        sh(Command::new("apt-get").args(&opts).arg("update").envs(env))?;
-        sh(Command::new("apt-get")
+        println!("   installing qemu-system-x86 from bookworm-backports");
+        sh(apt_get().args(&opts).arg("update"))?;
+        sh(apt_get()
             .args(&opts)
-            .args(["install", "-y", "--no-install-recommends", "-t", "bookworm-backports", "qemu-system-x86"])
-            .envs(env))?;
+            .args(["install", "-y", "--no-install-recommends", "-t", "bookworm-backports", "qemu-system-x86"]))?;
     }
     Ok(())
 }
@@ -326,6 +335,7 @@ fn sources(work: &Path, rustc: &str) -> Result<Sources> {
             .args(["download", &format!("{KERNEL_PKG}={KERNEL_DEB_VERSION}"), &format!("rust-src={src_ver}")])
             .current_dir(&debs))?;
     }
+    std::fs::create_dir_all(work.join("x"))?;
     let kdeb = find_deb(&kprefix).context("linux-source .deb not downloaded")?;
     let rdeb = find_deb(&rprefix).context("rust-src .deb not downloaded")?;
     if !have_r {
@@ -675,7 +685,7 @@ fn test(b: &Built, t: &mut Timings) -> Result<()> {
         Some(s) => problems.push(format!("QEMU exited with {s}")),
         None => problems.push(format!("QEMU did not finish within {} s (killed)", QEMU_TIMEOUT.as_secs())),
     }
-    for phase in ["root", "outsider", "user", "unbound", "dmesg"] {
+    for phase in ["root", "outsider", "user", "unbound", "removed", "dmesg"] {
         if !log.lines().any(|l| l.starts_with(&format!("# {phase}: "))) {
             problems.push(format!("guest phase `{phase}` did not report"));
         }

@@ -8,7 +8,8 @@
 //! | `root` | root | declares the UAR and info windows by ioctl; root's own mistakes refused |
 //! | `outsider` | uid 1001, not in group `marrow` | cannot open `/dev/marrow` |
 //! | `user` | uid 1000, in group `marrow` | maps windows and queue memory; every misuse refused with its errno; posts an RDMA_WRITE to the softnic outside the VM through the mapped queues and doorbell |
-//! | `unbound` | uid 1000 | after the ivshmem device is removed: its windows give ENODEV |
+//! | `unbound` | uid 1000 | after the ivshmem device is unbound from its driver (pci-stub): its windows give ENODEV |
+//! | `removed` | uid 1000 | after the device is removed altogether: the same |
 //! | `dmesg FILE [KMEMLEAK]` | root | no BUG/WARNING/Oops/leak in the kernel log |
 //! | `direct FILE` | anyone, on the host | the RDMA_WRITE flow over a plain mapping of the BAR file (debugging the softnic side without a VM) |
 //!
@@ -252,6 +253,38 @@ fn phase_root(t: &mut Tap) {
     t.refused(add_window(&fd, &MarrowWindow { bar: 1, pgoff: 0, npages: 1, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW on BAR1 (not implemented by ivshmem-plain)");
     t.refused(add_window(&fd, &MarrowWindow { bar: 6, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW on BAR6");
     t.refused(add_window(&fd, &MarrowWindow { devfn: 31 << 3, ..uar_spec() }), libc::ENODEV, "ADD_WINDOW on a PCI address with no device (00:1f.0)");
+    pat_check(t, &fd);
+}
+
+/// The caching modes reach the page tables: with the UAR window and a page
+/// of the queue window mapped, PAT's memtype list (arch/x86/mm/pat/memtype.c,
+/// debugfs, root only) shows the doorbell page write-combining and the queue
+/// page uncached-minus.
+fn pat_check(t: &mut Tap, fd: &Fd) {
+    let resource = std::fs::read_to_string("/sys/bus/pci/devices/0000:00:04.0/resource").unwrap_or_default();
+    let bar2 = resource
+        .lines()
+        .nth(layout::IVSHMEM_BAR as usize)
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    let Some(bar2) = bar2 else {
+        t.check(false, format!("read BAR2's address from sysfs: {resource:?}"));
+        return;
+    };
+    let uar = select(fd, W_UAR).and_then(|_| map_rw(fd, 0, PAGE));
+    let queue = select(fd, W_QUEUES).and_then(|_| map_rw(fd, 0, PAGE));
+    if !t.check(uar.is_ok() && queue.is_ok(), "root maps the UAR window and a page of the queue window") {
+        return;
+    }
+    let list = std::fs::read_to_string("/sys/kernel/debug/x86/pat_memtype_list").unwrap_or_default();
+    let entry = |page: u64| {
+        let start = bar2 + page * PAGE as u64;
+        let range = format!("[mem 0x{start:016x}-0x{:016x}]", start + PAGE as u64);
+        list.lines().find(|l| l.contains(&range)).unwrap_or("(no entry)").to_string()
+    };
+    let (u, q) = (entry(layout::UAR_PAGE), entry(layout::QUEUES_PAGE));
+    t.check(u.ends_with("write-combining"), format!("doorbell (UAR) page mapped write-combining: {u}"));
+    t.check(q.ends_with("uncached-minus"), format!("queue page mapped uncached-minus: {q}"));
 }
 
 fn phase_outsider(t: &mut Tap) {
@@ -447,12 +480,19 @@ fn rdma_write(t: &mut Tap, info: &Region, uar: &Region, queues: &Region) -> bool
     good && same
 }
 
-fn phase_unbound(t: &mut Tap) {
-    let Some(fd) = t.accepted(open(DEV, libc::O_RDWR), "open /dev/marrow after the ivshmem device was removed") else { return };
-    t.refused(window_info(&fd, W_QUEUES), libc::ENODEV, "M28 WINDOW_INFO of a window whose device was removed");
+/// After the device was unbound from its driver (`how` = "unbound") or
+/// removed (`how` = "removed"), its windows are dead.
+fn phase_gone(t: &mut Tap, how: &str, first: u32) {
+    let Some(fd) = t.accepted(open(DEV, libc::O_RDWR), &format!("open /dev/marrow after the ivshmem device was {how}")) else {
+        return;
+    };
+    let n = |k: u32| format!("M{}", first + k);
+    t.refused(window_info(&fd, W_QUEUES), libc::ENODEV, &format!("{} WINDOW_INFO of a window whose device was {how}", n(0)));
     t.accepted(select(&fd, W_QUEUES), "SELECT_WINDOW still names the window");
-    t.refused(map_rw(&fd, 0, PAGE), libc::ENODEV, "M29 mmap of a window whose device was removed");
-    t.refused(alloc_bytes(&fd, PAGE), libc::ENODEV, "M30 ALLOC for a window whose device was removed");
+    t.refused(map_rw(&fd, 0, PAGE), libc::ENODEV, &format!("{} mmap of a window whose device was {how}", n(1)));
+    t.accepted(select(&fd, W_UAR), "SELECT_WINDOW of the UAR window");
+    t.refused(map_rw(&fd, 0, PAGE), libc::ENODEV, &format!("{} mmap of the doorbell page of a device that was {how}", n(2)));
+    t.refused(alloc_bytes(&fd, PAGE), libc::ENODEV, &format!("{} ALLOC for a window whose device was {how}", n(3)));
 }
 
 /// No sign of trouble in the kernel log (and, when given, kmemleak's report).
@@ -507,11 +547,12 @@ fn main() {
         "root" => phase_root(&mut t),
         "outsider" => phase_outsider(&mut t),
         "user" => phase_user(&mut t),
-        "unbound" => phase_unbound(&mut t),
+        "unbound" => phase_gone(&mut t, "unbound", 28),
+        "removed" => phase_gone(&mut t, "removed", 32),
         "dmesg" if args.len() >= 3 => phase_dmesg(&mut t, &args[2], args.get(3).map(String::as_str)),
         "direct" if args.len() >= 3 => phase_direct(&mut t, &args[2]),
         _ => {
-            eprintln!("usage: marrow-kmodtest root|outsider|user|unbound|dmesg LOG [KMEMLEAK]|direct FILE");
+            eprintln!("usage: marrow-kmodtest root|outsider|user|unbound|removed|dmesg LOG [KMEMLEAK]|direct FILE");
             std::process::exit(2);
         }
     }
