@@ -54,7 +54,7 @@ const HOST_PACKAGES: &[&str] = &[
 /// The guest's busybox applets (kmod/guest/init uses these).
 const APPLETS: &[&str] = &[
     "sh", "mount", "ls", "cat", "cut", "chmod", "chgrp", "insmod", "rmmod", "su", "dmesg", "grep", "sed", "echo",
-    "reboot", "sleep", "id", "uname",
+    "reboot", "sleep", "id", "uname", "wc", "tail", "test",
 ];
 /// Seconds the whole guest run may take before QEMU is killed.
 const QEMU_TIMEOUT: Duration = Duration::from_secs(420);
