@@ -1,0 +1,1 @@
+//! devx (step 2): filled in below.
