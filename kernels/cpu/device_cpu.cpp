@@ -43,5 +43,11 @@ int marrow_cpu_put_signal(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t lo
 
 int marrow_cpu_quiet(uint8_t *page) { return marrow::quiet(Channel{page}); }
 
+int marrow_cpu_p(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t value) { return marrow::p(Channel{page}, pe, roff, value); }
+
+int marrow_cpu_wait_until_ge(uint8_t *page, uint64_t loff, uint64_t value) {
+    return marrow::wait_until_ge(Channel{page}, loff, value);
+}
+
 void marrow_cpu_fence(uint8_t *page) { marrow::fence(Channel{page}); }
 }

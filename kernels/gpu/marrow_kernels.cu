@@ -217,3 +217,72 @@ extern "C" __global__ void marrow_post_profile_kernel(uint8_t *ring, uint32_t wq
         ns[mode] = (marrow::now_ns() - t0) / iters;
     }
 }
+
+// ---------------------------------------------------------------- transport P2P
+
+// One message of `len` bytes from local `loff` to PE `pe` at `roff`, moved
+// by the whole grid: each block puts its contiguous, 16-byte aligned slice
+// with putmem_nbi_block, then quiet. rc[block] gets the result.
+extern "C" __global__ void marrow_p2p_put_block_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len,
+                                                       int *rc) {
+    Channel ch{page};
+    uint64_t per = ((len + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
+    uint64_t start = per * blockIdx.x;
+    uint64_t n = start >= len ? 0 : (len - start < per ? len - start : per);
+    int r = n ? marrow::putmem_nbi_block(ch, pe, roff + start, loff + start, n) : marrow::OK;
+    if (r == marrow::OK) r = marrow::quiet(ch);
+    if (threadIdx.x == 0) rc[blockIdx.x] = r;
+}
+
+// The byte a P2P check expects at offset i of a message seeded `seed`
+// (the host fills sources with the same formula).
+__device__ __forceinline__ uint8_t marrow_p2p_byte(uint64_t i, uint32_t seed) { return (uint8_t)(i * 7 + seed + (i >> 11)); }
+
+// Wait (one block) until the local word at `sig_loff` reaches `value`, then
+// check `len` bytes at `data_loff` against the seeded pattern: what
+// put_signal promises is that the data is there once the signal is.
+extern "C" __global__ void marrow_p2p_wait_check_kernel(uint8_t *page, uint64_t sig_loff, uint64_t value, uint64_t data_loff,
+                                                        uint64_t len, uint32_t seed, unsigned long long *bad, int *rc) {
+    Channel ch{page};
+    __shared__ int r;
+    if (threadIdx.x == 0) r = marrow::wait_until_ge(ch, sig_loff, value);
+    __syncthreads();
+    if (r == marrow::OK) {
+        const volatile uint8_t *d = (const volatile uint8_t *)(ch.cfg()->local_base + data_loff);
+        unsigned long long mine = 0;
+        for (uint64_t i = threadIdx.x; i < len; i += blockDim.x) mine += d[i] != marrow_p2p_byte(i, seed);
+        if (mine) atomicAdd(bad, mine);
+    }
+    if (threadIdx.x == 0) *rc = r;
+}
+
+// Round trips between rank 0 and rank 1 over the 8-byte slot at `slot` of
+// each window: rank 0 puts i into rank 1's slot and waits for i in its own;
+// rank 1 answers. With `floor`, the same through plain system-scope stores
+// and loads on the mapped addresses, no API. ns = total on rank 0.
+extern "C" __global__ void marrow_p2p_pingpong_kernel(uint8_t *page, uint32_t rank, uint64_t slot, uint64_t base,
+                                                      uint32_t iters, uint32_t floor, uint64_t *ns, int *rc) {
+    Channel ch{page};
+    uint32_t peer = 1 - rank;
+    uint64_t *mine = (uint64_t *)(ch.cfg()->local_base + slot);
+    uint64_t *theirs = (uint64_t *)(ch.key(peer)->raddr + slot);
+    uint64_t t0 = marrow::now_ns();
+    int r = marrow::OK;
+    for (uint64_t i = base + 1; i <= base + iters && r == marrow::OK; i++) {
+        if (rank == 0) r = floor ? (marrow::store_device_u64(theirs, i), marrow::OK) : marrow::p(ch, peer, slot, i);
+        if (r != marrow::OK) break;
+        if (floor) {
+            uint64_t start = marrow::now_ns();
+            while (marrow::load_device_u64(mine) < i)
+                if (marrow::now_ns() - start > ch.cfg()->timeout_ns) {
+                    r = marrow::E_TIMEOUT;
+                    break;
+                }
+        } else {
+            r = marrow::wait_until_ge(ch, slot, i);
+        }
+        if (rank == 1 && r == marrow::OK) r = floor ? (marrow::store_device_u64(theirs, i), marrow::OK) : marrow::p(ch, peer, slot, i);
+    }
+    *ns = marrow::now_ns() - t0;
+    *rc = r;
+}

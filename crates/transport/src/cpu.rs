@@ -16,6 +16,8 @@ unsafe extern "C" {
     fn marrow_cpu_compare_swap(page: *mut u8, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64, old: *mut u64) -> i32;
     fn marrow_cpu_put_signal(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> i32;
     fn marrow_cpu_quiet(page: *mut u8) -> i32;
+    fn marrow_cpu_p(page: *mut u8, pe: u32, roff: u64, value: u64) -> i32;
+    fn marrow_cpu_wait_until_ge(page: *mut u8, loff: u64, value: u64) -> i32;
 }
 
 fn rc(code: i32) -> Result<(), DeviceError> {
@@ -105,5 +107,17 @@ impl Device {
     pub fn quiet(&self) -> Result<(), DeviceError> {
         // SAFETY: as in `put_nbi`.
         rc(unsafe { marrow_cpu_quiet(self.page) })
+    }
+
+    /// Put one 8-byte value (transport P2P only: MLX5 answers unsupported).
+    pub fn p(&self, pe: u32, roff: u64, value: u64) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_p(self.page, pe, roff, value) })
+    }
+
+    /// Wait until the local word at `loff` reaches `value`, or time out.
+    pub fn wait_until_ge(&self, loff: u64, value: u64) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_wait_until_ge(self.page, loff, value) })
     }
 }

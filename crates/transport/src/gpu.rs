@@ -38,7 +38,7 @@ pub struct Gpu {
     pub name: String,
 }
 
-fn cuda(e: impl std::fmt::Debug) -> TransportError {
+pub(crate) fn cuda(e: impl std::fmt::Debug) -> TransportError {
     TransportError::Cuda(format!("{e:?}"))
 }
 
@@ -46,6 +46,11 @@ impl Gpu {
     /// Open GPU 0 and compile the kernels with its NVRTC. Without a driver
     /// or NVRTC this returns [`TransportError::Unavailable`] naming the library.
     pub fn open() -> Result<Gpu, TransportError> {
+        Self::open_ordinal(0)
+    }
+
+    /// Open GPU `ordinal` (CUDA's numbering) and compile the kernels for it.
+    pub fn open_ordinal(ordinal: usize) -> Result<Gpu, TransportError> {
         // SAFETY: only probes whether the library can be loaded.
         if !unsafe { cu::is_culib_present() } {
             return Err(TransportError::Unavailable("libcuda.so (no NVIDIA driver), so no GPU path"));
@@ -54,11 +59,11 @@ impl Gpu {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(TransportError::Unavailable("libnvrtc.so (the CUDA runtime compiler)"));
         }
-        let ctx = CudaContext::new(0).map_err(cuda)?;
+        let ctx = CudaContext::new(ordinal).map_err(cuda)?;
         let (major, minor) = ctx.compute_capability().map_err(cuda)?;
         let arch = format!("sm_{major}{minor}");
         let name = ctx.name().map_err(cuda)?;
-        let dir = std::env::temp_dir().join(format!("marrow-kernels-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("marrow-kernels-{}-{ordinal}", std::process::id()));
         for (path, text) in SOURCES {
             let p = dir.join(path);
             std::fs::create_dir_all(p.parent().unwrap_or(&dir))?;
@@ -152,7 +157,7 @@ impl Grid {
         (self.blocks * self.threads) as usize
     }
 
-    fn config(&self) -> cudarc::driver::LaunchConfig {
+    pub(crate) fn config(&self) -> cudarc::driver::LaunchConfig {
         cudarc::driver::LaunchConfig { grid_dim: (self.blocks, 1, 1), block_dim: (self.threads, 1, 1), shared_mem_bytes: 0 }
     }
 }

@@ -10,6 +10,7 @@
 pub mod cpu;
 pub mod gcrb_page;
 pub mod gpu;
+pub mod p2p;
 pub mod remote;
 pub mod world;
 
@@ -58,6 +59,7 @@ impl std::fmt::Display for DeviceError {
             -110 => write!(f, "a device-side wait timed out (the GCRB error block says which)"),
             -22 => write!(f, "the GCRB's magic or version is wrong"),
             -34 => write!(f, "offset outside the local window or PE outside the key table"),
+            -95 => write!(f, "not built for this transport yet (an 8-byte value put on MLX5 needs inline WQEs)"),
             _ => match self.syndrome() {
                 Some(s) => write!(f, "error CQE, syndrome {s:?}"),
                 None => write!(f, "device error code {}", self.0),

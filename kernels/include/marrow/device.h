@@ -31,6 +31,7 @@ enum : int {
     E_TIMEOUT = -110,  /* ETIMEDOUT */
     E_BAD_CONFIG = -22, /* EINVAL */
     E_RANGE = -34,      /* ERANGE: outside the local window or key table */
+    E_UNSUPPORTED = -95, /* EOPNOTSUPP: not built for this transport yet (see the call) */
     E_CQE_BASE = -1000, /* an error CQE: E_CQE_BASE - syndrome */
 };
 
@@ -418,9 +419,11 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
 MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
     if (pe >= ch.c.key_count) return E_RANGE;
     const marrow_gcrb_key *k = ch.key(pe);
+    /* With P2P nothing downstream checks a window (no rkey): the length does. */
+    uint64_t lim = (uint64_t)k->rlen_pages << 12;
+    if (lim && (off > lim || len > lim - off)) return E_RANGE;
     *raddr = k->raddr + off;
     *rkey = k->rkey;
-    (void)len;
     return OK;
 }
 
@@ -428,6 +431,26 @@ MARROW_FN int local(const Channel &ch, uint64_t off, uint64_t len, uint64_t *lad
     if (off > ch.c.local_len || len > ch.c.local_len - off) return E_RANGE;
     *laddr = ch.c.local_base + off;
     return OK;
+}
+
+/* ------------------------------------------------------------ peer-to-peer */
+
+/* Transport P2P (gcrb_config.transport): the key table holds each PE's
+ * window as mapped into this process (CUDA IPC over NVLink or PCIe peer
+ * access), so a put is the calling threads' own stores, a get their loads,
+ * an atomic one system-scope atomic, and quiet one system-scope fence. No
+ * WQE, doorbell or CQ is involved; the GCRB's heads stay zero. */
+MARROW_FN bool p2p(const Channel &ch) { return ch.c.transport == MARROW_GCRB_TRANSPORT_P2P; }
+
+/* Both ends of a P2P transfer: checked against the windows like a WQE's. */
+MARROW_FN int p2p_ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, uint8_t **r, uint8_t **l) {
+    uint64_t raddr = 0, laddr = 0;
+    uint32_t rkey;
+    int rc = remote(ch, pe, roff, len, &raddr, &rkey);
+    if (rc == OK) rc = local(ch, loff, len, &laddr);
+    *r = (uint8_t *)raddr;
+    *l = (uint8_t *)laddr;
+    return rc;
 }
 
 /* ------------------------------------------------------------ the API */
@@ -448,13 +471,21 @@ MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t rof
 
 /* Non-blocking put: `len` bytes from local offset `loff` to PE `pe`'s window at `roff`. */
 MARROW_FN int put_nbi(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    if (p2p(ch)) {
+        uint8_t *r, *l;
+        int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
+        if (rc == OK) copy_strided(r, l, len, 0, 1);
+        return rc;
+    }
     Op op;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
     return rc != OK ? rc : post(ch, op, nullptr, false);
 }
 
-/* Blocking put: returns when the source may be reused (the WQE completed). */
+/* Blocking put: returns when the source may be reused (the WQE completed;
+ * with P2P, once the stores are issued). */
 MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    if (p2p(ch)) return put_nbi(ch, pe, roff, loff, len);
     Op op;
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
@@ -464,6 +495,14 @@ MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
 
 /* Blocking get: `len` bytes from PE `pe` at `roff` into local offset `loff`. */
 MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
+    if (p2p(ch)) {
+        uint8_t *r, *l;
+        int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
+        /* Loads of what the peer's earlier puts and atomics wrote. */
+        from_device();
+        if (rc == OK) copy_strided(l, r, len, 0, 1);
+        return rc;
+    }
     Op op;
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_READ, pe, roff, loff, len, &op);
@@ -492,6 +531,17 @@ MARROW_FN int atomic_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t
 
 MARROW_FN int atomic(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t result_loff, uint64_t swap_add,
                      uint64_t compare, uint64_t *old) {
+    if (p2p(ch)) {
+        uint8_t *r, *l;
+        int rc = p2p_ends(ch, pe, roff, result_loff, 8, &r, &l);
+        if (rc != OK) return rc;
+        uint64_t v = opcode == MARROW_MLX5_OPCODE_ATOMIC_FA ? atomic_add_sys((uint64_t *)r, swap_add)
+                                                            : cas_sys((uint64_t *)r, compare, swap_add);
+        /* As a NIC would: the fetched value lands in the local window too. */
+        *(volatile uint64_t *)l = v;
+        if (old) *old = v;
+        return OK;
+    }
     Op op;
     int rc = atomic_op(ch, opcode, pe, roff, result_loff, swap_add, compare, CQ_UPDATE, &op);
     if (rc != OK) return rc;
@@ -524,6 +574,15 @@ MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t
                          uint64_t sig_add, uint64_t scratch_loff) {
     int rc = put_nbi(ch, pe, roff, loff, len);
     if (rc != OK) return rc;
+    if (p2p(ch)) {
+        uint8_t *r, *l;
+        rc = p2p_ends(ch, pe, sig_roff, scratch_loff, 8, &r, &l);
+        if (rc != OK) return rc;
+        /* The data before the signal, for whoever sees the signal. */
+        to_device();
+        atomic_add_sys((uint64_t *)r, sig_add);
+        return OK;
+    }
     Op op;
     rc = atomic_op(ch, MARROW_MLX5_OPCODE_ATOMIC_FA, pe, sig_roff, scratch_loff, sig_add, 0,
                    CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << 5), &op);
@@ -539,6 +598,10 @@ MARROW_FN void fence(const Channel &) { to_device(); }
  * rung by its holder of the ready chain (it saw itself last, or a later
  * holder rang for it), so quiet waits for readiness, then completions. */
 MARROW_FN int quiet(const Channel &ch) {
+    if (p2p(ch)) {
+        fence_quiet();
+        return sticky_error(ch);
+    }
     marrow_gcrb_heads *h = ch.heads();
     uint64_t target = load_acquire(&h->resv_head);
     Deadline d;
@@ -550,7 +613,53 @@ MARROW_FN int quiet(const Channel &ch) {
     return wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
 }
 
+/* An 8-byte value put (NVSHMEM's nvshmem_uint64_p): with P2P one store.
+ * On MLX5 it needs an inline-data WQE, which device.h does not build yet. */
+MARROW_FN int p(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t value) {
+    if (!p2p(ch)) return E_UNSUPPORTED;
+    uint8_t *r, *l;
+    int rc = p2p_ends(ch, pe, roff, 0, 0, &r, &l);
+    if (rc == OK) store_device_u64((uint64_t *)r, value);
+    return rc;
+}
+
+/* Wait until the 8-byte word at local offset `loff` is at least `value`
+ * (NVSHMEM's signal_wait_until with NVSHMEM_CMP_GE): what peers' puts,
+ * put_signal and atomics (or the NIC's writes) land in is polled with
+ * system-scope acquire loads, under the channel's timeout. */
+MARROW_FN int wait_until_ge(const Channel &ch, uint64_t loff, uint64_t value) {
+    uint64_t laddr;
+    int rc = local(ch, loff, 8, &laddr);
+    if (rc != OK) return rc;
+    Deadline d;
+    while (load_acquire_sys((const uint64_t *)laddr) < value) {
+        rc = sticky_error(ch);
+        if (rc != OK) return rc;
+        if (d.expired(ch, MARROW_GCRB_WAIT_SIGNAL)) return E_TIMEOUT;
+    }
+    return OK;
+}
+
 #if MARROW_GPU
+/* Block-cooperative put of one message (NVSHMEM's nvshmemx_putmem_nbi_block):
+ * every thread of the CTA calls with the same arguments. P2P: the threads
+ * copy it together, coalesced. MLX5: thread 0 posts one WQE. */
+MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len) {
+    __shared__ int block_rc;
+    uint32_t t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    uint32_t n = blockDim.x * blockDim.y * blockDim.z;
+    if (p2p(ch)) {
+        uint8_t *r, *l;
+        int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
+        if (rc == OK) copy_strided(r, l, len, t, n);
+        return rc;
+    }
+    __syncthreads();
+    if (t == 0) block_rc = len > 0xffffffffull ? E_RANGE : put_nbi(ch, pe, roff, loff, (uint32_t)len);
+    __syncthreads();
+    return block_rc;
+}
+
 /* Warp-cooperative put: all 32 lanes call; they post as one group (one
  * reservation of 32 WQEBBs, one turn of the ready chain, one doorbell).
  * put_nbi does the same for whichever lanes call it together; this entry

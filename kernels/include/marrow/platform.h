@@ -218,6 +218,14 @@ MARROW_FN uint32_t load_device_u32(const uint32_t *p) {
 #endif
 }
 
+/* An 8-byte store another agent polls for (a peer GPU, the CPU): system scope. */
+MARROW_FN void store_device_u64(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    *(volatile uint64_t *)p = v;
+#endif
+}
 MARROW_FN uint64_t load_device_u64(const uint64_t *p) {
 #if MARROW_GPU
     uint64_t v;
@@ -317,6 +325,62 @@ MARROW_FN uint32_t thread_id() {
 #else
     return cpu_thread_id();
 #endif
+}
+
+/* ------------------------------------------------------------ peer memory */
+
+/* Atomics on a peer's memory (transport P2P): system scope, so both GPUs'
+ * threads see one order. */
+MARROW_FN uint64_t atomic_add_sys(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    return atomicAdd_system((unsigned long long *)p, (unsigned long long)v);
+#else
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+#endif
+}
+MARROW_FN uint64_t cas_sys(uint64_t *p, uint64_t expected, uint64_t desired) {
+#if MARROW_GPU
+    return atomicCAS_system((unsigned long long *)p, expected, desired);
+#else
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return expected;
+#endif
+}
+
+/* Every earlier store of this thread performed for every thread of the
+ * system (quiet on peer memory): fence.sc.sys, the strongest fence. */
+MARROW_FN void fence_quiet() {
+#if MARROW_GPU
+    __threadfence_system();
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Copy `len` bytes with `n` threads, this one being `rank`: 16-byte vectors
+ * strided by thread so a warp's accesses coalesce, four in flight per
+ * thread, the tail in bytes. Misaligned buffers go byte by byte. */
+struct alignas(16) V16 {
+    uint64_t lo, hi;
+};
+
+MARROW_FN void copy_strided(uint8_t *dst, const uint8_t *src, uint64_t len, uint32_t rank, uint32_t n) {
+    uint64_t i = rank, step = n;
+    if ((((uint64_t)dst | (uint64_t)src) & 15) == 0) {
+        uint64_t nvec = len / 16;
+        const V16 *s = (const V16 *)src;
+        V16 *d = (V16 *)dst;
+        for (; i + 3 * step < nvec; i += 4 * step) {
+            V16 v0 = s[i], v1 = s[i + step], v2 = s[i + 2 * step], v3 = s[i + 3 * step];
+            d[i] = v0;
+            d[i + step] = v1;
+            d[i + 2 * step] = v2;
+            d[i + 3 * step] = v3;
+        }
+        for (; i < nvec; i += step) d[i] = s[i];
+        i = nvec * 16 + rank;
+    }
+    for (; i < len; i += step) dst[i] = src[i];
 }
 
 /* ------------------------------------------------------------ posting groups */

@@ -1,0 +1,210 @@
+//! Transport P2P: the same device API between GPUs of one node, through
+//! peer mappings instead of a NIC. Each PE is a process with one GPU and one
+//! window of GPU memory; it exports the window with CUDA IPC
+//! (`cuIpcGetMemHandle`), opens its peer's (`cuIpcOpenMemHandle`, lazy peer
+//! access over NVLink or PCIe), and hands the device code a GCRB whose
+//! `transport` is P2P and whose key table holds both windows as mapped in
+//! this process. Puts and gets are then the threads' own stores and loads,
+//! atomics system-scope atomics, quiet a system-scope fence (device.h,
+//! "peer-to-peer").
+
+use crate::TransportError;
+use crate::gpu::{Gpu, Grid, cuda};
+use cudarc::driver::sys as cu;
+use cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
+use marrow_gcrb::{GCRB_OFF_CONFIG, GCRB_OFF_KEYS, GcrbTransport, gcrb_config, gcrb_key};
+use marrow_mmio::Region;
+use zerocopy::{FromBytes, IntoBytes};
+
+/// The 64 bytes of a `CUipcMemHandle`, as sent between PEs.
+pub type IpcHandle = [u8; 64];
+
+/// A PE's window: GPU memory its peer maps.
+#[derive(Debug)]
+pub struct Window {
+    /// Owns the allocation: freed when the window is dropped.
+    _buf: CudaSlice<u8>,
+    /// Device address in this process.
+    pub addr: u64,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// The peer's window, mapped into this process.
+#[derive(Debug)]
+pub struct PeerWindow {
+    /// Device address of the peer's window in this process.
+    pub addr: u64,
+}
+
+impl Gpu {
+    /// `len` zeroed bytes of this GPU's memory, for peers to map.
+    pub fn window(&self, len: usize) -> Result<Window, TransportError> {
+        let buf = self.stream.alloc_zeros::<u8>(len).map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        let addr = {
+            let (p, _sync) = buf.device_ptr(&self.stream);
+            p
+        };
+        Ok(Window { _buf: buf, addr, len })
+    }
+
+    /// The IPC handle that lets another process map `w`.
+    pub fn export(&self, w: &Window) -> Result<IpcHandle, TransportError> {
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        let mut h = cu::CUipcMemHandle_st { reserved: [0; 64] };
+        // SAFETY: `w.addr` is the base of a live cuMemAlloc allocation (the
+        // window's CudaSlice); `h` is a valid out-pointer.
+        unsafe { cu::cuIpcGetMemHandle(&mut h, w.addr) }.result().map_err(cuda)?;
+        Ok(h.reserved.map(|c| c as u8))
+    }
+
+    /// Map a peer's window from its IPC handle (lazy peer access).
+    pub fn import(&self, handle: &IpcHandle) -> Result<PeerWindow, TransportError> {
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        let h = cu::CUipcMemHandle_st { reserved: handle.map(|b| b as std::ffi::c_char) };
+        let mut addr: cu::CUdeviceptr = 0;
+        let flags = cu::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
+        // SAFETY: `addr` is a valid out-pointer; the handle came from
+        // cuIpcGetMemHandle in another process (a wrong one is refused by
+        // the driver with an error, not mapped).
+        unsafe { cu::cuIpcOpenMemHandle_v2(&mut addr, h, flags) }.result().map_err(cuda)?;
+        Ok(PeerWindow { addr })
+    }
+
+    /// Copy host bytes into a window at `off`.
+    pub fn write_window(&self, w: &Window, off: usize, data: &[u8]) -> Result<(), TransportError> {
+        check(w, off, data.len())?;
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        // SAFETY: `off..off+len` lies inside the window (checked); the source is a live slice.
+        unsafe { cu::cuMemcpyHtoD_v2(w.addr + off as u64, data.as_ptr().cast(), data.len()) }.result().map_err(cuda)
+    }
+
+    /// Copy a window's bytes at `off` out to the host.
+    pub fn read_window(&self, w: &Window, off: usize, out: &mut [u8]) -> Result<(), TransportError> {
+        check(w, off, out.len())?;
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        // SAFETY: `off..off+len` lies inside the window (checked); the destination is a live slice.
+        unsafe { cu::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), w.addr + off as u64, out.len()) }.result().map_err(cuda)
+    }
+
+    /// The floor for P2P bandwidth: `reps` back-to-back copies of `len`
+    /// bytes by the copy engine from `src` into the peer's window (what
+    /// `cudaMemcpyPeer` does under unified addressing), one synchronize.
+    pub fn copy_to_peer(&self, dst: &PeerWindow, dst_off: u64, src: &Window, src_off: u64, len: usize, reps: u32) -> Result<std::time::Duration, TransportError> {
+        check(src, src_off as usize, len)?;
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            // SAFETY: the source range lies in our window (checked); the
+            // destination is the peer's mapped window, sized by the caller
+            // like ours (both PEs allocate the same window).
+            unsafe { cu::cuMemcpyDtoDAsync_v2(dst.addr + dst_off, src.addr + src_off, len, self.stream.cu_stream()) }
+                .result()
+                .map_err(cuda)?;
+        }
+        self.stream.synchronize().map_err(cuda)?;
+        Ok(t.elapsed())
+    }
+
+    /// `marrow_p2p_put_block_kernel` `reps` times back to back on `blocks` x
+    /// `threads`, one synchronize: the wall time and the first failing rc.
+    pub fn p2p_put(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u64, grid: Grid, reps: u32) -> Result<(std::time::Duration, i32), TransportError> {
+        let f = self.function("marrow_p2p_put_block_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(grid.blocks as usize).map_err(cuda)?;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&page).arg(&pe).arg(&roff).arg(&loff).arg(&len).arg(&mut rc);
+            // SAFETY: matches marrow_p2p_put_block_kernel (u8*, u32, u64, u64, u64, int*);
+            // `page` is a P2P GCRB whose windows are live.
+            unsafe { b.launch(grid.config()) }.map_err(cuda)?;
+        }
+        self.stream.synchronize().map_err(cuda)?;
+        let dt = t.elapsed();
+        let rcs = self.stream.clone_dtoh(&rc).map_err(cuda)?;
+        Ok((dt, rcs.into_iter().find(|&r| r != 0).unwrap_or(0)))
+    }
+
+    /// `marrow_p2p_wait_check_kernel`: wait for the signal, then count the
+    /// bytes that differ from the seeded pattern: (rc, mismatches).
+    pub fn p2p_wait_check(&self, page: u64, sig_loff: u64, value: u64, data_loff: u64, len: u64, seed: u32) -> Result<(i32, u64), TransportError> {
+        let f = self.function("marrow_p2p_wait_check_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut bad = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&sig_loff).arg(&value).arg(&data_loff).arg(&len).arg(&seed).arg(&mut bad).arg(&mut rc);
+        // SAFETY: matches marrow_p2p_wait_check_kernel (u8*, u64, u64, u64, u64, u32, u64*, int*).
+        unsafe { b.launch(Grid { blocks: 1, threads: 512 }.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&bad).map_err(cuda)?[0]))
+    }
+
+    /// `marrow_p2p_pingpong_kernel` as `rank`: values `base+1..=base+iters`
+    /// through the 8-byte slot at `slot`: (rc, ns total).
+    #[allow(clippy::too_many_arguments)]
+    pub fn p2p_pingpong(&self, page: u64, rank: u32, slot: u64, base: u64, iters: u32, floor: bool) -> Result<(i32, u64), TransportError> {
+        let f = self.function("marrow_p2p_pingpong_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let floor = u32::from(floor);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&rank).arg(&slot).arg(&base).arg(&iters).arg(&floor).arg(&mut ns).arg(&mut rc);
+        // SAFETY: matches marrow_p2p_pingpong_kernel (u8*, u32, u64, u64, u32, u32, u64*, int*).
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+    }
+}
+
+fn check(w: &Window, off: usize, len: usize) -> Result<(), TransportError> {
+    if off.checked_add(len).is_none_or(|end| end > w.len) {
+        return Err(TransportError::Window(marrow_mmio::OutOfBounds { offset: off, len, size: w.len }));
+    }
+    Ok(())
+}
+
+/// The windows a P2P GCRB names: PE `pe`'s window at `keys[pe]`, ours
+/// among them at `local`.
+#[derive(Clone, Copy, Debug)]
+pub struct P2pSetup {
+    /// Our window (device address in this process) and its length.
+    pub local: (u64, u64),
+    /// Every PE's window as mapped in this process, and its length (a
+    /// multiple of 4 KiB; the device code refuses accesses past it).
+    pub keys: [(u64, u64); 2],
+    /// Timeout of every device-side wait.
+    pub timeout_ns: u64,
+}
+
+/// Fill `page` as a P2P GCRB: no queues, `transport` = P2P, the windows in
+/// the key table (rkeys 0: nothing translates them).
+pub fn fill(page: &Region, s: &P2pSetup) -> Result<(), marrow_mmio::OutOfBounds> {
+    let setup = crate::gcrb_page::GcrbSetup {
+        qpn: 0,
+        sq: (0, 0),
+        dbrec: 0,
+        db: (0, 0),
+        cq: (0, 0, 0, false),
+        local: (0, s.local.0, s.local.1),
+        keys: [(s.keys[0].0, 0), (s.keys[1].0, 0)],
+        timeout_ns: s.timeout_ns,
+        trace: false,
+    };
+    crate::gcrb_page::fill(page, &setup)?;
+    let off = GCRB_OFF_CONFIG as usize;
+    let mut b = vec![0u8; gcrb_config::SIZE];
+    page.read_bytes(off, &mut b)?;
+    let mut c = gcrb_config::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_config::SIZE bytes"));
+    c.set_transport(GcrbTransport::P2P.0);
+    page.write_bytes(off, c.as_bytes())?;
+    for (pe, (_, len)) in s.keys.iter().enumerate() {
+        let koff = GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE;
+        let mut kb = vec![0u8; gcrb_key::SIZE];
+        page.read_bytes(koff, &mut kb)?;
+        let mut k = gcrb_key::read_from_bytes(&kb).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_key::SIZE bytes"));
+        k.set_rlen_pages(u32::try_from(len / 4096).unwrap_or(u32::MAX));
+        page.write_bytes(koff, k.as_bytes())?;
+    }
+    Ok(())
+}
