@@ -28,6 +28,12 @@ fn main() {
         .flag("-std=c++17")
         .warnings_into_errors(true)
         .compile("generated_layout");
+    // rdma-core's verbs.h/mlx5dv.h ABI: the oracle for marrow-verbs' hand-declared FFI.
+    cc::Build::new()
+        .file("c/verbs_abi_harness.c")
+        .flag("-std=gnu11")
+        .warnings_into_errors(true)
+        .compile("verbs_abi_harness");
     // Linux's <linux/pci_regs.h> (linux-libc-dev), the oracle for marrow-pcie.
     cc::Build::new()
         .file("c/pci_regs_harness.c")

@@ -14,8 +14,10 @@
 
 use core::ffi::{c_int, c_uint, c_void};
 
-/// `union ibv_gid`: 16 raw bytes (subnet prefix then interface id, big endian).
-#[repr(C)]
+/// `union ibv_gid`: 16 raw bytes (subnet prefix then interface id, big
+/// endian). 8-byte aligned: the union's other member is two `__be64`s, which
+/// makes `ibv_qp_attr` 144 bytes, not 140 (the oracle caught this).
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ibv_gid {
     /// `raw[16]`.

@@ -73,6 +73,10 @@ unsafe extern "C" {
     fn oracle_field_at(i: usize) -> *const RawField;
     fn oracle_const_count() -> usize;
     fn oracle_const_at(i: usize) -> *const RawConst;
+    fn verbs_field_count() -> usize;
+    fn verbs_field_at(i: usize) -> *const RawField;
+    fn verbs_const_count() -> usize;
+    fn verbs_const_at(i: usize) -> *const RawConst;
     fn generated_field_count() -> usize;
     fn generated_field_at(i: usize) -> *const RawField;
 }
@@ -317,5 +321,27 @@ pub fn linux_pci_regs() -> Vec<(String, u64)> {
         .iter()
         // SAFETY: see above: each name is a static C string literal.
         .map(|r| (unsafe { CStr::from_ptr(r.name) }.to_str().unwrap().to_string(), r.value))
+        .collect()
+}
+
+/// Every field of the rdma-core verbs/mlx5dv structs that marrow-verbs
+/// declares by hand, as gcc lays them out from the real headers.
+pub fn verbs_abi_fields() -> Vec<CField> {
+    // SAFETY: plain calls into the harness, which returns static data.
+    read_table(unsafe { verbs_field_count() }, |i| unsafe { verbs_field_at(i) })
+}
+
+/// The verbs.h/mlx5dv.h constants marrow-verbs declares, by name.
+pub fn verbs_abi_consts() -> Vec<(String, u64)> {
+    // SAFETY: plain call into the harness.
+    let n = unsafe { verbs_const_count() };
+    (0..n)
+        .map(|i| {
+            // SAFETY: `i < n`, so the harness returns a pointer into its static table.
+            let r = unsafe { &*verbs_const_at(i) };
+            // SAFETY: the name is a NUL-terminated literal.
+            let name = unsafe { CStr::from_ptr(r.name) };
+            (name.to_string_lossy().into_owned(), r.value)
+        })
         .collect()
 }
