@@ -25,6 +25,7 @@
 //! `Device<Bound>`), `capable()`, and the vma's `vm_pgoff` (no accessor).
 
 use core::ffi::c_void;
+use kernel::ffi::{c_int, c_ulong};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
@@ -37,6 +38,7 @@ use kernel::{
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
     sync::Mutex,
+    types::Opaque,
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -183,6 +185,9 @@ struct Window {
     driver: usize,
     /// As declared, `index` filled in.
     desc: MarrowWindow,
+    /// Set by the PCI bus notifier when the device was bound to another
+    /// driver, unbound or removed; permanent.
+    dead: bool,
 }
 
 /// What mmap and ALLOC need of a window, taken out of the table so that no
@@ -192,13 +197,26 @@ struct WindowRef {
     phys: u64,
     driver: usize,
     desc: MarrowWindow,
+    dead: bool,
 }
 
 impl WindowRef {
+    /// Usable: not revoked by the bus notifier, device still registered and
+    /// still bound to the driver it had when the window was declared (the
+    /// last two also cover events the notifier may race with).
     fn alive(&self) -> bool {
-        self.dev.present() && self.dev.driver() == self.driver
+        !self.dead && self.dev.present() && self.dev.driver() == self.driver
     }
 }
+
+/// Window mappings are filed in the device file's address space at
+/// `WIN_FILE_BASE + index * WIN_FILE_STRIDE + offset` (their `vm_pgoff` is
+/// rewritten to that after mapping), so that the mappings of one window can
+/// be found and zapped with `unmap_mapping_range()` when its device goes
+/// away. User-visible mmap offsets are unaffected; allocations keep theirs,
+/// which stay below 2^56.
+const WIN_FILE_BASE: u64 = 1 << 60;
+const WIN_FILE_STRIDE: u64 = 1 << 40;
 
 struct Windows([Option<Window>; uapi::MARROW_MAX_WINDOWS]);
 
@@ -230,6 +248,130 @@ kernel::sync::global_lock! {
     unsafe(uninit) static QUOTA: Mutex<Quota> = Quota([Charge { uid: 0, bytes: 0 }; MAX_CHARGED_USERS]);
 }
 
+/// The address spaces (`file->f_mapping`, one per device inode) of the open
+/// files, with their open counts: where window mappings are to be zapped.
+struct Spaces(KVec<(usize, u32)>);
+
+kernel::sync::global_lock! {
+    // SAFETY: initialised in `MarrowModule::init` before the device is registered.
+    unsafe(uninit) static SPACES: Mutex<Spaces> = Spaces(KVec::new());
+}
+
+/// An open file's entry in [`SPACES`], removed when the file is released.
+struct SpaceRef(usize);
+
+impl SpaceRef {
+    fn new(file: &File) -> Result<SpaceRef> {
+        // SAFETY: `f_mapping` is set when the file is opened and stays valid
+        // (it is the inode's) until the file is released, which drops us first.
+        let m = unsafe { (*file.as_ptr()).f_mapping } as usize;
+        let mut spaces = SPACES.lock();
+        match spaces.0.iter_mut().find(|(a, _)| *a == m) {
+            Some((_, n)) => *n += 1,
+            None => spaces.0.push((m, 1), GFP_KERNEL)?,
+        }
+        Ok(SpaceRef(m))
+    }
+}
+
+impl Drop for SpaceRef {
+    fn drop(&mut self) {
+        let mut spaces = SPACES.lock();
+        if let Some(i) = spaces.0.iter().position(|(a, _)| *a == self.0) {
+            spaces.0[i].1 -= 1;
+            if spaces.0[i].1 == 0 {
+                let _ = spaces.0.remove(i);
+            }
+        }
+    }
+}
+
+/// `dev` is being bound to a driver, unbound or removed: its windows die,
+/// and every existing mapping of them is zapped, so the next access by the
+/// process that holds it gets SIGBUS (the vma has no fault handler).
+fn revoke(dev: *mut bindings::device, why: &str) {
+    let mut zap = [None::<(u64, u64)>; uapi::MARROW_MAX_WINDOWS];
+    {
+        let mut table = WINDOWS.lock();
+        for (i, slot) in table.0.iter_mut().enumerate() {
+            if let Some(w) = slot.as_mut().filter(|w| !w.dead && w.dev.device() == dev) {
+                w.dead = true;
+                zap[i] = Some((WIN_FILE_BASE + i as u64 * WIN_FILE_STRIDE, w.desc.npages * PAGE_SIZE as u64));
+                pr_info!("window {}: device {}, window revoked\n", i, why);
+            }
+        }
+    }
+    let spaces = SPACES.lock();
+    for (start, len) in zap.iter().flatten() {
+        for (mapping, _) in spaces.0.iter() {
+            // SAFETY: `mapping` belongs to a file that is open (its entry is
+            // removed under this lock before release completes), so it is
+            // valid. unmap_mapping_range (mm/memory.c) may sleep; bus
+            // notifiers run in process context. even_cows = 1: there are
+            // no private copies to keep (MAP_PRIVATE is refused).
+            unsafe { bindings::unmap_mapping_range(*mapping as *mut bindings::address_space, *start as i64, *len as i64, 1) };
+        }
+    }
+}
+
+/// The PCI bus notifier (include/linux/device/bus.h events).
+unsafe extern "C" fn pci_bus_event(_nb: *mut bindings::notifier_block, action: c_ulong, data: *mut c_void) -> c_int {
+    let why = match action as u32 {
+        bindings::bus_notifier_event_BUS_NOTIFY_BIND_DRIVER => "bound to a driver",
+        bindings::bus_notifier_event_BUS_NOTIFY_UNBIND_DRIVER => "unbound from its driver",
+        bindings::bus_notifier_event_BUS_NOTIFY_DEL_DEVICE => "removed",
+        _ => return bindings::NOTIFY_DONE as c_int,
+    };
+    // `data` is the `struct device` of the event; only compared, never
+    // dereferenced here.
+    revoke(data.cast(), why);
+    bindings::NOTIFY_DONE as c_int
+}
+
+/// Our registration on the PCI bus's notifier chain.
+#[pin_data(PinnedDrop)]
+struct BusNotifier {
+    #[pin]
+    nb: Opaque<bindings::notifier_block>,
+}
+
+// SAFETY: after registration the notifier block is only touched by the
+// notifier chain, under its own lock (kernel/notifier.c), and by
+// `bus_unregister_notifier` in `drop`; no Rust code reads or writes it.
+unsafe impl Send for BusNotifier {}
+// SAFETY: as above; `&BusNotifier` gives no access to the block.
+unsafe impl Sync for BusNotifier {}
+
+impl BusNotifier {
+    fn register() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            nb <- Opaque::try_ffi_init(|slot: *mut bindings::notifier_block| {
+                // SAFETY: `slot` is ours to initialise; it is pinned and
+                // unregistered in `drop` before it is freed. `pci_bus_type`
+                // is the PCI core's static bus (drivers/pci/pci-driver.c).
+                unsafe {
+                    slot.write(bindings::notifier_block {
+                        notifier_call: Some(pci_bus_event),
+                        next: core::ptr::null_mut(),
+                        priority: 0,
+                    });
+                    to_result(bindings::bus_register_notifier(&raw const bindings::pci_bus_type, slot))
+                }
+            }),
+        })
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for BusNotifier {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: registered in `register` (this value exists only if that
+        // succeeded); unregistering waits for running callbacks (it takes
+        // the chain's rwsem).
+        unsafe { bindings::bus_unregister_notifier(&raw const bindings::pci_bus_type, self.nb.get()) };
+    }
+}
+
 /// Validate `w` and add it to the table; returns its index.
 fn add_window(w: &MarrowWindow) -> Result<u32> {
     if w.flags & !uapi::MARROW_WIN_FLAGS != 0 || w.bar > 5 || w.npages == 0 {
@@ -243,7 +385,7 @@ fn add_window(w: &MarrowWindow) -> Result<u32> {
         return Err(EINVAL);
     }
     let end = w.pgoff.checked_add(w.npages).and_then(|p| p.checked_mul(PAGE_SIZE as u64)).ok_or(EINVAL)?;
-    if end > len || start % PAGE_SIZE as u64 != 0 {
+    if end > len || start % PAGE_SIZE as u64 != 0 || w.npages * PAGE_SIZE as u64 > WIN_FILE_STRIDE {
         return Err(EINVAL);
     }
     let phys = start + w.pgoff * PAGE_SIZE as u64;
@@ -268,7 +410,7 @@ fn add_window(w: &MarrowWindow) -> Result<u32> {
         access,
         caching,
     );
-    *slot = Some(Window { dev, phys, driver, desc });
+    *slot = Some(Window { dev, phys, driver, desc, dead: false });
     Ok(i as u32)
 }
 
@@ -276,7 +418,7 @@ fn add_window(w: &MarrowWindow) -> Result<u32> {
 fn window(index: u32) -> Result<WindowRef> {
     let table = WINDOWS.lock();
     let w = table.0.get(index as usize).and_then(|s| s.as_ref()).ok_or(ENOENT)?;
-    Ok(WindowRef { dev: w.dev.clone(), phys: w.phys, driver: w.driver, desc: w.desc })
+    Ok(WindowRef { dev: w.dev.clone(), phys: w.phys, driver: w.driver, desc: w.desc, dead: w.dead })
 }
 
 fn charge(uid: u32, bytes: u64) -> Result {
@@ -359,6 +501,8 @@ struct Inner {
 struct MarrowFile {
     /// Effective uid of the opener: the user queue memory is charged to.
     uid: u32,
+    /// This file's address space, for revoking window mappings.
+    _space: SpaceRef,
     #[pin]
     inner: Mutex<Inner>,
 }
@@ -490,7 +634,14 @@ impl MarrowFile {
                         | bindings::cachemode2protval(bindings::page_cache_mode__PAGE_CACHE_MODE_UC_MINUS),
                 }
             };
-            bindings::remap_pfn_range(raw, vma.start() as _, (phys >> PAGE_SHIFT) as _, len as _, prot)
+            let r = bindings::remap_pfn_range(raw, vma.start() as _, (phys >> PAGE_SHIFT) as _, len as _, prot);
+            // File the mapping under this window's range (WIN_FILE_BASE);
+            // the vma is linked into the address space after this hook
+            // returns, with this vm_pgoff. remap_pfn_range uses vm_pgoff
+            // only for copy-on-write mappings, which are refused.
+            let file_off = WIN_FILE_BASE + win.desc.index as u64 * WIN_FILE_STRIDE + pgoff * PAGE_SIZE as u64;
+            (*raw).vm_pgoff = (file_off >> PAGE_SHIFT) as _;
+            r
         })
     }
 
@@ -517,8 +668,12 @@ impl MarrowFile {
         // dma_alloc_attrs returned for this device; the buffer outlives the
         // mapping because the mapping holds the file whose release frees it.
         to_result(unsafe {
+            let user_pgoff = (*raw).vm_pgoff;
             (*raw).vm_pgoff = off as _;
-            bindings::dma_mmap_attrs(buf.dev.device(), raw, buf.cpu.as_ptr(), buf.bus, buf.bytes, 0)
+            let r = bindings::dma_mmap_attrs(buf.dev.device(), raw, buf.cpu.as_ptr(), buf.bus, buf.bytes, 0);
+            // Back to the user's offset (below 2^56), clear of the windows' range.
+            (*raw).vm_pgoff = user_pgoff;
+            r
         })
     }
 }
@@ -529,9 +684,11 @@ impl MiscDevice for MarrowFile {
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let uid = file.cred().euid().into_raw().val;
+        let space = SpaceRef::new(file)?;
         KBox::try_pin_init(
             try_pin_init!(MarrowFile {
                 uid,
+                _space: space,
                 inner <- new_mutex!(Inner { selected: None, bufs: KVec::new(), next_id: 0 }),
             }),
             GFP_KERNEL,
@@ -577,6 +734,9 @@ struct MarrowModule {
     _params: (),
     #[pin]
     _miscdev: MiscDeviceRegistration<MarrowFile>,
+    /// Last: registered once the device exists, unregistered after it is gone.
+    #[pin]
+    _notifier: BusNotifier,
 }
 
 fn load_time_window() -> Result {
@@ -603,6 +763,7 @@ impl kernel::InPlaceModule for MarrowModule {
         unsafe {
             WINDOWS.init();
             QUOTA.init();
+            SPACES.init();
         }
         pr_info!("max_user_bytes={}\n", module_parameters::max_user_bytes.value());
         // Fields initialise in order: the device appears only once the
@@ -610,6 +771,7 @@ impl kernel::InPlaceModule for MarrowModule {
         try_pin_init!(Self {
             _params: load_time_window()?,
             _miscdev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"marrow" }),
+            _notifier <- BusNotifier::register(),
         })
     }
 }

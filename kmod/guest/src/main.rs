@@ -8,6 +8,7 @@
 //! | `root` | root | declares the UAR and info windows by ioctl; root's own mistakes refused |
 //! | `outsider` | uid 1001, not in group `marrow` | cannot open `/dev/marrow` |
 //! | `user` | uid 1000, in group `marrow` | maps windows and queue memory; every misuse refused with its errno; posts an RDMA_WRITE to the softnic outside the VM through the mapped queues and doorbell |
+//! | `hold` | uid 1000 | maps windows, waits while /init unbinds the device, touches them again: must die of SIGBUS |
 //! | `unbound` | uid 1000 | after the ivshmem device is unbound from its driver (pci-stub): its windows give ENODEV |
 //! | `removed` | uid 1000 | after the device is removed altogether: the same |
 //! | `dmesg FILE [KMEMLEAK]` | root | no BUG/WARNING/Oops/leak in the kernel log |
@@ -480,6 +481,35 @@ fn rdma_write(t: &mut Tap, info: &Region, uar: &Region, queues: &Region) -> bool
     good && same
 }
 
+/// Map the queue and UAR windows, say so in `/tmp/marrow-held`, wait for
+/// `/tmp/marrow-go` (created by /init once it has unbound the device), then
+/// touch the mappings again. The module zaps them on unbind, so this process
+/// should die of SIGBUS there; /init checks its exit status.
+fn phase_hold(t: &mut Tap) {
+    let Some(fd) = t.accepted(open(DEV, libc::O_RDWR), "holder: open /dev/marrow") else { return };
+    let queue = select(&fd, W_QUEUES).and_then(|_| map_rw(&fd, 0, PAGE));
+    let uar = select(&fd, W_UAR).and_then(|_| map_rw(&fd, 0, PAGE));
+    let (Ok(queue), Ok(uar)) = (queue, uar) else {
+        t.check(false, "holder: map a queue page and the doorbell page");
+        return;
+    };
+    let (q, u) = (queue.region(), uar.region());
+    let before = q.read_u8(0).is_ok() && u.read_8bytes(0x800).is_ok();
+    t.check(before, "holder: a queue page and the doorbell page are mapped and readable before the unbind");
+    if std::fs::write("/tmp/marrow-held", b"held\n").is_err() {
+        t.check(false, "holder: write /tmp/marrow-held");
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::path::Path::new("/tmp/marrow-go").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The device is unbound now: these reads should never return.
+    let after = q.read_u8(0);
+    let after_db = u.read_8bytes(0x800);
+    t.check(false, format!("holder: mappings made before the unbind still work after it ({after:?}, {after_db:?})"));
+}
+
 /// After the device was unbound from its driver (`how` = "unbound") or
 /// removed (`how` = "removed"), its windows are dead.
 fn phase_gone(t: &mut Tap, how: &str, first: u32) {
@@ -547,12 +577,13 @@ fn main() {
         "root" => phase_root(&mut t),
         "outsider" => phase_outsider(&mut t),
         "user" => phase_user(&mut t),
+        "hold" => phase_hold(&mut t),
         "unbound" => phase_gone(&mut t, "unbound", 28),
         "removed" => phase_gone(&mut t, "removed", 32),
         "dmesg" if args.len() >= 3 => phase_dmesg(&mut t, &args[2], args.get(3).map(String::as_str)),
         "direct" if args.len() >= 3 => phase_direct(&mut t, &args[2]),
         _ => {
-            eprintln!("usage: marrow-kmodtest root|outsider|user|unbound|removed|dmesg LOG [KMEMLEAK]|direct FILE");
+            eprintln!("usage: marrow-kmodtest root|outsider|user|hold|unbound|removed|dmesg LOG [KMEMLEAK]|direct FILE");
             std::process::exit(2);
         }
     }
