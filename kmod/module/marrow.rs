@@ -13,6 +13,8 @@
 //!   `max_user_bytes`) and mmaps that.
 //! * Everything else is refused; the errno of each refusal is listed in
 //!   kmod/README.md and exercised by the guest test.
+//! * When a window's device is bound to another driver, unbound or removed,
+//!   a PCI bus notifier kills the window and zaps its existing mappings.
 //!
 //! The ABI (ioctl numbers, argument layouts, mmap offsets) is `uapi.rs`, which
 //! the guest test program compiles too.
@@ -22,7 +24,8 @@
 //! (`kernel::pci` only hands a device to *its* driver's probe), mapping BAR
 //! pages (`remap_pfn_range`, `pgprot_writecombine`, no abstraction), DMA
 //! memory for a device we are not bound to (`kernel::dma::Coherent` needs a
-//! `Device<Bound>`), `capable()`, and the vma's `vm_pgoff` (no accessor).
+//! `Device<Bound>`), `capable()`, the vma's `vm_pgoff` (no accessor), and
+//! the bus notifier with `unmap_mapping_range()` (no abstraction).
 
 use core::ffi::c_void;
 use kernel::ffi::{c_int, c_ulong};

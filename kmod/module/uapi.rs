@@ -85,7 +85,7 @@ impl MarrowWindow {
     pub const SIZE: usize = 32;
 
     /// The struct as it lies in memory (x86_64 is little-endian).
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         b[0..2].copy_from_slice(&self.domain.to_le_bytes());
         b[2] = self.bus;
@@ -141,7 +141,7 @@ impl MarrowAlloc {
     pub const SIZE: usize = 32;
 
     /// The struct as it lies in memory.
-    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+    pub fn to_bytes(self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
         b[0..8].copy_from_slice(&self.bytes.to_le_bytes());
         b[8..12].copy_from_slice(&self.window.to_le_bytes());

@@ -395,10 +395,9 @@ fn rdma_through_marrow(t: &mut Tap) {
         return;
     };
     let map = |w: u32, len: usize, prot: i32, what: &str| {
-        select(&fd, w).and_then(|_| mmap(&fd, 0, len, prot, libc::MAP_SHARED)).map_err(|e| {
-            println!("# {what}: {}", errno_name(e));
-            e
-        })
+        select(&fd, w)
+            .and_then(|_| mmap(&fd, 0, len, prot, libc::MAP_SHARED))
+            .inspect_err(|e| println!("# {what}: {}", errno_name(*e)))
     };
     let info = map(W_INFO, PAGE, libc::PROT_READ, "info");
     let uar = map(W_UAR, PAGE, libc::PROT_READ | libc::PROT_WRITE, "uar");
