@@ -27,6 +27,14 @@ struct RawConst {
     value: u64,
 }
 
+#[repr(C)]
+struct IfcField {
+    strct: *const c_char,
+    field: *const c_char,
+    bit_off: usize,
+    bit_sz: usize,
+}
+
 unsafe extern "C" {
     fn oracle_set_ctrl_seg(
         out: *mut u8,
@@ -73,6 +81,12 @@ unsafe extern "C" {
     fn oracle_field_at(i: usize) -> *const RawField;
     fn oracle_const_count() -> usize;
     fn oracle_const_at(i: usize) -> *const RawConst;
+    fn ifc_rdma_count() -> usize;
+    fn ifc_rdma_at(i: usize) -> *const IfcField;
+    fn ifc_linux_count() -> usize;
+    fn ifc_linux_at(i: usize) -> *const IfcField;
+    fn ifc_const_count() -> usize;
+    fn ifc_const_at(i: usize) -> *const RawConst;
     fn verbs_field_count() -> usize;
     fn verbs_field_at(i: usize) -> *const RawField;
     fn verbs_const_count() -> usize;
@@ -340,6 +354,60 @@ pub fn verbs_abi_consts() -> Vec<(String, u64)> {
             // SAFETY: `i < n`, so the harness returns a pointer into its static table.
             let r = unsafe { &*verbs_const_at(i) };
             // SAFETY: the name is a NUL-terminated literal.
+            let name = unsafe { CStr::from_ptr(r.name) };
+            (name.to_string_lossy().into_owned(), r.value)
+        })
+        .collect()
+}
+
+/// A PRM field's place as gcc computed it from an `mlx5_ifc.h`: offset and
+/// width in bits (`__devx_bit_off`/`__devx_bit_sz`). `field` is empty for the
+/// struct's own entry, whose `bit_sz` is the struct's size in bits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfcFieldOut {
+    pub strct: String,
+    pub field: String,
+    pub bit_off: usize,
+    pub bit_sz: usize,
+}
+
+fn read_ifc(count: usize, at: impl Fn(usize) -> *const IfcField) -> Vec<IfcFieldOut> {
+    (0..count)
+        .map(|i| {
+            let p = at(i);
+            assert!(!p.is_null(), "harness table entry {i} missing");
+            // SAFETY: `p` points into the harness's static table; its strings
+            // are NUL-terminated literals.
+            let r = unsafe { &*p };
+            // SAFETY: as above.
+            let (s, f) = unsafe { (CStr::from_ptr(r.strct), CStr::from_ptr(r.field)) };
+            IfcFieldOut { strct: s.to_string_lossy().into_owned(), field: f.to_string_lossy().into_owned(), bit_off: r.bit_off, bit_sz: r.bit_sz }
+        })
+        .collect()
+}
+
+/// Every named PRM field of the generated layouts that rdma-core's
+/// `providers/mlx5/mlx5_ifc.h` declares, as gcc lays it out.
+pub fn ifc_rdma_core_fields() -> Vec<IfcFieldOut> {
+    // SAFETY: plain calls into the generated harness, which returns static data.
+    read_ifc(unsafe { ifc_rdma_count() }, |i| unsafe { ifc_rdma_at(i) })
+}
+
+/// The same for the kernel's `include/linux/mlx5/mlx5_ifc.h` (the CQ structs).
+pub fn ifc_linux_fields() -> Vec<IfcFieldOut> {
+    // SAFETY: plain calls into the generated harness, which returns static data.
+    read_ifc(unsafe { ifc_linux_count() }, |i| unsafe { ifc_linux_at(i) })
+}
+
+/// rdma-core mlx5_ifc.h's command constants.
+pub fn ifc_consts() -> Vec<(String, u64)> {
+    // SAFETY: plain call into the harness.
+    let n = unsafe { ifc_const_count() };
+    (0..n)
+        .map(|i| {
+            // SAFETY: `i < n`: a pointer into the static table.
+            let r = unsafe { &*ifc_const_at(i) };
+            // SAFETY: a NUL-terminated literal.
             let name = unsafe { CStr::from_ptr(r.name) };
             (name.to_string_lossy().into_owned(), r.value)
         })
