@@ -97,7 +97,7 @@ DOCS = {
     "min_rnr_nak": "RNR NAK timer code",
     "next_rcv_psn": "first PSN expected",
     "rq_type": "RQ type: 3 = zero-length RQ (MLX5_ZERO_LEN_RQ)",
-    "dbr_umem_id": "UMEM holding the doorbell record",
+    "dbr_umem_id": "UMEM holding the doorbell record (in cqc the kernel's mlx5_ifc.h reserves these bits; rdma-core's SwCqc names them)",
     "wq_umem_id": "UMEM holding the work queue",
     "wq_umem_valid": "the work queue is the UMEM named by wq_umem_id",
     "opt_param_mask": "optional parameters being modified",
@@ -117,9 +117,11 @@ DOCS = {
 # placed as rdma-core's tests/mlx5_prm_structs.py CreateCqIn declares them.
 PATCHES = {
     ("create_cq_in", "reserved_at_280"): [("cq_umem_offset", 0x280, 0x40, "scalar"), ("cq_umem_id", 0x2c0, 0x20, "scalar")],
+    ("cqc", "reserved_at_20"): [("dbr_umem_id", 0x20, 0x20, "scalar")],
 }
+PY_NAMES = {"cq_umem_offset": "CreateCqIn e_mtt_pointer_or_cq_umem_offset", "cq_umem_id": "CreateCqIn cq_umem_id", "dbr_umem_id": "SwCqc dbr_umem_id"}
 
-PATCHED = {f[0] for v in PATCHES.values() for f in v}
+PATCHED = {(k[0], f[0]) for k, v in PATCHES.items() for f in v}
 
 
 def toml_struct(name, fields, total, tag, direction):
@@ -156,10 +158,10 @@ def toml_struct(name, fields, total, tag, direction):
         if off % 32 == 0 and w >= 32:
             if kind == "reserved":
                 lines += ["[[struct.field]]", 'name = "%s"' % n, "offset = %d" % byte, 'type = "bytes"', "len = %d" % (w // 8), "reserved = true", 'doc = "reserved"', 'cite = "%s %s"' % (tag, name), ""]
-            elif kind == "scalar" and w == 32 and n in PATCHED:
-                lines += ["[[struct.field]]", 'name = "%s"' % n, "offset = %d" % byte, 'type = "be32"', 'doc = "%s"' % DOCS.get(n, n), 'cite = "PY CreateCqIn %s"' % n, ""]
-            elif kind == "scalar" and w == 64 and n in PATCHED:
-                lines += ["[[struct.field]]", 'name = "%s"' % n, "offset = %d" % byte, 'type = "be64"', 'doc = "%s"' % DOCS.get(n, n), 'cite = "PY CreateCqIn e_mtt_pointer_or_%s"' % n, ""]
+            elif kind == "scalar" and w == 32 and (name, n) in PATCHED:
+                lines += ["[[struct.field]]", 'name = "%s"' % n, "offset = %d" % byte, 'type = "be32"', 'doc = "%s"' % DOCS.get(n, n), 'cite = "PY %s"' % PY_NAMES[n], ""]
+            elif kind == "scalar" and w == 64 and (name, n) in PATCHED:
+                lines += ["[[struct.field]]", 'name = "%s"' % n, "offset = %d" % byte, 'type = "be64"', 'doc = "%s"' % DOCS.get(n, n), 'cite = "PY %s"' % PY_NAMES[n], ""]
             elif kind == "scalar" and w == 32:
                 lines += ["[[struct.field]]", 'name = "%s"' % n, "offset = %d" % byte, 'type = "be32"', 'doc = "%s"' % DOCS.get(n, n), 'cite = "%s %s.%s"' % (tag, name, n), ""]
             elif kind == "scalar" and w == 64 and off % 64 == 0:

@@ -73,7 +73,7 @@ const PRM_STRUCTS: [(&str, bool); 11] = [
 
 /// Fields the spec names that the kernel header leaves reserved; checked
 /// against rdma-core's tests/mlx5_prm_structs.py instead (tests/mlx5_ifc.rs).
-pub const NOT_IN_KERNEL_IFC: [&str; 2] = ["cq_umem_offset", "cq_umem_id"];
+pub const NOT_IN_KERNEL_IFC: [(&str, &str); 3] = [("create_cq_in", "cq_umem_offset"), ("create_cq_in", "cq_umem_id"), ("cqc", "dbr_umem_id")];
 
 /// Writes and compiles one C table per header: every named field and bit
 /// range of the generated PRM layouts, as `offsetof`/`sizeof` of the
@@ -109,7 +109,7 @@ fn mlx5_ifc_harness() {
             let l = marrow_mlx5::raw::ALL_LAYOUTS.iter().find(|l| l.name == name).unwrap_or_else(|| panic!("{name} not generated"));
             let _ = writeln!(c, "\tS({name}),");
             for f in l.fields {
-                if f.reserved || NOT_IN_KERNEL_IFC.contains(&f.name) {
+                if f.reserved || NOT_IN_KERNEL_IFC.contains(&(name, f.name)) {
                     continue;
                 }
                 if f.bits.is_empty() {
@@ -137,6 +137,9 @@ fn mlx5_ifc_harness() {
             .warnings_into_errors(true)
             .compile(&format!("{prefix}_harness"));
     }
+    // The devx command mailboxes built with rdma-core's DEVX_SET (mlx5dv.h).
+    cc::Build::new().file("c/devx_commands_rdma.c").include(&rdma).flag("-std=gnu11").warnings_into_errors(true).compile("devx_commands_rdma");
+    cc::Build::new().file("c/devx_commands_linux.c").include(&linux).flag("-std=gnu11").warnings_into_errors(true).compile("devx_commands_linux");
     println!("cargo:rerun-if-env-changed=MARROW_RDMA_CORE_SRC");
     println!("cargo:rerun-if-env-changed=MARROW_LINUX_IFC");
     println!("cargo:rerun-if-changed=../../crates/mlx5/src/generated/mlx5.rs");

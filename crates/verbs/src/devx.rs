@@ -1,1 +1,245 @@
-//! devx (step 2): filled in below.
+//! Step 2 of the backend: queues in GPU memory through devx. The CQ ring,
+//! the SQ ring and both doorbell records live in GPU memory registered as
+//! UMEMs (`mlx5dv_devx_umem_reg_ex` over a dma-buf from
+//! `cuMemGetHandleForAddressRange`, or `mlx5dv_devx_umem_reg` with
+//! nvidia_peermem), and the CQ and QP are created with raw PRM commands
+//! (`mlx5dv_devx_obj_create`), as NVSHMEM's IBGDA transport does
+//! (`src/modules/transport/ibgda/ibgda.cpp`).
+//!
+//! The command mailboxes are built here as pure functions over the layouts
+//! generated from hw-specs/mlx5.toml (whose bit offsets the oracle checks
+//! against `mlx5_ifc.h`), and `tests/oracle/tests/devx_commands.rs` builds the
+//! same commands with rdma-core's own `DEVX_SET` in C and compares the bytes.
+//! Sending them needs a NIC; [`Devx`] does that and is not run here.
+
+use crate::VerbsError;
+use crate::qp::{LinkLayer, RcEndpoint, RcParams};
+use marrow_mlx5::raw::*;
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+fn fit<T>(r: Result<T, marrow_layout::FieldOverflow>, what: &str) -> Result<T, VerbsError> {
+    r.map_err(|e| VerbsError::Queue(format!("{what}: {e:?}")))
+}
+
+/// A CQ whose ring and doorbell record are in UMEMs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqSpec {
+    /// log2 of entries.
+    pub log_cq_size: u8,
+    /// UAR page index (`mlx5dv_devx_uar.page_id`).
+    pub uar_page: u32,
+    /// Completion EQ (`mlx5dv_devx_query_eqn`).
+    pub eqn: u32,
+    /// UMEM of the ring, and the ring's offset in it.
+    pub umem: (u32, u64),
+    /// UMEM of the doorbell record, and its offset.
+    pub dbr: (u32, u64),
+    /// Collapsed (NVSHMEM's `cc=1`): every CQE in entry 0.
+    pub collapsed: bool,
+}
+
+/// `create_cq_in` for [`CqSpec`]: 64-byte CQEs, overrun ignored (the device
+/// code never writes the CQ doorbell record when collapsed; NVSHMEM sets
+/// `oi=1` for the same reason), 4 KiB pages (`log_page_size` 0 above 4 KiB).
+pub fn create_cq_in(s: &CqSpec) -> Result<Vec<u8>, VerbsError> {
+    let mut c = cqc::new_zeroed();
+    fit(c.set_cqe_sz(0), "cqe_sz")?;
+    c.set_cc(s.collapsed).set_oi(true).set_dbr_umem_valid(true);
+    fit(c.set_log_cq_size(s.log_cq_size), "log_cq_size")?;
+    fit(c.set_uar_page(s.uar_page), "uar_page")?;
+    fit(c.set_log_page_size(0), "log_page_size")?;
+    c.set_c_eqn_or_apu_element(s.eqn).set_dbr_umem_id(s.dbr.0).set_dbr_addr(s.dbr.1);
+    let mut i = create_cq_in::new_zeroed();
+    i.set_opcode(MLX5_CMD_OP_CREATE_CQ as u16);
+    i.set_cq_context(c.as_bytes().try_into().expect("cqc is 64 bytes"));
+    i.set_cq_umem_valid(true).set_cq_umem_id(s.umem.0).set_cq_umem_offset(s.umem.1);
+    Ok(i.as_bytes().to_vec())
+}
+
+/// An RC QP whose send ring and doorbell record are in UMEMs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpSpec {
+    /// Protection domain number.
+    pub pd: u32,
+    /// UAR page index.
+    pub uar_page: u32,
+    /// log2 of send-queue WQEBBs.
+    pub log_sq_size: u8,
+    /// Send and receive CQ numbers.
+    pub cqn: (u32, u32),
+    /// UMEM of the send ring (offset 0 in it).
+    pub wq_umem: u32,
+    /// UMEM of the doorbell record, and its offset.
+    pub dbr: (u32, u64),
+}
+
+/// `create_qp_in` for [`QpSpec`]: RC, migrated, no receive queue (marrow's
+/// data path posts no receives: zero-length RQ, `rq_type` 3).
+pub fn create_qp_in(s: &QpSpec) -> Result<Vec<u8>, VerbsError> {
+    let mut q = qpc::new_zeroed();
+    q.set_st(MLX5_QPC_ST_RC as u8);
+    fit(q.set_pm_state(MLX5_QPC_PM_STATE_MIGRATED as u8), "pm_state")?;
+    fit(q.set_pd(s.pd), "pd")?;
+    fit(q.set_uar_page(s.uar_page), "uar_page")?;
+    fit(q.set_log_sq_size(s.log_sq_size), "log_sq_size")?;
+    fit(q.set_rq_type(3), "rq_type")?;
+    fit(q.set_cqn_snd(s.cqn.0), "cqn_snd")?;
+    fit(q.set_cqn_rcv(s.cqn.1), "cqn_rcv")?;
+    fit(q.set_log_page_size(0), "log_page_size")?;
+    q.set_dbr_umem_valid(true).set_dbr_umem_id(s.dbr.0).set_dbr_addr(s.dbr.1);
+    let mut i = create_qp_in::new_zeroed();
+    i.set_opcode(MLX5_CMD_OP_CREATE_QP as u16);
+    i.set_qpc(q.as_bytes().try_into().expect("qpc size"));
+    i.set_wq_umem_id(s.wq_umem).set_wq_umem_valid(true);
+    Ok(i.as_bytes().to_vec())
+}
+
+fn path(p: &RcParams, remote: Option<&RcEndpoint>, rmac: [u8; 6]) -> Result<ads, VerbsError> {
+    let mut a = ads::new_zeroed();
+    a.set_pkey_index(0).set_vhca_port_num(p.port);
+    if let Some(r) = remote {
+        fit(a.set_ack_timeout(p.timeout), "ack_timeout")?;
+        match p.link {
+            LinkLayer::Infiniband => {
+                a.set_rlid(r.lid);
+            }
+            LinkLayer::Ethernet => {
+                a.set_grh(true).set_rgid_rip(&r.gid).set_src_addr_index(p.sgid_index).set_hop_limit(1);
+                a.set_rmac_47_32(u16::from_be_bytes([rmac[0], rmac[1]])).set_rmac_31_0(u32::from_be_bytes([rmac[2], rmac[3], rmac[4], rmac[5]]));
+            }
+        }
+    }
+    Ok(a)
+}
+
+fn log2_ceil(v: u8) -> u8 {
+    (u32::from(v.max(1)).next_power_of_two().trailing_zeros()) as u8
+}
+
+/// `rst2init_qp_in`: remote read, write and atomics on, 8-byte atomics
+/// (`atomic_mode` 3, as NVSHMEM sets), the port.
+pub fn rst2init_qp_in(qpn: u32, p: &RcParams) -> Result<Vec<u8>, VerbsError> {
+    let mut q = qpc::new_zeroed();
+    q.set_rre(true).set_rwe(true).set_rae(true);
+    fit(q.set_atomic_mode(3), "atomic_mode")?;
+    fit(q.set_pm_state(MLX5_QPC_PM_STATE_MIGRATED as u8), "pm_state")?;
+    q.set_primary_address_path(path(p, None, [0; 6])?.as_bytes().try_into().expect("ads size"));
+    let mut i = rst2init_qp_in::new_zeroed();
+    i.set_opcode(MLX5_CMD_OP_RST2INIT_QP as u16);
+    fit(i.set_qpn(qpn), "qpn")?;
+    i.set_qpc(q.as_bytes().try_into().expect("qpc size"));
+    Ok(i.as_bytes().to_vec())
+}
+
+/// `init2rtr_qp_in`: MTU, the remote QPN and PSN, responder depth, RNR
+/// timer, the address path. RoCE needs the next hop's MAC (`rmac`), which
+/// verbs resolves itself and devx does not: the caller supplies it.
+pub fn init2rtr_qp_in(qpn: u32, p: &RcParams, r: &RcEndpoint, rmac: [u8; 6]) -> Result<Vec<u8>, VerbsError> {
+    let mut q = qpc::new_zeroed();
+    fit(q.set_mtu(p.mtu as u8), "mtu")?;
+    fit(q.set_log_msg_max(30), "log_msg_max")?;
+    fit(q.set_remote_qpn(r.qpn), "remote_qpn")?;
+    fit(q.set_next_rcv_psn(r.psn & 0xff_ffff), "next_rcv_psn")?;
+    fit(q.set_log_rra_max(log2_ceil(p.rd_atomic)), "log_rra_max")?;
+    fit(q.set_min_rnr_nak(p.min_rnr_timer), "min_rnr_nak")?;
+    q.set_primary_address_path(path(p, Some(r), rmac)?.as_bytes().try_into().expect("ads size"));
+    let mut i = init2rtr_qp_in::new_zeroed();
+    i.set_opcode(MLX5_CMD_OP_INIT2RTR_QP as u16);
+    fit(i.set_qpn(qpn), "qpn")?;
+    i.set_qpc(q.as_bytes().try_into().expect("qpc size"));
+    Ok(i.as_bytes().to_vec())
+}
+
+/// `rtr2rts_qp_in`: retries, our first PSN, initiator depth, ACK timeout.
+pub fn rtr2rts_qp_in(qpn: u32, p: &RcParams, psn: u32) -> Result<Vec<u8>, VerbsError> {
+    let mut q = qpc::new_zeroed();
+    fit(q.set_retry_count(p.retry_cnt), "retry_count")?;
+    fit(q.set_rnr_retry(p.rnr_retry), "rnr_retry")?;
+    fit(q.set_next_send_psn(psn & 0xff_ffff), "next_send_psn")?;
+    fit(q.set_log_sra_max(log2_ceil(p.rd_atomic)), "log_sra_max")?;
+    let mut a = ads::new_zeroed();
+    fit(a.set_ack_timeout(p.timeout), "ack_timeout")?;
+    a.set_vhca_port_num(p.port);
+    q.set_primary_address_path(a.as_bytes().try_into().expect("ads size"));
+    let mut i = rtr2rts_qp_in::new_zeroed();
+    i.set_opcode(MLX5_CMD_OP_RTR2RTS_QP as u16);
+    fit(i.set_qpn(qpn), "qpn")?;
+    i.set_qpc(q.as_bytes().try_into().expect("qpc size"));
+    Ok(i.as_bytes().to_vec())
+}
+
+/// `(status, syndrome)` of any command output (every `*_out` starts with
+/// `status[8]`, `syndrome[32]` at bit 0x20).
+pub fn out_status(out: &[u8]) -> (u8, u32) {
+    match rst2init_qp_out::read_from_prefix(out) {
+        Ok((o, _)) => (o.status(), o.syndrome()),
+        Err(_) => (0xff, 0),
+    }
+}
+
+/// The object number a create command returned (`cqn`, `qpn` at bit 0x48).
+pub fn created_id(out: &[u8]) -> u32 {
+    create_qp_out::read_from_prefix(out).map(|(o, _)| o.qpn()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_cq_carries_the_spec_in_the_right_bits() {
+        let s = CqSpec { log_cq_size: 7, uar_page: 0x123, eqn: 9, umem: (0x11, 0x2000), dbr: (0x12, 0x40), collapsed: true };
+        let b = create_cq_in(&s).unwrap();
+        let i = create_cq_in::read_from_bytes(&b).unwrap();
+        assert_eq!(i.opcode(), 0x400);
+        let c = cqc::read_from_bytes(i.cq_context()).unwrap();
+        assert_eq!((c.log_cq_size(), c.uar_page(), c.c_eqn_or_apu_element(), c.cc(), c.oi(), c.cqe_sz()), (7, 0x123, 9, true, true, 0));
+        assert_eq!((c.dbr_umem_valid(), c.dbr_umem_id(), c.dbr_addr()), (true, 0x12, 0x40));
+        assert_eq!((i.cq_umem_valid(), i.cq_umem_id(), i.cq_umem_offset()), (true, 0x11, 0x2000));
+        // Big-endian words: log_cq_size sits in byte 16+12 (cqc at 16, dword 3).
+        assert_eq!(b[16 + 12] & 0x1f, 7);
+        assert!(create_cq_in(&CqSpec { log_cq_size: 32, ..s }).is_err(), "5-bit field refuses 32");
+    }
+
+    #[test]
+    fn create_qp_and_transitions_carry_what_rc_needs() {
+        let s = QpSpec { pd: 5, uar_page: 0x77, log_sq_size: 6, cqn: (0x400, 0x401), wq_umem: 3, dbr: (4, 0x80) };
+        let b = create_qp_in(&s).unwrap();
+        let i = create_qp_in::read_from_bytes(&b).unwrap();
+        let q = qpc::read_from_bytes(i.qpc()).unwrap();
+        assert_eq!((i.opcode(), i.wq_umem_id(), i.wq_umem_valid()), (0x500, 3, true));
+        assert_eq!((q.st(), q.pm_state(), q.pd(), q.uar_page(), q.log_sq_size(), q.rq_type()), (0, 3, 5, 0x77, 6, 3));
+        assert_eq!((q.cqn_snd(), q.cqn_rcv(), q.dbr_umem_id(), q.dbr_addr()), (0x400, 0x401, 4, 0x80));
+
+        let remote = RcEndpoint { qpn: 0xabcd, lid: 0x12, gid: [7; 16], psn: 0x0100_0042, rkey: 0, addr: 0, len: 0 };
+        let p = RcParams::default();
+        let b = init2rtr_qp_in(0x99, &p, &remote, [0; 6]).unwrap();
+        let i = init2rtr_qp_in::read_from_bytes(&b).unwrap();
+        let q = qpc::read_from_bytes(i.qpc()).unwrap();
+        let a = ads::read_from_bytes(q.primary_address_path()).unwrap();
+        assert_eq!((i.opcode(), i.qpn(), q.remote_qpn(), q.next_rcv_psn(), q.mtu(), q.log_rra_max()), (0x503, 0x99, 0xabcd, 0x42, 5, 4));
+        assert_eq!((a.rlid(), a.grh(), a.vhca_port_num()), (0x12, false, 1));
+        let pr = RcParams { link: LinkLayer::Ethernet, sgid_index: 3, ..p };
+        let b = init2rtr_qp_in(0x99, &pr, &remote, [1, 2, 3, 4, 5, 6]).unwrap();
+        let q = qpc::read_from_bytes(init2rtr_qp_in::read_from_bytes(&b).unwrap().qpc()).unwrap();
+        let a = ads::read_from_bytes(q.primary_address_path()).unwrap();
+        assert_eq!((a.grh(), *a.rgid_rip(), a.src_addr_index(), a.hop_limit(), a.rmac_47_32(), a.rmac_31_0()), (true, [7; 16], 3, 1, 0x0102, 0x03040506));
+
+        let q = qpc::read_from_bytes(rst2init_qp_in::read_from_bytes(&rst2init_qp_in(0x99, &p).unwrap()).unwrap().qpc()).unwrap();
+        assert_eq!((q.rre(), q.rwe(), q.rae(), q.atomic_mode()), (true, true, true, 3));
+        let b = rtr2rts_qp_in(0x99, &p, 0x0200_0007).unwrap();
+        let q = qpc::read_from_bytes(rtr2rts_qp_in::read_from_bytes(&b).unwrap().qpc()).unwrap();
+        assert_eq!((q.next_send_psn(), q.retry_count(), q.rnr_retry(), q.log_sra_max()), (7, 7, 7, 4));
+        assert_eq!(ads::read_from_bytes(q.primary_address_path()).unwrap().ack_timeout(), 14);
+    }
+
+    #[test]
+    fn outputs_decode_status_syndrome_and_id() {
+        let mut o = create_qp_out::new_zeroed();
+        o.set_status(0x3).set_syndrome(0x764216);
+        o.set_qpn(0x1234).unwrap();
+        assert_eq!(out_status(o.as_bytes()), (3, 0x764216));
+        assert_eq!(created_id(o.as_bytes()), 0x1234);
+        assert_eq!(out_status(&[0; 4]), (0xff, 0));
+    }
+}

@@ -274,7 +274,7 @@ mod tests {
         let (a, _) = init_to_rtr(&pr, &remote());
         assert_eq!((a.ah_attr.is_global, a.ah_attr.dlid, a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit), (1, 0, 3, 1));
         assert_eq!(a.ah_attr.grh.dgid.raw, remote().gid);
-        let (a, _) = rtr_to_rts(&p, 0x1_000_005);
+        let (a, _) = rtr_to_rts(&p, 0x0100_0005);
         assert_eq!((a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic), (5, 14, 7, 7, 16));
     }
 

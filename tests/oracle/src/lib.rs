@@ -81,6 +81,26 @@ unsafe extern "C" {
     fn oracle_field_at(i: usize) -> *const RawField;
     fn oracle_const_count() -> usize;
     fn oracle_const_at(i: usize) -> *const RawConst;
+    fn devx_create_cq_in(inp: *mut u8, log_cq_size: u32, uar: u32, eqn: u32, umem_id: u32, umem_off: u64, dbr_umem: u32, dbr_off: u64, cc: i32) -> usize;
+    fn devx_create_qp_in(inp: *mut u8, pd: u32, uar: u32, log_sq: u32, cqn_snd: u32, cqn_rcv: u32, wq_umem: u32, dbr_umem: u32, dbr_off: u64) -> usize;
+    fn devx_rst2init_qp_in(inp: *mut u8, qpn: u32, port: u32) -> usize;
+    fn devx_init2rtr_qp_in(
+        inp: *mut u8,
+        qpn: u32,
+        mtu: u32,
+        remote_qpn: u32,
+        psn: u32,
+        log_rra: u32,
+        min_rnr: u32,
+        port: u32,
+        roce: i32,
+        rlid: u32,
+        gid: *const u8,
+        sgid: u32,
+        rmac: *const u8,
+        ack_timeout: u32,
+    ) -> usize;
+    fn devx_rtr2rts_qp_in(inp: *mut u8, qpn: u32, retry: u32, rnr: u32, psn: u32, log_sra: u32, ack_timeout: u32, port: u32) -> usize;
     fn ifc_rdma_count() -> usize;
     fn ifc_rdma_at(i: usize) -> *const IfcField;
     fn ifc_linux_count() -> usize;
@@ -412,4 +432,68 @@ pub fn ifc_consts() -> Vec<(String, u64)> {
             (name.to_string_lossy().into_owned(), r.value)
         })
         .collect()
+}
+
+/// Room for any devx command the harness builds (create_qp_in is 272 bytes).
+const DEVX_BUF: usize = 512;
+
+fn devx_call(f: impl FnOnce(*mut u8) -> usize) -> Vec<u8> {
+    let mut b = vec![POISON; DEVX_BUF];
+    let n = f(b.as_mut_ptr());
+    assert!(n <= DEVX_BUF, "harness command of {n} bytes");
+    b.truncate(n);
+    b
+}
+
+/// `create_cq_in` as rdma-core's DEVX_SET builds it (kernel mlx5_ifc.h).
+#[allow(clippy::too_many_arguments)]
+pub fn devx_create_cq(log_cq_size: u32, uar: u32, eqn: u32, umem: (u32, u64), dbr: (u32, u64), collapsed: bool) -> Vec<u8> {
+    // SAFETY: the harness writes DEVX_ST_SZ_BYTES(create_cq_in) bytes, fewer than DEVX_BUF.
+    devx_call(|p| unsafe { devx_create_cq_in(p, log_cq_size, uar, eqn, umem.0, umem.1, dbr.0, dbr.1, i32::from(collapsed)) })
+}
+
+/// `create_qp_in` as DEVX_SET builds it (rdma-core mlx5_ifc.h).
+#[allow(clippy::too_many_arguments)]
+pub fn devx_create_qp(pd: u32, uar: u32, log_sq: u32, cqn: (u32, u32), wq_umem: u32, dbr: (u32, u64)) -> Vec<u8> {
+    // SAFETY: as above, DEVX_ST_SZ_BYTES(create_qp_in) < DEVX_BUF.
+    devx_call(|p| unsafe { devx_create_qp_in(p, pd, uar, log_sq, cqn.0, cqn.1, wq_umem, dbr.0, dbr.1) })
+}
+
+/// `rst2init_qp_in` as DEVX_SET builds it.
+pub fn devx_rst2init(qpn: u32, port: u32) -> Vec<u8> {
+    // SAFETY: as above.
+    devx_call(|p| unsafe { devx_rst2init_qp_in(p, qpn, port) })
+}
+
+/// Arguments of the INIT2RTR harness.
+#[derive(Clone, Copy, Debug)]
+pub struct Init2Rtr {
+    pub qpn: u32,
+    pub mtu: u32,
+    pub remote_qpn: u32,
+    pub psn: u32,
+    pub log_rra: u32,
+    pub min_rnr: u32,
+    pub port: u32,
+    pub roce: bool,
+    pub rlid: u32,
+    pub gid: [u8; 16],
+    pub sgid: u32,
+    pub rmac: [u8; 6],
+    pub ack_timeout: u32,
+}
+
+/// `init2rtr_qp_in` as DEVX_SET builds it.
+pub fn devx_init2rtr(a: &Init2Rtr) -> Vec<u8> {
+    // SAFETY: as above; gid and rmac point at 16 and 6 readable bytes.
+    devx_call(|p| unsafe {
+        devx_init2rtr_qp_in(p, a.qpn, a.mtu, a.remote_qpn, a.psn, a.log_rra, a.min_rnr, a.port, i32::from(a.roce), a.rlid, a.gid.as_ptr(), a.sgid, a.rmac.as_ptr(), a.ack_timeout)
+    })
+}
+
+/// `rtr2rts_qp_in` as DEVX_SET builds it.
+#[allow(clippy::too_many_arguments)]
+pub fn devx_rtr2rts(qpn: u32, retry: u32, rnr: u32, psn: u32, log_sra: u32, ack_timeout: u32, port: u32) -> Vec<u8> {
+    // SAFETY: as above.
+    devx_call(|p| unsafe { devx_rtr2rts_qp_in(p, qpn, retry, rnr, psn, log_sra, ack_timeout, port) })
 }

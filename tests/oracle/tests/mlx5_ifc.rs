@@ -13,7 +13,7 @@ use marrow_oracle::{IfcFieldOut, ifc_consts, ifc_linux_fields, ifc_rdma_core_fie
 const PRM: [&str; 11] = [
     "cqc", "create_cq_in", "create_cq_out", "ads", "qpc", "create_qp_in", "create_qp_out", "rst2init_qp_in", "init2rtr_qp_in", "rtr2rts_qp_in", "rst2init_qp_out",
 ];
-const NOT_IN_KERNEL_IFC: [&str; 2] = ["cq_umem_offset", "cq_umem_id"];
+const NOT_IN_KERNEL_IFC: [(&str, &str); 3] = [("create_cq_in", "cq_umem_offset"), ("create_cq_in", "cq_umem_id"), ("cqc", "dbr_umem_id")];
 
 /// (struct, field) → (bit offset, bit width), from the generated layouts.
 fn ours() -> Vec<IfcFieldOut> {
@@ -22,7 +22,7 @@ fn ours() -> Vec<IfcFieldOut> {
         let l = ALL_LAYOUTS.iter().find(|l| l.name == name).unwrap_or_else(|| panic!("{name} not generated"));
         v.push(IfcFieldOut { strct: name.into(), field: String::new(), bit_off: 0, bit_sz: l.size * 8 });
         for f in l.fields {
-            if f.reserved || NOT_IN_KERNEL_IFC.contains(&f.name) {
+            if f.reserved || NOT_IN_KERNEL_IFC.contains(&(name, f.name)) {
                 continue;
             }
             if f.bits.is_empty() {
@@ -79,15 +79,12 @@ fn command_constants_match_mlx5_ifc() {
     }
 }
 
-/// The two CREATE_CQ fields the kernel's header leaves reserved are placed
-/// as rdma-core's own devx tests declare them (tests/mlx5_prm_structs.py,
-/// `CreateCqIn`, a scapy packet): read that class's field list, add up the
-/// widths, and compare.
-#[test]
-fn create_cq_umem_fields_match_rdma_cores_prm_structs_py() {
+/// Fields of a scapy packet class in rdma-core's tests/mlx5_prm_structs.py:
+/// name → (bit offset, width), by adding up the declared widths.
+fn prm_structs_py(class: &str) -> std::collections::HashMap<String, (usize, usize)> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/rdma-core-src/rdma-core-56.1/tests/mlx5_prm_structs.py");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}; run scripts/install-test-deps.sh", path.display()));
-    let start = text.find("class CreateCqIn(PRMPacket):").expect("CreateCqIn");
+    let start = text.find(&format!("class {class}(PRMPacket):")).unwrap_or_else(|| panic!("{class} not in mlx5_prm_structs.py"));
     let body = &text[start..];
     let body = &body[..body.find("\n\n\n").unwrap_or(body.len())];
     let mut bit = 0usize;
@@ -108,21 +105,47 @@ fn create_cq_umem_fields_match_rdma_cores_prm_structs_py() {
             let l = line.split("length=").nth(1).unwrap();
             8 * l.trim_end_matches("),").trim_end_matches(')').parse::<usize>().unwrap()
         } else if line.starts_with("PacketField('sw_cqc'") {
-            64 * 8 // SwCqc: the 64-byte cqc, checked above against the kernel
-        } else {
+            64 * 8 // SwCqc: the 64-byte cqc
+        } else if line.starts_with("PacketListField(") {
+            continue; // pas[]: outside the fixed layout
+        } else if line.starts_with("fields_desc") || line.starts_with("class ") || line.starts_with(']') || line.is_empty() {
             continue;
+        } else {
+            panic!("{class}: field kind not understood: {line}");
         };
         if let Some(n) = name {
             at.insert(n.to_string(), (bit, w));
         }
         bit += w;
     }
+    at
+}
+
+/// The CQ fields the kernel's header leaves reserved are placed as
+/// rdma-core's own devx tests declare them (tests/mlx5_prm_structs.py, scapy
+/// packets `CreateCqIn` and `SwCqc`).
+#[test]
+fn cq_umem_fields_match_rdma_cores_prm_structs_py() {
+    let at = prm_structs_py("CreateCqIn");
     let l = ALL_LAYOUTS.iter().find(|l| l.name == "create_cq_in").unwrap();
-    let off = l.field("cq_umem_offset").unwrap();
-    let id = l.field("cq_umem_id").unwrap();
-    assert_eq!(at["e_mtt_pointer_or_cq_umem_offset"], (off.offset * 8, off.size * 8));
-    assert_eq!(at["cq_umem_id"], (id.offset * 8, id.size * 8));
-    // And the rest agrees too where both name a field.
+    let f = |n: &str| l.field(n).map(|f| (f.offset * 8, f.size * 8)).unwrap();
+    assert_eq!(at["e_mtt_pointer_or_cq_umem_offset"], f("cq_umem_offset"));
+    assert_eq!(at["cq_umem_id"], f("cq_umem_id"));
     assert_eq!(at["cq_umem_valid"], (0x2e0, 1));
-    assert_eq!(at["sw_cqc"].0, l.field("cq_context").unwrap().offset * 8);
+    assert_eq!(at["sw_cqc"].0, f("cq_context").0);
+    let sw = prm_structs_py("SwCqc");
+    let c = ALL_LAYOUTS.iter().find(|l| l.name == "cqc").unwrap();
+    let d = c.field("dbr_umem_id").unwrap();
+    assert_eq!(sw["dbr_umem_id"], (d.offset * 8, d.size * 8));
+    // Where both name a field, they agree (names differ in places: c_eqn).
+    for (name, (off, w)) in &sw {
+        let ours = c.fields.iter().flat_map(|f| {
+            let base = f.offset * 8;
+            let whole = (!f.reserved && f.bits.is_empty() && f.name == name).then_some((base, f.size * 8));
+            whole.into_iter().chain(f.bits.iter().filter(|b| b.name == name).map(move |b| (base + f.size * 8 - 1 - b.hi as usize, b.width() as usize)))
+        }).next();
+        if let Some(o) = ours {
+            assert_eq!(o, (*off, *w), "cqc.{name} vs SwCqc");
+        }
+    }
 }
