@@ -1,15 +1,18 @@
 //! marrow's host side: backends, registered memory, channels (QP + CQ +
 //! GCRB), and running the device code.
 //!
-//! Backends: the softnic (here and now); the mlx5 hardware backend and the
-//! GPU peer-to-peer backend are not built yet, and asking for them returns
-//! [`TransportError::Missing`]. The device code runs on CPU threads through
-//! [`cpu::Device`] (the same `kernels/include/marrow/device.h` that the GPU
-//! runs) and on the GPU through [`gpu::Gpu`] (cudarc, loaded at run time).
+//! Backends: the softnic (here and now); the mlx5 hardware backend
+//! ([`mlx5`], over rdma-core loaded at run time by `marrow-verbs`; it needs
+//! a ConnectX, so on other machines it returns an error naming what is
+//! missing); the GPU peer-to-peer backend ([`p2p`]). The device code runs
+//! on CPU threads through [`cpu::Device`] (the same
+//! `kernels/include/marrow/device.h` that the GPU runs) and on the GPU
+//! through [`gpu::Gpu`] (cudarc, loaded at run time).
 
 pub mod cpu;
 pub mod gcrb_page;
 pub mod gpu;
+pub mod mlx5;
 pub mod p2p;
 pub mod remote;
 pub mod world;

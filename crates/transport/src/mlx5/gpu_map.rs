@@ -1,0 +1,73 @@
+//! Making NIC memory reachable from the GPU and GPU memory reachable from
+//! the NIC. Not run on the development machines (no GPU, no NIC): it
+//! compiles, and its one decision, which doorbell mode a refusal leads to,
+//! is a pure function tested here.
+//!
+//! - The UAR page: `cuMemHostRegister(uar, 4096, PORTABLE | DEVICEMAP |
+//!   IOMEMORY)` then `cuMemHostGetDevicePointer`, as NVSHMEM
+//!   (`ibgda_nic_mem_gpu_map`) and DOCA (`doca_gpu_verbs_export_uar`) do.
+//!   The nvidia driver refuses MMIO peer mappings to non-administrators
+//!   unless `NVreg_RegistryDwords="PeerMappingOverride=1;"` (the refusal is
+//!   `CUDA_ERROR_NOT_PERMITTED`/`NOT_SUPPORTED`; DeepEP#509 saw error 800);
+//!   marrow then falls back to the CPU proxy instead of failing.
+//! - GPU buffers for the NIC: `cuMemGetHandleForAddressRange(...,
+//!   CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)` gives a dma-buf fd for
+//!   `ibv_reg_dmabuf_mr` / `mlx5dv_devx_umem_reg_ex`.
+
+use super::Mlx5Error;
+use cudarc::driver::sys as cu;
+use marrow_verbs::probe::DoorbellMode;
+
+/// Map `len` bytes of the UAR at `uar` into the current CUDA context;
+/// returns the device address of `uar`.
+pub fn map_uar(gpu: &crate::gpu::Gpu, uar: *mut u8, len: usize) -> Result<u64, Mlx5Error> {
+    gpu.ctx.bind_to_thread().map_err(|e| Mlx5Error::Cuda(format!("{e:?}")))?;
+    let flags = cu::CU_MEMHOSTREGISTER_PORTABLE | cu::CU_MEMHOSTREGISTER_DEVICEMAP | cu::CU_MEMHOSTREGISTER_IOMEMORY;
+    // SAFETY: `uar..uar+len` is the UAR page rdma-core mmapped for the
+    // context, which outlives the channel; IOMEMORY tells CUDA it is MMIO.
+    unsafe { cu::cuMemHostRegister_v2(uar.cast(), len, flags) }.result().map_err(|e| Mlx5Error::Cuda(format!("cuMemHostRegister(UAR, IOMEMORY): {e:?}")))?;
+    let mut d: cu::CUdeviceptr = 0;
+    // SAFETY: registered just above; `d` is a valid out-pointer.
+    unsafe { cu::cuMemHostGetDevicePointer_v2(&mut d, uar.cast(), 0) }.result().map_err(|e| Mlx5Error::Cuda(format!("cuMemHostGetDevicePointer(UAR): {e:?}")))?;
+    Ok(d)
+}
+
+/// A dma-buf file descriptor for `len` bytes of GPU memory at `dptr`.
+pub fn dmabuf_fd(gpu: &crate::gpu::Gpu, dptr: u64, len: usize) -> Result<i32, Mlx5Error> {
+    gpu.ctx.bind_to_thread().map_err(|e| Mlx5Error::Cuda(format!("{e:?}")))?;
+    let mut fd: i32 = -1;
+    // SAFETY: `fd` is a valid out-pointer for the int the driver writes;
+    // `dptr..dptr+len` is a live allocation of this context.
+    unsafe {
+        cu::cuMemGetHandleForAddressRange((&mut fd as *mut i32).cast(), dptr, len, cu::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)
+    }
+    .result()
+    .map_err(|e| Mlx5Error::Cuda(format!("cuMemGetHandleForAddressRange(DMA_BUF_FD): {e:?} (needs the open kernel modules and Linux >= 5.12)")))?;
+    Ok(fd)
+}
+
+/// The mode a channel ends up in after trying to map the UAR: the GPU rings
+/// itself when the mapping succeeded, otherwise the CPU proxy, with the
+/// reason carried to `marrow doctor`/`bench` output.
+pub fn mode_after(mapping: &Result<u64, Mlx5Error>) -> (DoorbellMode, String) {
+    match mapping {
+        Ok(_) => (DoorbellMode::GpuDoorbell, "the UAR is mapped into the GPU (cudaHostRegister IoMemory succeeded)".into()),
+        Err(e) => (
+            DoorbellMode::CpuProxy,
+            format!("{e}; falling back to the CPU proxy (set options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for GPU doorbells)"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_uar_mapping_falls_back_to_the_proxy_and_says_why() {
+        let (m, why) = mode_after(&Err(Mlx5Error::Cuda("cuMemHostRegister(UAR, IOMEMORY): CUDA_ERROR_NOT_PERMITTED".into())));
+        assert_eq!(m, DoorbellMode::CpuProxy);
+        assert!(why.contains("NOT_PERMITTED") && why.contains("PeerMappingOverride=1"), "{why}");
+        assert_eq!(mode_after(&Ok(0x7f00_0000_0800)).0, DoorbellMode::GpuDoorbell);
+    }
+}
