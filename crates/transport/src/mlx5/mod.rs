@@ -7,6 +7,7 @@
 //! | GCRB from `mlx5dv_qp`/`mlx5dv_cq` | [`setup`] | yes: decoded and run through the device code on CPU threads |
 //! | UAR and dma-buf on the GPU | [`gpu_map`] | no (no GPU here): compiles; the refusal path picks the CPU proxy |
 //! | Opening a device | [`open`] | only the failure: a clear error naming what is missing |
+//! | Two ranks end to end (`marrow bench mlx5`) | [`bench`] | no (needs two ConnectX ports) |
 //!
 //! Doorbell modes: the UAR mapped into the GPU (`cudaHostRegister(...,
 //! IoMemory)`), or, when the driver refuses that mapping (the
@@ -14,6 +15,7 @@
 //! ([`marrow_verbs::proxy::DoorbellProxy`]); with no GPU, CPU threads store
 //! to the UAR themselves.
 
+pub mod bench;
 pub mod gpu_map;
 pub mod setup;
 
