@@ -222,7 +222,7 @@ extern "C" __global__ void marrow_post_profile_kernel(uint8_t *ring, uint32_t wq
 
 // One message of `len` bytes from local `loff` to PE `pe` at `roff`, moved
 // by the whole grid: each block puts its contiguous, 16-byte aligned slice
-// with putmem_nbi_block, then quiet. rc[block] gets the result.
+// with putmem_nbi_block, then quiets once. rc[block] gets the result.
 extern "C" __global__ void marrow_p2p_put_block_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len,
                                                        int *rc) {
     Channel ch{page};
@@ -230,8 +230,10 @@ extern "C" __global__ void marrow_p2p_put_block_kernel(uint8_t *page, uint32_t p
     uint64_t start = per * blockIdx.x;
     uint64_t n = start >= len ? 0 : (len - start < per ? len - start : per);
     int r = n ? marrow::putmem_nbi_block(ch, pe, roff + start, loff + start, n) : marrow::OK;
-    if (r == marrow::OK) r = marrow::quiet(ch);
-    if (threadIdx.x == 0) rc[blockIdx.x] = r;
+    // One quiet for the block: after the barrier, thread 0's system-scope
+    // fence covers every store the block made (fences are cumulative).
+    __syncthreads();
+    if (threadIdx.x == 0) rc[blockIdx.x] = r == marrow::OK ? marrow::quiet(ch) : r;
 }
 
 // The byte a P2P check expects at offset i of a message seeded `seed`
@@ -285,4 +287,18 @@ extern "C" __global__ void marrow_p2p_pingpong_kernel(uint8_t *page, uint32_t ra
     }
     *ns = marrow::now_ns() - t0;
     *rc = r;
+}
+
+// One thread: get `len` bytes from PE `pe` at `roff` into local `loff`.
+extern "C" __global__ void marrow_get_at_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, int *rc) {
+    Channel ch{page};
+    *rc = marrow::get(ch, pe, roff, loff, len);
+}
+
+// One thread: put_signal of `len` bytes, then quiet.
+extern "C" __global__ void marrow_put_signal_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len,
+                                                    uint64_t sig_roff, uint64_t sig_add, uint64_t scratch_loff, int *rc) {
+    Channel ch{page};
+    int r = marrow::put_signal(ch, pe, roff, loff, len, sig_roff, sig_add, scratch_loff);
+    *rc = r == marrow::OK ? marrow::quiet(ch) : r;
 }

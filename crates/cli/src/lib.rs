@@ -19,6 +19,8 @@ pub mod decode;
 pub mod demo;
 pub mod doctor;
 pub mod gpu_demo;
+pub mod mlx5_bench;
+pub mod p2p_bench;
 pub mod fields;
 pub mod hexin;
 pub mod model;

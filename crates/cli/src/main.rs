@@ -55,9 +55,23 @@ enum BenchCmd {
         #[arg(long, default_value_t = 301)]
         runs: usize,
     },
+    /// The ConnectX backend (rdma-core, two ranks): puts checked, put+quiet
+    /// latency; without a NIC, says what is missing.
+    Mlx5(marrow::mlx5_bench::Args),
     /// The GPU-initiated path (needs an NVIDIA GPU): put latency, posting
     /// rate, compute->put loop and bandwidth, each against its floor.
     Gpu,
+    /// Transport P2P between two GPUs (one process each): every operation
+    /// checked, then round trip and bandwidth against their floors.
+    P2p,
+    /// One PE of `bench p2p` (started by it).
+    #[command(hide = true)]
+    P2pPe {
+        #[arg(long)]
+        rank: u32,
+        #[arg(long)]
+        socket: std::path::PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -268,7 +282,30 @@ fn main() -> ExitCode {
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
         Cmd::Softnic(a) => run_softnic(&a),
         Cmd::Doctor(a) => run_doctor(&a),
+        Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
         Cmd::Bench(BenchCmd::Softnic { runs }) => run_bench_softnic(runs),
+        Cmd::Bench(BenchCmd::P2p) => {
+            let mut o = std::io::stdout().lock();
+            writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
+            match marrow::p2p_bench::launcher(&mut o) {
+                Ok(()) => {
+                    let _ = writeln!(o, "all P2P checks passed");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    let _ = o.flush();
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::Bench(BenchCmd::P2pPe { rank, socket }) => match marrow::p2p_bench::pe(rank, &socket) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("PE {rank}: {e}");
+                ExitCode::from(1)
+            }
+        },
         Cmd::Bench(BenchCmd::Gpu) => {
             let mut o = std::io::stdout().lock();
             match marrow::gpu_demo::bench(&mut o) {
@@ -280,6 +317,12 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+fn writeln_or_exit(o: &mut dyn Write, s: &str) {
+    if writeln!(o, "{s}").is_err() {
+        std::process::exit(1);
     }
 }
 

@@ -49,6 +49,15 @@ impl Gpu {
         Self::open_ordinal(0)
     }
 
+    /// How many GPUs the driver sees (an error without a driver).
+    pub fn count() -> Result<usize, TransportError> {
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { cu::is_culib_present() } {
+            return Err(TransportError::Unavailable("libcuda.so (no NVIDIA driver), so no GPU path"));
+        }
+        Ok(CudaContext::device_count().map_err(cuda)?.max(0) as usize)
+    }
+
     /// Open GPU `ordinal` (CUDA's numbering) and compile the kernels for it.
     pub fn open_ordinal(ordinal: usize) -> Result<Gpu, TransportError> {
         // SAFETY: only probes whether the library can be loaded.

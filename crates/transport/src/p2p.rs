@@ -11,7 +11,7 @@
 use crate::TransportError;
 use crate::gpu::{Gpu, Grid, cuda};
 use cudarc::driver::sys as cu;
-use cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use marrow_gcrb::{GCRB_OFF_CONFIG, GCRB_OFF_KEYS, GcrbTransport, gcrb_config, gcrb_key};
 use marrow_mmio::Region;
 use zerocopy::{FromBytes, IntoBytes};
@@ -19,15 +19,27 @@ use zerocopy::{FromBytes, IntoBytes};
 /// The 64 bytes of a `CUipcMemHandle`, as sent between PEs.
 pub type IpcHandle = [u8; 64];
 
-/// A PE's window: GPU memory its peer maps.
+/// A PE's window: GPU memory its peer maps. Allocated with `cuMemAlloc`,
+/// not from a stream-ordered pool: `cuIpcGetMemHandle` refuses pool
+/// memory (CUDA_ERROR_INVALID_VALUE) unless the pool was made for IPC.
 #[derive(Debug)]
 pub struct Window {
-    /// Owns the allocation: freed when the window is dropped.
-    _buf: CudaSlice<u8>,
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
     /// Device address in this process.
     pub addr: u64,
     /// Bytes.
     pub len: usize,
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `addr` came from cuMemAlloc in `Gpu::window` and is
+            // freed once, here; kernels using it were synchronized by then
+            // (every launch helper synchronizes its stream).
+            let _ = unsafe { cu::cuMemFree_v2(self.addr) };
+        }
+    }
 }
 
 /// The peer's window, mapped into this process.
@@ -40,13 +52,14 @@ pub struct PeerWindow {
 impl Gpu {
     /// `len` zeroed bytes of this GPU's memory, for peers to map.
     pub fn window(&self, len: usize) -> Result<Window, TransportError> {
-        let buf = self.stream.alloc_zeros::<u8>(len).map_err(cuda)?;
-        self.stream.synchronize().map_err(cuda)?;
-        let addr = {
-            let (p, _sync) = buf.device_ptr(&self.stream);
-            p
-        };
-        Ok(Window { _buf: buf, addr, len })
+        self.ctx.bind_to_thread().map_err(cuda)?;
+        let mut addr: cu::CUdeviceptr = 0;
+        // SAFETY: `addr` is a valid out-pointer.
+        unsafe { cu::cuMemAlloc_v2(&mut addr, len) }.result().map_err(cuda)?;
+        let w = Window { ctx: self.ctx.clone(), addr, len };
+        // SAFETY: `addr..addr+len` was just allocated.
+        unsafe { cu::cuMemsetD8_v2(addr, 0, len) }.result().map_err(cuda)?;
+        Ok(w)
     }
 
     /// The IPC handle that lets another process map `w`.
@@ -154,6 +167,33 @@ impl Gpu {
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
         Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+    }
+}
+
+impl Gpu {
+    /// `marrow_get_at_kernel`: one thread gets `len` bytes: the result code.
+    pub fn get_at(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u32) -> Result<i32, TransportError> {
+        let f = self.function("marrow_get_at_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&roff).arg(&loff).arg(&len).arg(&mut rc);
+        // SAFETY: matches marrow_get_at_kernel (u8*, u32, u64, u64, u32, int*).
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok(self.stream.clone_dtoh(&rc).map_err(cuda)?[0])
+    }
+
+    /// `marrow_put_signal_kernel`: one thread, put_signal then quiet: the result code.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_signal(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> Result<i32, TransportError> {
+        let f = self.function("marrow_put_signal_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&roff).arg(&loff).arg(&len).arg(&sig_roff).arg(&sig_add).arg(&scratch_loff).arg(&mut rc);
+        // SAFETY: matches marrow_put_signal_kernel (u8*, u32, u64, u64, u32, u64, u64, u64, int*).
+        unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        Ok(self.stream.clone_dtoh(&rc).map_err(cuda)?[0])
     }
 }
 

@@ -39,11 +39,18 @@ enum : int {
  * read once. The host fills gcrb_config before launch and nothing writes it
  * while device code runs, so a copy in registers is exact; re-reading it
  * from memory would cost a trip to L2 after every acquire load. */
+constexpr uint32_t CACHED_KEYS = 4;
+
 struct Channel {
     uint8_t *page;
     marrow_gcrb_config c;
+    /* The first key-table entries, read once for the same reason: a P2P
+     * value put is then one store, not a load from L2 and a store. */
+    marrow_gcrb_key k[CACHED_KEYS];
 
-    MARROW_MEMBER explicit Channel(uint8_t *p) : page(p), c(*(const marrow_gcrb_config *)(p + MARROW_GCRB_OFF_CONFIG)) {}
+    MARROW_MEMBER explicit Channel(uint8_t *p) : page(p), c(*(const marrow_gcrb_config *)(p + MARROW_GCRB_OFF_CONFIG)) {
+        for (uint32_t i = 0; i < CACHED_KEYS; i++) k[i] = *((const marrow_gcrb_key *)(p + MARROW_GCRB_OFF_KEYS) + i);
+    }
     MARROW_MEMBER const marrow_gcrb_config *cfg() const { return &c; }
     MARROW_MEMBER marrow_gcrb_heads *heads() const { return (marrow_gcrb_heads *)(page + MARROW_GCRB_OFF_HEADS); }
     MARROW_MEMBER marrow_gcrb_error *err() const { return (marrow_gcrb_error *)(page + MARROW_GCRB_OFF_ERROR); }
@@ -418,7 +425,7 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
 
 MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
     if (pe >= ch.c.key_count) return E_RANGE;
-    const marrow_gcrb_key *k = ch.key(pe);
+    const marrow_gcrb_key *k = pe < CACHED_KEYS ? &ch.k[pe] : ch.key(pe);
     /* With P2P nothing downstream checks a window (no rkey): the length does. */
     uint64_t lim = (uint64_t)k->rlen_pages << 12;
     if (lim && (off > lim || len > lim - off)) return E_RANGE;
@@ -631,8 +638,15 @@ MARROW_FN int wait_until_ge(const Channel &ch, uint64_t loff, uint64_t value) {
     uint64_t laddr;
     int rc = local(ch, loff, 8, &laddr);
     if (rc != OK) return rc;
+    /* Acquire polls (what was written before the value, put_signal's
+     * data, is then read after it), the sticky status and the clock only
+     * every 256 of them: a poll is one load. A relaxed poll and a fence
+     * after it measured slower on the H200: the system-scope fence waits
+     * for this thread's outstanding peer stores. */
     Deadline d;
+    uint32_t polls = 0;
     while (load_acquire_sys((const uint64_t *)laddr) < value) {
+        if (++polls % 256) continue;
         rc = sticky_error(ch);
         if (rc != OK) return rc;
         if (d.expired(ch, MARROW_GCRB_WAIT_SIGNAL)) return E_TIMEOUT;

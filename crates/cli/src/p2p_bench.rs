@@ -1,0 +1,380 @@
+//! `marrow bench p2p`: transport P2P between two GPUs of this node, one
+//! process per GPU. The launcher starts both PEs (this binary, `bench
+//! p2p-pe`), hands them each other's CUDA IPC handle over a Unix socket,
+//! relays barriers, and checks what they report: every operation's bytes or
+//! fetched values, then the 8-byte round trip and the bandwidth, each
+//! against its floor measured in the same run.
+
+use marrow_softnic::Shm;
+use marrow_transport::gpu::Gpu;
+use marrow_transport::gpu::Grid;
+use marrow_transport::p2p::{self, IpcHandle};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::mpsc;
+use std::time::Duration;
+
+type Res<T> = Result<T, String>;
+
+fn e(x: impl std::fmt::Display) -> String {
+    x.to_string()
+}
+
+/// Each PE's window: its put source, where the peer's puts land, flags.
+const SRC: u64 = 0;
+const DST: u64 = 256 << 20;
+const FLAGS: u64 = 512 << 20;
+const WINDOW: usize = (512 << 20) + (1 << 20);
+const PINGPONG: u64 = FLAGS;
+const SIGNAL: u64 = FLAGS + 64;
+const COUNTER: u64 = FLAGS + 128;
+const CAS_WORD: u64 = FLAGS + 192;
+const SCRATCH: u64 = FLAGS + 256;
+const RESULTS: u64 = FLAGS + 4096;
+const BW_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
+
+/// One block of 512 threads per 64 KiB, at most 528 (4 per SM of an
+/// H200, all resident at once). One per 8 KiB measured slower at 1 and
+/// 16 MiB.
+fn bw_grid(len: u64) -> Grid {
+    Grid { blocks: (len / (64 << 10)).clamp(1, 528) as u32, threads: 512 }
+}
+
+/// The byte at offset `i` of a message seeded `seed` (marrow_p2p_byte in the kernels).
+fn byte(i: u64, seed: u32) -> u8 {
+    (i.wrapping_mul(7).wrapping_add(u64::from(seed)).wrapping_add(i >> 11)) as u8
+}
+
+fn pattern(len: u64, seed: u32) -> Vec<u8> {
+    (0..len).map(|i| byte(i, seed)).collect()
+}
+
+/// The launcher: both PEs, the rendezvous, the verdicts and the table.
+pub fn launcher(o: &mut dyn Write) -> Res<()> {
+    let n = Gpu::count().map_err(e)?;
+    if n < 2 {
+        return Err(format!("transport P2P needs two GPUs; this machine has {n}"));
+    }
+    let dir = std::env::temp_dir().join(format!("marrow-p2p-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(e)?;
+    let sock = dir.join("rendezvous.sock");
+    let listener = UnixListener::bind(&sock).map_err(e)?;
+    let exe = std::env::current_exe().map_err(e)?;
+    let mut children = Vec::new();
+    for rank in 0..2 {
+        children.push(
+            std::process::Command::new(&exe)
+                .args(["bench", "p2p-pe", "--rank", &rank.to_string(), "--socket"])
+                .arg(&sock)
+                .spawn()
+                .map_err(e)?,
+        );
+    }
+    let res = serve(&listener, o);
+    for mut c in children {
+        if res.is_err() {
+            let _ = c.kill();
+        }
+        let _ = c.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    res
+}
+
+/// A line from a PE, tagged with its rank; None when it hung up.
+type Msg = (usize, Option<String>);
+
+fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let mut writers = Vec::new();
+    for _ in 0..2 {
+        let (stream, _) = listener.accept().map_err(e)?;
+        stream.set_read_timeout(Some(Duration::from_secs(120))).map_err(e)?;
+        let mut first = String::new();
+        let mut reader = BufReader::new(stream.try_clone().map_err(e)?);
+        reader.read_line(&mut first).map_err(e)?;
+        let mut it = first.split_whitespace();
+        let (Some("hello"), Some(rank), Some(handle)) = (it.next(), it.next(), it.next()) else {
+            return Err(format!("a PE said {first:?} instead of hello"));
+        };
+        let rank: usize = rank.parse().map_err(e)?;
+        writers.push((rank, stream, handle.to_string()));
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send((rank, Some(l))).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send((rank, None));
+        });
+    }
+    writers.sort_by_key(|w| w.0);
+    if writers.iter().map(|w| w.0).collect::<Vec<_>>() != [0, 1] {
+        return Err("the PEs did not say ranks 0 and 1".into());
+    }
+    for i in 0..2 {
+        let peer = writers[1 - i].2.clone();
+        writeln!(writers[i].1, "peer {peer}").map_err(e)?;
+    }
+    let mut waiting: [Option<String>; 2] = [None, None];
+    let mut olds: Vec<u64> = Vec::new();
+    let mut done = [false; 2];
+    let mut failures = Vec::new();
+    while !(done[0] && done[1]) {
+        let (rank, line) = rx.recv_timeout(Duration::from_secs(180)).map_err(|_| "a PE went silent for 180 s".to_string())?;
+        let Some(line) = line else {
+            done[rank] = true;
+            if waiting[1 - rank].is_some() {
+                failures.push(format!("PE {rank} exited while PE {} waited at a barrier", 1 - rank));
+                break;
+            }
+            continue;
+        };
+        let (word, rest) = line.split_once(' ').unwrap_or((&line, ""));
+        match word {
+            "barrier" => {
+                waiting[rank] = Some(rest.to_string());
+                if waiting[0].is_some() && waiting[0] == waiting[1] {
+                    for w in &mut writers {
+                        writeln!(w.1, "go").map_err(e)?;
+                    }
+                    waiting = [None, None];
+                }
+            }
+            "say" => writeln!(o, "  PE {rank}: {rest}").map_err(e)?,
+            "fail" => {
+                writeln!(o, "  PE {rank} FAILED: {rest}").map_err(e)?;
+                failures.push(format!("PE {rank}: {rest}"));
+            }
+            "olds" => olds.extend(rest.split(',').filter(|s| !s.is_empty()).filter_map(|s| s.parse::<u64>().ok())),
+            _ => writeln!(o, "  PE {rank}: {line}").map_err(e)?,
+        }
+    }
+    // Both PEs' fetch_adds on PE 0's counter: every value from 0 up exactly once.
+    olds.sort_unstable();
+    if olds.is_empty() || olds.iter().enumerate().any(|(i, &v)| v != i as u64) {
+        failures.push(format!("fetch_add from both PEs: the {} fetched values are not 0..{} each once", olds.len(), olds.len()));
+    } else {
+        writeln!(o, "  fetch_add from both PEs at once: the {} fetched values are 0..{} each exactly once", olds.len(), olds.len() - 1)
+            .map_err(e)?;
+    }
+    if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
+}
+
+/// One PE: a process driving GPU `rank`.
+pub fn pe(rank: u32, socket: &std::path::Path) -> Res<()> {
+    let stream = UnixStream::connect(socket).map_err(e)?;
+    let mut link = Link { out: stream.try_clone().map_err(e)?, inp: BufReader::new(stream) };
+    let r = pe_run(rank, &mut link);
+    if let Err(x) = &r {
+        let _ = writeln!(link.out, "fail {x}");
+    }
+    r
+}
+
+struct Link {
+    out: UnixStream,
+    inp: BufReader<UnixStream>,
+}
+
+impl Link {
+    fn say(&mut self, s: &str) -> Res<()> {
+        writeln!(self.out, "say {s}").map_err(e)
+    }
+
+    fn barrier(&mut self, name: &str) -> Res<()> {
+        writeln!(self.out, "barrier {name}").map_err(e)?;
+        let mut l = String::new();
+        self.inp.read_line(&mut l).map_err(e)?;
+        if l.trim() != "go" {
+            return Err(format!("barrier {name}: launcher said {l:?}"));
+        }
+        Ok(())
+    }
+}
+
+fn hex(h: &IpcHandle) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Res<IpcHandle> {
+    let mut h = [0u8; 64];
+    if s.len() != 128 {
+        return Err(format!("IPC handle of {} hex digits, not 128", s.len()));
+    }
+    for (i, b) in h.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(e)?;
+    }
+    Ok(h)
+}
+
+fn ok(what: &str, rc: i32) -> Res<()> {
+    if rc == 0 { Ok(()) } else { Err(format!("{what}: device code returned {rc} ({})", marrow_transport::DeviceError(rc))) }
+}
+
+fn pe_run(rank: u32, link: &mut Link) -> Res<()> {
+    let gpu = Gpu::open_ordinal(rank as usize).map_err(e)?;
+    let win = gpu.window(WINDOW).map_err(e)?;
+    writeln!(link.out, "hello {rank} {}", hex(&gpu.export(&win).map_err(e)?)).map_err(e)?;
+    let mut l = String::new();
+    link.inp.read_line(&mut l).map_err(e)?;
+    let peer_hex = l.trim().strip_prefix("peer ").ok_or_else(|| format!("expected the peer's handle, got {l:?}"))?;
+    let peer = gpu.import(&unhex(peer_hex)?).map_err(e)?;
+    let me = rank as usize;
+    let other = 1 - rank;
+    let mut keys = [(0u64, 0u64); 2];
+    keys[me] = (win.addr, WINDOW as u64);
+    keys[1 - me] = (peer.addr, WINDOW as u64);
+    let page_shm = Shm::create("p2p-gcrb", 4096).map_err(e)?;
+    let page = page_shm.region();
+    p2p::fill(&page, &p2p::P2pSetup { local: (win.addr, WINDOW as u64), keys, timeout_ns: 10_000_000_000 }).map_err(e)?;
+    let gcrb = gpu.upload(&page).map_err(e)?;
+    let pg = gcrb.addr;
+    link.say(&format!("{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}", gpu.name, gpu.arch, WINDOW >> 20, win.addr, peer.addr))?;
+
+    // Sources: 64 MiB of our seeded pattern.
+    gpu.write_window(&win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
+    link.barrier("filled")?;
+
+    // Puts: ours land in the peer's DST; the peer's in ours, checked here.
+    for len in [8u64, 4096, 65536, 1 << 20, 64 << 20] {
+        let grid = bw_grid(len);
+        let (_, rc) = gpu.p2p_put(pg, other, DST, SRC, len, grid, 1).map_err(e)?;
+        ok("put", rc)?;
+        link.barrier(&format!("put {len}"))?;
+        let mut got = vec![0u8; len as usize];
+        gpu.read_window(&win, DST as usize, &mut got).map_err(e)?;
+        if got != pattern(len, other) {
+            return Err(format!("put of {len} B from PE {other}: bytes differ"));
+        }
+        link.say(&format!("put {len:>9} B from PE {other} (grid {} x 512): every byte checked here", grid.blocks))?;
+        link.barrier(&format!("put {len} checked"))?;
+    }
+
+    // Gets: the peer's SRC into our DST, one thread.
+    for len in [8u32, 4096, 1 << 20] {
+        gpu.write_window(&win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
+        ok("get", gpu.get_at(pg, other, SRC, DST, len).map_err(e)?)?;
+        let mut got = vec![0u8; len as usize];
+        gpu.read_window(&win, DST as usize, &mut got).map_err(e)?;
+        if got != pattern(u64::from(len), other) {
+            return Err(format!("get of {len} B from PE {other}: bytes differ"));
+        }
+        link.say(&format!("get {len:>9} B from PE {other}: every byte checked"))?;
+    }
+    link.barrier("gets")?;
+
+    // Atomics: both PEs add to PE 0's counter at once.
+    let grid = Grid { blocks: 66, threads: 64 };
+    let (rcs, olds) = gpu.fetch_add(pg, 0, COUNTER, 2, RESULTS, grid).map_err(e)?;
+    if let Some(rc) = rcs.iter().find(|&&r| r != 0) {
+        ok("fetch_add", *rc)?;
+    }
+    writeln!(link.out, "olds {}", olds.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).map_err(e)?;
+    link.barrier("fetch_add")?;
+    if rank == 0 {
+        let mut c = [0u8; 8];
+        gpu.read_window(&win, COUNTER as usize, &mut c).map_err(e)?;
+        let want = 2 * grid.size() as u64 * 2;
+        if u64::from_le_bytes(c) != want {
+            return Err(format!("PE 0's counter is {} after both PEs' {want} adds", u64::from_le_bytes(c)));
+        }
+        link.say(&format!("fetch_add: counter {want} after {} adds from each PE", want / 2))?;
+    } else {
+        let (rc, old) = gpu.compare_swap(pg, 0, CAS_WORD, 5, 9, SCRATCH).map_err(e)?;
+        ok("compare_swap", rc)?;
+        let (rc2, old2) = gpu.compare_swap(pg, 0, CAS_WORD, 0, 77, SCRATCH).map_err(e)?;
+        ok("compare_swap", rc2)?;
+        if (old, old2) != (0, 0) {
+            return Err(format!("compare_swap on PE 0 fetched {old} and {old2}, expected 0 and 0"));
+        }
+    }
+    link.barrier("cas")?;
+    if rank == 0 {
+        let mut c = [0u8; 8];
+        gpu.read_window(&win, CAS_WORD as usize, &mut c).map_err(e)?;
+        if u64::from_le_bytes(c) != 77 {
+            return Err(format!("PE 1's compare_swaps left {} in PE 0's word, expected 77", u64::from_le_bytes(c)));
+        }
+        link.say("compare_swap from PE 1: a failed compare left 0, a hit swapped in 77")?;
+    }
+
+    // put_signal: PE 0 puts 1 MiB and signals; PE 1 waits for the signal,
+    // then checks every byte on the GPU.
+    let sig_len = 1u64 << 20;
+    if rank == 1 {
+        gpu.write_window(&win, DST as usize, &vec![0u8; sig_len as usize]).map_err(e)?;
+    }
+    link.barrier("signal")?;
+    if rank == 0 {
+        ok("put_signal", gpu.put_signal(pg, 1, DST, SRC, sig_len as u32, SIGNAL, 1, SCRATCH).map_err(e)?)?;
+    } else {
+        let (rc, bad) = gpu.p2p_wait_check(pg, SIGNAL, 1, DST, sig_len, 0).map_err(e)?;
+        ok("wait_until_ge", rc)?;
+        if bad != 0 {
+            return Err(format!("put_signal: {bad} of {sig_len} bytes were not there when the signal was"));
+        }
+        link.say("put_signal from PE 0: all 1 MiB there when the signal was (checked on the GPU after wait_until_ge)")?;
+    }
+    link.barrier("signal done")?;
+
+    // Round trips: the API (p + wait_until_ge) and the floor (plain stores
+    // and loads on the mapped addresses), best of 3 each, interleaved.
+    let iters = 10_000u32;
+    let mut best = [u64::MAX; 2];
+    let mut base = 0u64;
+    for round in 0..6 {
+        let floor = round % 2 == 0;
+        link.barrier(&format!("pingpong {round}"))?;
+        let (rc, ns) = gpu.p2p_pingpong(pg, rank, PINGPONG, base, iters, floor).map_err(e)?;
+        ok("pingpong", rc)?;
+        base += u64::from(iters);
+        let b = &mut best[usize::from(!floor)];
+        *b = (*b).min(ns);
+    }
+    if rank == 0 {
+        let (floor, api) = (best[0] as f64 / f64::from(iters), best[1] as f64 / f64::from(iters));
+        link.say(&format!(
+            "RESULT p2p 8 B round trip: marrow p + wait_until_ge {:.3} us; floor (plain peer stores and loads) {:.3} us; ratio {:.3} (target <= 1.2)",
+            api / 1e3,
+            floor / 1e3,
+            api / floor
+        ))?;
+    }
+
+    // Bandwidth PE 0 -> PE 1, 20 back-to-back after 3 warm-ups, against
+    // the copy engine into the same mapped window.
+    link.barrier("bandwidth")?;
+    if rank == 0 {
+        for len in BW_SIZES {
+            let grid = bw_grid(len);
+            gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3).map_err(e)?;
+            let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20).map_err(e)?;
+            ok("put (bandwidth)", rc)?;
+            gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 3).map_err(e)?;
+            let ft = gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 20).map_err(e)?;
+            let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
+            let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
+            link.say(&format!(
+                "RESULT p2p put bandwidth {:>9} B (grid {} x 512): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
+                len,
+                grid.blocks,
+                bw / floor,
+                if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
+            ))?;
+        }
+        let mut got = vec![0u8; 4096];
+        gpu.read_window(&win, SRC as usize, &mut got).map_err(e)?;
+        if got != pattern(4096, 0) {
+            return Err("PE 0's source changed during the bandwidth runs".into());
+        }
+    }
+    link.barrier("end")?;
+    Ok(())
+}
