@@ -187,7 +187,7 @@ pub fn no_device_reason(sysfs: &Path) -> String {
     let devs = devices(sysfs);
     if !dir.exists() || devs.is_empty() {
         return format!(
-            "{} is empty or absent: no RDMA device; on a ConnectX node install rdma-core and ibverbs-providers and load the driver (modprobe mlx5_core mlx5_ib)",
+            "{} is empty or absent; on a ConnectX node install rdma-core and ibverbs-providers and load the driver (modprobe mlx5_core mlx5_ib)",
             dir.display()
         );
     }

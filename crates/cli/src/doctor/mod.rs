@@ -7,6 +7,7 @@
 
 pub mod host;
 pub mod pair;
+pub mod rdma;
 pub mod scan;
 
 use crate::pcie_decode::size_text;
@@ -80,6 +81,8 @@ pub struct Report {
     pub nics: Vec<String>,
     pub pairs: Vec<pair::Pair>,
     pub host: host::Host,
+    /// The mlx5 backend: library, devices, doorbell mode and why.
+    pub rdma: rdma::Backend,
 }
 
 pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
@@ -156,6 +159,7 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
         nics: nics.iter().map(|f| format!("{}{}", f.bdf, f.infiniband.as_ref().map(|i| format!(" ({i})")).unwrap_or_default())).collect(),
         pairs,
         host: host::read(sysfs, proc_root),
+        rdma: rdma::read(sysfs, proc_root),
     })
 }
 
@@ -229,5 +233,6 @@ pub fn render_text(r: &Report) -> String {
             let _ = writeln!(o, "    fix: {f}");
         }
     }
+    rdma::render(&r.rdma, &mut o);
     o
 }

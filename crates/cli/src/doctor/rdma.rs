@@ -1,0 +1,131 @@
+//! The "RDMA backend" section of `marrow doctor`: can the mlx5 backend run
+//! here, on which devices, in which doorbell mode, and why. The library
+//! check loads rdma-core for real (this host); devices, ports and the mode
+//! come from the sysfs/procfs roots given (live or captured).
+
+use marrow_verbs::probe::{self, DoorbellMode, GpuMemPath, RdmaDevice};
+use serde::Serialize;
+use std::fmt::Write;
+use std::path::Path;
+
+#[derive(Debug, Serialize)]
+pub struct Backend {
+    /// `loaded (paths)` or the loader's error naming the package.
+    pub libibverbs: String,
+    pub libibverbs_ok: bool,
+    pub devices: Vec<RdmaDevice>,
+    pub mode: DoorbellMode,
+    pub mode_reason: String,
+    pub gpu_mem: GpuMemPath,
+    pub gpu_mem_reason: String,
+    /// Set when the backend cannot start: what is missing.
+    pub blocker: Option<String>,
+}
+
+pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
+    let (libibverbs, libibverbs_ok) = match marrow_verbs::Verbs::load() {
+        Ok(v) => (format!("loaded ({}, {})", v.paths.0, v.paths.1), true),
+        Err(e) => (e.to_string(), false),
+    };
+    let p = probe::probe(sysfs, proc_root, marrow_transport::mlx5::is_root());
+    let blocker = if !libibverbs_ok {
+        Some(libibverbs.clone())
+    } else if !p.devices.iter().any(|d| d.mlx5) {
+        Some(probe::no_device_reason(sysfs))
+    } else if !p.devices.iter().filter(|d| d.mlx5).any(|d| d.ports.iter().any(|port| port.state.contains("ACTIVE"))) {
+        Some("no mlx5 port is ACTIVE: check the cable and link (ibstat), and on InfiniBand a running subnet manager".into())
+    } else {
+        None
+    };
+    Backend { libibverbs, libibverbs_ok, devices: p.devices, mode: p.mode, mode_reason: p.mode_reason, gpu_mem: p.gpu_mem, gpu_mem_reason: p.gpu_mem_reason, blocker }
+}
+
+pub fn render(b: &Backend, o: &mut String) {
+    let _ = writeln!(o, "RDMA backend (mlx5):");
+    let _ = writeln!(o, "  libibverbs: {}", b.libibverbs);
+    if b.devices.is_empty() {
+        let _ = writeln!(o, "  devices: none");
+    }
+    for d in &b.devices {
+        let ports: Vec<String> = d.ports.iter().map(|p| format!("port {} {} {}", p.num, p.link_layer, p.state)).collect();
+        let _ = writeln!(
+            o,
+            "  {}{}: {}{}{}{}",
+            d.name,
+            d.pci.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
+            if d.mlx5 { "mlx5" } else { "not mlx5 (unsupported)" },
+            d.hca_type.as_ref().map(|t| format!(", {t}")).unwrap_or_default(),
+            d.fw_ver.as_ref().map(|f| format!(", fw {f}")).unwrap_or_default(),
+            if ports.is_empty() { String::new() } else { format!("; {}", ports.join(", ")) }
+        );
+    }
+    let mode = match b.mode {
+        DoorbellMode::GpuDoorbell => "GPU doorbell",
+        DoorbellMode::CpuProxy => "CPU proxy",
+        DoorbellMode::Host => "host (CPU threads)",
+    };
+    let _ = writeln!(o, "  doorbell mode: {mode}: {}", b.mode_reason);
+    let mem = match b.gpu_mem {
+        GpuMemPath::DmaBuf => "dma-buf",
+        GpuMemPath::Peermem => "nvidia_peermem",
+        GpuMemPath::None => "none",
+    };
+    let _ = writeln!(o, "  GPU memory registration: {mem}: {}", b.gpu_mem_reason);
+    match &b.blocker {
+        Some(why) => {
+            let _ = writeln!(o, "  backend: unavailable: {why}");
+        }
+        None => {
+            let _ = writeln!(o, "  backend: ready (marrow bench mlx5 --listen 0.0.0.0:18515 on one node, --connect on the other)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn a_fake_tree_with_a_connectx_and_no_regkey_says_cpu_proxy_and_why() {
+        let r = std::env::temp_dir().join(format!("marrow-doctor-rdma-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&r);
+        let pci = r.join("sys/devices/pci0000:00/0000:17:00.0");
+        fs::create_dir_all(&pci).unwrap();
+        fs::create_dir_all(r.join("sys/bus/pci/drivers/mlx5_core")).unwrap();
+        std::os::unix::fs::symlink(r.join("sys/bus/pci/drivers/mlx5_core"), pci.join("driver")).unwrap();
+        let ib = r.join("sys/class/infiniband/mlx5_0");
+        fs::create_dir_all(ib.join("ports/1")).unwrap();
+        std::os::unix::fs::symlink(&pci, ib.join("device")).unwrap();
+        fs::write(ib.join("ports/1/link_layer"), "Ethernet\n").unwrap();
+        fs::write(ib.join("ports/1/state"), "4: ACTIVE\n").unwrap();
+        fs::write(ib.join("hca_type"), "MT4129\n").unwrap();
+        fs::create_dir_all(r.join("proc/driver/nvidia")).unwrap();
+        fs::write(r.join("proc/driver/nvidia/params"), "RegistryDwords: \"\"\n").unwrap();
+        let b = read(&r.join("sys"), &r.join("proc"));
+        let mut o = String::new();
+        render(&b, &mut o);
+        assert!(o.contains("mlx5_0 (0000:17:00.0): mlx5, MT4129; port 1 Ethernet 4: ACTIVE"), "{o}");
+        if !marrow_transport::mlx5::is_root() {
+            assert!(o.contains("doorbell mode: CPU proxy: PeerMappingOverride=1 is not in"), "{o}");
+        }
+        // The library is real on this host: loaded when rdma-core is installed.
+        if b.libibverbs_ok {
+            assert!(o.contains("backend: ready"), "{o}");
+        } else {
+            assert!(o.contains("backend: unavailable") && o.contains("apt install"), "{o}");
+        }
+        let _ = fs::remove_dir_all(&r);
+    }
+
+    #[test]
+    fn no_devices_names_what_to_install() {
+        let r = std::env::temp_dir().join(format!("marrow-doctor-rdma-empty-{}", std::process::id()));
+        let b = read(&r.join("sys"), &r.join("proc"));
+        let mut o = String::new();
+        render(&b, &mut o);
+        assert!(o.contains("devices: none") && o.contains("doorbell mode: host (CPU threads)"), "{o}");
+        assert!(o.contains("backend: unavailable"), "{o}");
+        assert!(b.blocker.unwrap().contains(if b.libibverbs_ok { "mlx5_ib" } else { "apt install" }));
+    }
+}

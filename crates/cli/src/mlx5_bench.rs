@@ -1,0 +1,85 @@
+//! `marrow bench mlx5`: the hardware backend on a lab node (two ranks, one
+//! ConnectX port each). Everywhere else it exits with the error naming what
+//! is missing (the library, or an RDMA device).
+
+use clap::Args as ClapArgs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `marrow bench mlx5`.
+#[derive(ClapArgs, Debug, Clone)]
+#[command(after_help = "\
+Rank 0: marrow bench mlx5 --listen 0.0.0.0:18515   (prints the token for rank 1)
+Rank 1: marrow bench mlx5 --connect HOST:18515:ID
+
+Exit status: 0 when the run passed, 1 when a check failed, 2 when the backend
+cannot start here (no rdma-core, no mlx5 device, port down).")]
+pub struct Args {
+    /// RDMA device (default: the first mlx5 device).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Port number.
+    #[arg(long, default_value_t = 1)]
+    pub port: u8,
+    /// GID index (RoCE v2: see `show_gids`).
+    #[arg(long, default_value_t = 0)]
+    pub gid_index: u8,
+    /// Rank 0: listen for rank 1 on ADDR (host:port).
+    #[arg(long, conflicts_with = "connect")]
+    pub listen: Option<String>,
+    /// Rank 1: connect with the token rank 0 printed (host:port:id).
+    #[arg(long)]
+    pub connect: Option<String>,
+    /// Timed put+quiet iterations.
+    #[arg(long, default_value_t = 10_000)]
+    pub iters: usize,
+    /// Bytes of the checked put.
+    #[arg(long, default_value_t = 65536)]
+    pub size: u32,
+    /// sysfs root (for the device probe and error messages).
+    #[arg(long, default_value = "/sys")]
+    pub sysfs_root: PathBuf,
+    /// procfs root.
+    #[arg(long, default_value = "/proc")]
+    pub proc_root: PathBuf,
+}
+
+/// Run it: print progress and results; the exit status says how it went.
+pub fn main(a: &Args) -> ExitCode {
+    use marrow_transport::mlx5::{Mlx5Error, bench};
+    println!("marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)");
+    if a.listen.is_none() && a.connect.is_none() {
+        // Still open the backend: on a machine without a NIC that is the
+        // useful message; with one, say how to start the two ranks.
+        if let Err(e) = marrow_transport::mlx5::open(&a.sysfs_root, &a.proc_root) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        eprintln!("error: give --listen ADDR (rank 0) or --connect TOKEN (rank 1); see --help");
+        return ExitCode::from(2);
+    }
+    let o = bench::BenchOpts {
+        device: a.device.clone(),
+        port: a.port,
+        gid_index: a.gid_index,
+        listen: a.listen.clone(),
+        connect: a.connect.clone(),
+        iters: a.iters,
+        size: a.size,
+        roots: (a.sysfs_root.clone(), a.proc_root.clone()),
+    };
+    match bench::run(&o, &mut |l| println!("{l}")) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e @ (Mlx5Error::Verbs(_) | Mlx5Error::Cuda(_))) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

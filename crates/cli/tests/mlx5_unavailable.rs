@@ -1,0 +1,54 @@
+//! Where there is no ConnectX (every development and CI machine), `marrow
+//! bench mlx5` says what is missing and exits 2: the library when rdma-core
+//! is absent (forced here with MARROW_IBVERBS_LIB), the device otherwise;
+//! `marrow doctor` reports the RDMA backend section either way.
+
+use std::process::Command;
+
+fn marrow(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_marrow"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn has_rdma_device() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
+}
+
+#[test]
+fn a_missing_libibverbs_is_named_with_its_packages() {
+    for args in [&["bench", "mlx5"][..], &["bench", "mlx5", "--listen", "127.0.0.1:0"][..]] {
+        let (rc, _, err) = marrow(args, &[("MARROW_IBVERBS_LIB", "/nonexistent/libibverbs.so.1")]);
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert!(err.contains("error: /nonexistent/libibverbs.so.1 not found") && err.contains("apt install libibverbs1 ibverbs-providers"), "{err}");
+    }
+}
+
+#[test]
+fn no_rdma_device_is_a_clear_error() {
+    if has_rdma_device() {
+        return; // a lab node runs the real thing (README run book)
+    }
+    let (rc, out, err) = marrow(&["bench", "mlx5", "--connect", "127.0.0.1:1:x"], &[]);
+    assert_eq!(rc, 2, "{out}{err}");
+    assert!(err.contains("error: no RDMA device") && err.contains("/sys/class/infiniband is empty or absent") && err.contains("modprobe mlx5_core mlx5_ib"), "{err}");
+}
+
+#[test]
+fn doctor_has_an_rdma_backend_section() {
+    let root = std::env::temp_dir().join(format!("marrow-cli-mlx5-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+    std::fs::create_dir_all(root.join("proc")).unwrap();
+    let (_, out, err) = marrow(&["doctor", "--sysfs-root", root.join("sys").to_str().unwrap(), "--proc-root", root.join("proc").to_str().unwrap()], &[("MARROW_IBVERBS_LIB", "/nonexistent/x.so")]);
+    assert!(out.contains("RDMA backend (mlx5):\n  libibverbs: /nonexistent/x.so not found"), "{out}{err}");
+    assert!(out.contains("doorbell mode: host (CPU threads)") && out.contains("backend: unavailable"), "{out}");
+    let (_, json, _) = marrow(&["doctor", "--json", "--sysfs-root", root.join("sys").to_str().unwrap(), "--proc-root", root.join("proc").to_str().unwrap()], &[]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["rdma"]["mode"], "Host");
+    assert!(v["rdma"]["blocker"].is_string());
+    let _ = std::fs::remove_dir_all(&root);
+}
