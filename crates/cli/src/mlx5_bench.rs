@@ -11,6 +11,9 @@ use std::process::ExitCode;
 #[command(after_help = "\
 Rank 0: marrow bench mlx5 --listen 0.0.0.0:18515   (prints the token for rank 1)
 Rank 1: marrow bench mlx5 --connect HOST:18515:ID
+Under a launcher (mpirun -np 2, srun -n 2, PMI/PMIx), give neither: rank and size
+come from the launcher's environment and rank 0's rendezvous from MARROW_BOOTSTRAP=HOST:PORT
+(mpirun -x MARROW_BOOTSTRAP=node0:18515 ...). marrow does not link libmpi or libpmix.
 
 Exit status: 0 when the run passed, 1 when a check failed, 2 when the backend
 cannot start here (no rdma-core, no mlx5 device, port down).")]
@@ -48,7 +51,35 @@ pub struct Args {
 pub fn main(a: &Args) -> ExitCode {
     use marrow_transport::mlx5::{Mlx5Error, bench};
     println!("marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)");
-    if a.listen.is_none() && a.connect.is_none() {
+    let mut listen = a.listen.clone();
+    let mut connect = a.connect.clone();
+    let mut id = None;
+    if listen.is_none() && connect.is_none() {
+        match marrow_verbs::bootstrap::detect(|k| std::env::var(k).ok()) {
+            Ok(Some(l)) if l.size == 2 => {
+                let root = l.root.clone().unwrap_or_default();
+                let rid = l.id.clone().unwrap_or_else(|| "marrow".into());
+                println!("launcher: {} (rank {} of {}), rendezvous {root} id {rid}", l.launcher, l.rank, l.size);
+                if l.rank == 0 {
+                    let port = root.rsplit(':').next().unwrap_or("18515");
+                    listen = Some(format!("0.0.0.0:{port}"));
+                    id = Some(rid);
+                } else {
+                    connect = Some(format!("{root}:{rid}"));
+                }
+            }
+            Ok(Some(l)) => {
+                eprintln!("error: {} started {} ranks; marrow bench mlx5 runs exactly 2", l.launcher, l.size);
+                return ExitCode::from(2);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if listen.is_none() && connect.is_none() {
         // Still open the backend: on a machine without a NIC that is the
         // useful message; with one, say how to start the two ranks.
         if let Err(e) = marrow_transport::mlx5::open(&a.sysfs_root, &a.proc_root) {
@@ -62,8 +93,9 @@ pub fn main(a: &Args) -> ExitCode {
         device: a.device.clone(),
         port: a.port,
         gid_index: a.gid_index,
-        listen: a.listen.clone(),
-        connect: a.connect.clone(),
+        listen,
+        connect,
+        id,
         iters: a.iters,
         size: a.size,
         roots: (a.sysfs_root.clone(), a.proc_root.clone()),

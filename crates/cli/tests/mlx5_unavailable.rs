@@ -52,3 +52,13 @@ fn doctor_has_an_rdma_backend_section() {
     assert!(v["rdma"]["blocker"].is_string());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn under_a_launcher_without_a_rendezvous_address_it_says_which_variable() {
+    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("Open MPI mpirun gives rank 0 of 2") && err.contains("MARROW_BOOTSTRAP") && err.contains("does not link libmpi"), "{err}");
+    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("MARROW_BOOTSTRAP", "n0:1")]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("runs exactly 2"), "{err}");
+}

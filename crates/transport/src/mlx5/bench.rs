@@ -34,6 +34,8 @@ pub struct BenchOpts {
     pub listen: Option<String>,
     /// Rank 1: the token rank 0 printed (`host:port:id`).
     pub connect: Option<String>,
+    /// Rendezvous id rank 0 expects (a fresh one when `None`).
+    pub id: Option<String>,
     /// Timed put+quiet iterations.
     pub iters: usize,
     /// Message size.
@@ -63,7 +65,7 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
     let timeout = Duration::from_secs(120);
     let (rank, all) = match (&o.listen, &o.connect) {
         (Some(addr), None) => {
-            let root = Root::bind(addr, None)?;
+            let root = Root::bind(addr, o.id.clone())?;
             let host = hostname();
             say(&format!("rank 0 waiting; on the peer run: marrow bench mlx5 --connect {}", root.token(&host)));
             (0usize, root.allgather(2, &me, timeout)?)
