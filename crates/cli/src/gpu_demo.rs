@@ -568,6 +568,12 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     writeln!(o, "rates:").map_err(e)?;
     rates(&r, o)?;
     loop_bench(&r, o)?;
+    drop(r);
+    writeln!(o, "rates with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):")
+        .map_err(e)?;
+    let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..bench_config() })?;
+    rates(&r, o)?;
+    loop_bench(&r, o)?;
     Ok(())
 }
 

@@ -51,10 +51,26 @@ pub fn fill(page: &Region, s: &GcrbSetup) -> Result<(), marrow_mmio::OutOfBounds
     Ok(())
 }
 
+/// Change a filled GCRB's configuration in place (the host owns it until
+/// device code runs): read, edit, write back.
+pub fn edit_config(page: &Region, edit: impl FnOnce(&mut gcrb_config)) -> Result<(), marrow_mmio::OutOfBounds> {
+    let off = GCRB_OFF_CONFIG as usize;
+    let mut b = vec![0u8; gcrb_config::SIZE];
+    page.read_bytes(off, &mut b)?;
+    let mut c = gcrb_config::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_config::SIZE bytes"));
+    edit(&mut c);
+    page.write_bytes(off, c.as_bytes())
+}
+
 fn read<T: FromBytes>(page: &Region, off: u32, size: usize) -> Option<T> {
     let mut b = vec![0u8; size];
     page.read_bytes(off as usize, &mut b).ok()?;
     T::read_from_bytes(&b).ok()
+}
+
+/// The configuration.
+pub fn config(page: &Region) -> Option<gcrb_config> {
+    read(page, GCRB_OFF_CONFIG, gcrb_config::SIZE)
 }
 
 /// The error block.

@@ -12,7 +12,7 @@ use crate::TransportError;
 use crate::gpu::{Gpu, Grid, cuda};
 use cudarc::driver::sys as cu;
 use cudarc::driver::PushKernelArg;
-use marrow_gcrb::{GCRB_OFF_CONFIG, GCRB_OFF_KEYS, GcrbTransport, gcrb_config, gcrb_key};
+use marrow_gcrb::{GCRB_OFF_KEYS, GcrbTransport, gcrb_key};
 use marrow_mmio::Region;
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -232,12 +232,9 @@ pub fn fill(page: &Region, s: &P2pSetup) -> Result<(), marrow_mmio::OutOfBounds>
         trace: false,
     };
     crate::gcrb_page::fill(page, &setup)?;
-    let off = GCRB_OFF_CONFIG as usize;
-    let mut b = vec![0u8; gcrb_config::SIZE];
-    page.read_bytes(off, &mut b)?;
-    let mut c = gcrb_config::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_config::SIZE bytes"));
-    c.set_transport(GcrbTransport::P2P.0);
-    page.write_bytes(off, c.as_bytes())?;
+    crate::gcrb_page::edit_config(page, |c| {
+        c.set_transport(GcrbTransport::P2P.0);
+    })?;
     for (pe, (_, len)) in s.keys.iter().enumerate() {
         let koff = GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE;
         let mut kb = vec![0u8; gcrb_key::SIZE];

@@ -24,11 +24,14 @@ pub struct WorldConfig {
     /// Device trace of every post, doorbell and CQE (errors and timeouts
     /// are traced regardless).
     pub trace: bool,
+    /// `flags.lazy_nbi_doorbell`: put_nbi rings only per batch (DeepEP's
+    /// rule), quiet posts a NOP to ring the rest.
+    pub lazy_nbi_doorbell: bool,
 }
 
 impl Default for WorldConfig {
     fn default() -> Self {
-        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true }
+        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false }
     }
 }
 
@@ -140,6 +143,9 @@ impl World {
                 }
             };
             gcrb_page::fill(&page.region(), &setup)?;
+            gcrb_page::edit_config(&page.region(), |c| {
+                c.set_lazy_nbi_doorbell(cfg.lazy_nbi_doorbell);
+            })?;
             channels.push(Channel { qpn: qpns[pe], cqn: cqs[pe], page });
         }
         nic.start(1);

@@ -355,7 +355,11 @@ MARROW_FN ChainView chain_view(const Channel &ch) {
 /* `v` was loaded before the caller's to_device() fence, which makes the
  * relaxed load of ready_head an acquire: if it already showed our turn,
  * there is nothing to wait for (only we can move it on). */
-MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, uint64_t last_ctrl, ChainView v) {
+/* Lanes a posting group can have: a warp. */
+constexpr uint64_t MAX_GROUP = 32;
+
+MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, bool lazy, uint64_t last_ctrl,
+                             ChainView v) {
     marrow_gcrb_heads *h = ch.heads();
     if (v.ready != idx) {
         Deadline d;
@@ -367,7 +371,13 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
     }
     uint64_t resv = v.resv, cons = v.cons;
     uint64_t end = idx + n;
-    if (force || resv == end || end / RING_BATCH != idx / RING_BATCH || resv > cons + ch.c.sq_wqebbs) {
+    uint64_t depth = ch.c.sq_wqebbs;
+    /* Lazy (flags.lazy_nbi_doorbell, put_nbi only): the last poster does not
+     * ring; a ring more than half full (less a group) does instead, which
+     * covers anyone who reserves later and waits for room: the holder just
+     * before such a waiter sees end - cons > depth - MAX_GROUP. */
+    bool tail = lazy ? end - cons + MAX_GROUP > depth / 2 : resv == end;
+    if (force || tail || end / RING_BATCH != idx / RING_BATCH || resv > cons + depth) {
         /* Every poster fenced (to_device) its WQE stores before its turn,
          * and our acquire of ready_head saw theirs: the WQEs are ordered
          * before this doorbell record. */
@@ -398,7 +408,7 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * leader reserves for all, each writes its own WQE, the leader takes the
  * ready chain once for all. One reservation, one turn of the chain and at
  * most one doorbell per warp instead of per thread. */
-MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring) {
+MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy = false) {
     Group g = group_of(ch.page);
     int rc = OK;
     uint64_t base = 0;
@@ -417,7 +427,7 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
     bool force = g.any(force_ring);
     uint64_t last_ctrl = g.from_last64(ctrl);
     g.sync();
-    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, last_ctrl, view);
+    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view);
     rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
     return rc;
@@ -486,7 +496,7 @@ MARROW_FN int put_nbi(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t lo
     }
     Op op;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
-    return rc != OK ? rc : post(ch, op, nullptr, false);
+    return rc != OK ? rc : post(ch, op, nullptr, false, ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT));
 }
 
 /* Blocking put: returns when the source may be reused (the WQE completed;
@@ -611,6 +621,17 @@ MARROW_FN int quiet(const Channel &ch) {
     }
     marrow_gcrb_heads *h = ch.heads();
     uint64_t target = load_acquire(&h->resv_head);
+    if (ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT) && load_relaxed(&h->prod_idx) < target) {
+        /* Lazy put_nbi may have left WQEs unrung: a signaled NOP rings them
+         * (a holder of the chain, so no doorbell goes backwards), and its
+         * completion, in order, means theirs. */
+        Op nop = Op{};
+        nop.opcode = MARROW_MLX5_OPCODE_NOP;
+        nop.fm_ce_se = CQ_UPDATE;
+        uint64_t idx;
+        int rc = post(ch, nop, &idx, true);
+        return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+    }
     Deadline d;
     while (load_acquire(&h->ready_head) < target) {
         int rc = sticky_error(ch);
