@@ -12,7 +12,7 @@ bash scripts/nvrtc-check.sh
 echo "== cargo test --workspace"
 cargo test --workspace --locked
 # The marrow kernel module in a real kernel under QEMU (kmod/README.md).
-# Installs its Debian packages; builds Linux 7.3 once (about 7-9 minutes on
+# Installs its Debian packages; builds Linux 7.3 once (about 7-10 minutes on
 # 2 cores), cached in target/kmod; each later run takes about 15 s.
 echo "== cargo xtask kmod test"
 cargo xtask kmod test
