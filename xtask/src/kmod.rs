@@ -411,8 +411,9 @@ fn kernel(root: &Path, work: &Path, src: &Sources, tools_bin: &Path, rustc: &str
         println!("   cached: {}", kb.display());
         return Ok(kb);
     }
-    println!("   building into {}", kb.display());
-    let _ = std::fs::remove_dir_all(&kb);
+    // A directory without the stamp is an interrupted build of this very
+    // configuration (the name says so): make resumes it.
+    println!("   building into {}{}", kb.display(), if kb.is_dir() { " (resuming)" } else { "" });
     std::fs::create_dir_all(&kb)?;
     let logs = work.join("logs");
     std::fs::create_dir_all(&logs)?;
