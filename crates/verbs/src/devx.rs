@@ -10,7 +10,9 @@
 //! generated from hw-specs/mlx5.toml (whose bit offsets the oracle checks
 //! against `mlx5_ifc.h`), and `tests/oracle/tests/devx_commands.rs` builds the
 //! same commands with rdma-core's own `DEVX_SET` in C and compares the bytes.
-//! Sending them needs a NIC; [`Devx`] does that and is not run here.
+//! Sending them needs a NIC; [`Devx`] does that (UMEMs over dma-buf or
+//! host/peermem memory, a UAR, the EQ, object create/modify) and is not run
+//! here.
 
 use crate::VerbsError;
 use crate::qp::{LinkLayer, RcEndpoint, RcParams};
@@ -180,6 +182,140 @@ pub fn out_status(out: &[u8]) -> (u8, u32) {
 /// The object number a create command returned (`cqn`, `qpn` at bit 0x48).
 pub fn created_id(out: &[u8]) -> u32 {
     create_qp_out::read_from_prefix(out).map(|(o, _)| o.qpn()).unwrap_or(0)
+}
+
+/// A devx-capable context's objects: UMEMs, a UAR, and CQs/QPs created
+/// with the mailboxes above. Needs a NIC (and, in containers, the devx
+/// privilege); not run on the development machines.
+#[derive(Debug)]
+pub struct Devx<'c> {
+    c: &'c crate::device::Context,
+    objs: Vec<*mut core::ffi::c_void>,
+    umems: Vec<*mut crate::ffi::mlx5dv_devx_umem>,
+    uars: Vec<*mut crate::ffi::mlx5dv_devx_uar>,
+}
+
+/// A UMEM: its id for the PRM commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Umem(pub u32);
+
+impl<'c> Devx<'c> {
+    /// Over a context opened with `devx = true`.
+    pub fn new(c: &'c crate::device::Context) -> Result<Devx<'c>, VerbsError> {
+        if !c.devx {
+            return Err(VerbsError::Unsupported("devx needs a context opened with MLX5DV_CONTEXT_FLAGS_DEVX (Context::open(.., devx = true))"));
+        }
+        Ok(Devx { c, objs: Vec::new(), umems: Vec::new(), uars: Vec::new() })
+    }
+
+    fn push_umem(&mut self, u: *mut crate::ffi::mlx5dv_devx_umem, call: &'static str) -> Result<Umem, VerbsError> {
+        if u.is_null() {
+            return Err(VerbsError::Call { call, err: std::io::Error::last_os_error() });
+        }
+        self.umems.push(u);
+        // SAFETY: a live UMEM rdma-core returned; umem_id is a plain field.
+        Ok(Umem(unsafe { (*u).umem_id }))
+    }
+
+    /// Register GPU memory exported as a dma-buf as a UMEM (the IBGDA path:
+    /// queues and doorbell records in GPU memory).
+    pub fn umem_dmabuf(&mut self, fd: i32, offset: u64, len: usize) -> Result<Umem, VerbsError> {
+        let f = self.c.verbs().opt.mlx5dv_devx_umem_reg_ex.ok_or(VerbsError::Unsupported("mlx5dv_devx_umem_reg_ex (rdma-core 35+)"))?;
+        let mut i = crate::ffi::mlx5dv_devx_umem_in {
+            addr: offset as *mut core::ffi::c_void,
+            size: len,
+            access: crate::qp::RC_ACCESS,
+            pgsz_bitmap: 1 << 12 | 1 << 16 | 1 << 21,
+            comp_mask: crate::ffi::MLX5DV_UMEM_MASK_DMABUF,
+            dmabuf_fd: fd,
+        };
+        // SAFETY: `i` is a complete mlx5dv_devx_umem_in (checked by the oracle);
+        // the kernel validates the dma-buf range.
+        let u = unsafe { f(self.c.raw(), &mut i) };
+        self.push_umem(u, "mlx5dv_devx_umem_reg_ex(DMABUF)")
+    }
+
+    /// Register host memory (or, with nvidia_peermem, GPU memory) as a UMEM.
+    ///
+    /// # Safety
+    /// `addr..addr+len` stays mapped while the UMEM lives.
+    pub unsafe fn umem(&mut self, addr: *mut u8, len: usize) -> Result<Umem, VerbsError> {
+        // SAFETY: the caller keeps the range mapped; the context is live.
+        let u = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_umem_reg)(self.c.raw(), addr.cast(), len, crate::qp::RC_ACCESS) };
+        self.push_umem(u, "mlx5dv_devx_umem_reg")
+    }
+
+    /// A UAR for the QP's doorbells: (page id, register address).
+    pub fn uar(&mut self) -> Result<(u32, u64), VerbsError> {
+        // SAFETY: the context is live; NC first (an 8-byte doorbell register,
+        // NVSHMEM's preference), BlueFlame otherwise.
+        let mut u = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_alloc_uar)(self.c.raw(), crate::ffi::MLX5DV_UAR_ALLOC_TYPE_NC) };
+        if u.is_null() {
+            // SAFETY: as above.
+            u = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_alloc_uar)(self.c.raw(), crate::ffi::MLX5DV_UAR_ALLOC_TYPE_BF) };
+        }
+        if u.is_null() {
+            return Err(VerbsError::Call { call: "mlx5dv_devx_alloc_uar (in a container this needs --privileged or the devx capability)", err: std::io::Error::last_os_error() });
+        }
+        self.uars.push(u);
+        // SAFETY: a live UAR rdma-core returned.
+        Ok(unsafe { ((*u).page_id, (*u).reg_addr as u64) })
+    }
+
+    /// The completion EQ for vector 0.
+    pub fn eqn(&self) -> Result<u32, VerbsError> {
+        let mut eqn = 0u32;
+        // SAFETY: the context is live; `eqn` a valid out-pointer.
+        let r = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_query_eqn)(self.c.raw(), 0, &mut eqn) };
+        if r != 0 {
+            return Err(VerbsError::Call { call: "mlx5dv_devx_query_eqn", err: std::io::Error::from_raw_os_error(r.abs()) });
+        }
+        Ok(eqn)
+    }
+
+    /// Send a create command; returns the new object's number (CQN/QPN).
+    pub fn create(&mut self, cmd: &'static str, input: &[u8]) -> Result<u32, VerbsError> {
+        let mut out = [0u8; 64];
+        // SAFETY: `input` and `out` are live buffers of the lengths given.
+        let o = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_obj_create)(self.c.raw(), input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
+        if o.is_null() {
+            let (status, syndrome) = out_status(&out);
+            return Err(VerbsError::Devx { cmd, err: std::io::Error::last_os_error(), status, syndrome });
+        }
+        self.objs.push(o);
+        Ok(created_id(&out))
+    }
+
+    /// Send a modify command (a QP transition) to the `obj_index`-th object `create` made.
+    pub fn modify(&self, cmd: &'static str, obj_index: usize, input: &[u8]) -> Result<(), VerbsError> {
+        let o = *self.objs.get(obj_index).ok_or(VerbsError::Unsupported("no such devx object"))?;
+        let mut out = [0u8; 64];
+        // SAFETY: a live devx object; buffers of the lengths given.
+        let r = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_obj_modify)(o, input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
+        if r != 0 {
+            let (status, syndrome) = out_status(&out);
+            return Err(VerbsError::Devx { cmd, err: std::io::Error::from_raw_os_error(r.abs()), status, syndrome });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Devx<'_> {
+    fn drop(&mut self) {
+        // SAFETY: every pointer was returned by rdma-core and is released
+        // once, objects (QPs after CQs were created, so reversed) first.
+        unsafe {
+            for o in self.objs.drain(..).rev() {
+                (self.c.verbs().mlx5.mlx5dv_devx_obj_destroy)(o);
+            }
+            for u in self.umems.drain(..) {
+                (self.c.verbs().mlx5.mlx5dv_devx_umem_dereg)(u);
+            }
+            for u in self.uars.drain(..) {
+                (self.c.verbs().mlx5.mlx5dv_devx_free_uar)(u);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
