@@ -222,14 +222,15 @@ extern "C" __global__ void marrow_post_profile_kernel(uint8_t *ring, uint32_t wq
 
 // One message of `len` bytes from local `loff` to PE `pe` at `roff`, moved
 // by the whole grid: each block puts its contiguous, 16-byte aligned slice
-// with putmem_nbi_block, then quiets once. rc[block] gets the result.
+// with putmem_nbi_block (its TMA path with `tma`), then quiets once.
+// rc[block] gets the result.
 extern "C" __global__ void marrow_p2p_put_block_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len,
-                                                       int *rc) {
+                                                       uint32_t tma, int *rc) {
     Channel ch{page};
     uint64_t per = ((len + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
     uint64_t start = per * blockIdx.x;
     uint64_t n = start >= len ? 0 : (len - start < per ? len - start : per);
-    int r = n ? marrow::putmem_nbi_block(ch, pe, roff + start, loff + start, n) : marrow::OK;
+    int r = n ? marrow::putmem_nbi_block(ch, pe, roff + start, loff + start, n, tma != 0) : marrow::OK;
     // One quiet for the block: after the barrier, thread 0's system-scope
     // fence covers every store the block made (fences are cumulative).
     __syncthreads();

@@ -242,20 +242,29 @@ fn pe_run(rank: u32, link: &mut Link) -> Res<()> {
     gpu.write_window(&win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
     link.barrier("filled")?;
 
-    // Puts: ours land in the peer's DST; the peer's in ours, checked here.
-    for len in [8u64, 4096, 65536, 1 << 20, 64 << 20] {
-        let grid = bw_grid(len);
-        let (_, rc) = gpu.p2p_put(pg, other, DST, SRC, len, grid, 1).map_err(e)?;
-        ok("put", rc)?;
-        link.barrier(&format!("put {len}"))?;
-        let mut got = vec![0u8; len as usize];
-        gpu.read_window(&win, DST as usize, &mut got).map_err(e)?;
-        if got != pattern(len, other) {
-            return Err(format!("put of {len} B from PE {other}: bytes differ"));
+    // Puts, by the threads' stores and by TMA bulk stores (with a size
+    // that is not a multiple of 16, which TMA leaves to the threads): ours
+    // land in the peer's DST, the peer's in ours, checked here on a
+    // cleared DST.
+    for tma in [false, true] {
+        for len in [8u64, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20] {
+            let grid = bw_grid(len);
+            gpu.write_window(&win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
+            link.barrier(&format!("put {len} {tma} cleared"))?;
+            let (_, rc) = gpu.p2p_put(pg, other, DST, SRC, len, grid, 1, tma).map_err(e)?;
+            ok("put", rc)?;
+            link.barrier(&format!("put {len} {tma}"))?;
+            let mut got = vec![0u8; len as usize];
+            gpu.read_window(&win, DST as usize, &mut got).map_err(e)?;
+            if got != pattern(len, other) {
+                let at = got.iter().zip(pattern(len, other)).position(|(a, b)| *a != b).unwrap_or(0);
+                return Err(format!("put of {len} B from PE {other} (tma {tma}): byte {at} differs"));
+            }
+            let how = if tma { "TMA bulk stores" } else { "thread stores" };
+            link.say(&format!("put {len:>9} B from PE {other} ({how}, grid {} x 512): every byte checked here", grid.blocks))?;
         }
-        link.say(&format!("put {len:>9} B from PE {other} (grid {} x 512): every byte checked here", grid.blocks))?;
-        link.barrier(&format!("put {len} checked"))?;
     }
+    link.barrier("puts checked")?;
 
     // Gets: the peer's SRC into our DST, one thread.
     for len in [8u32, 4096, 1 << 20] {
@@ -354,20 +363,23 @@ fn pe_run(rank: u32, link: &mut Link) -> Res<()> {
     if rank == 0 {
         for len in BW_SIZES {
             let grid = bw_grid(len);
-            gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3).map_err(e)?;
-            let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20).map_err(e)?;
-            ok("put (bandwidth)", rc)?;
             gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 3).map_err(e)?;
             let ft = gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 20).map_err(e)?;
-            let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
             let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
-            link.say(&format!(
-                "RESULT p2p put bandwidth {:>9} B (grid {} x 512): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
-                len,
-                grid.blocks,
-                bw / floor,
-                if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
-            ))?;
+            for tma in [false, true] {
+                gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3, tma).map_err(e)?;
+                let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20, tma).map_err(e)?;
+                ok("put (bandwidth)", rc)?;
+                let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
+                link.say(&format!(
+                    "RESULT p2p put bandwidth {:>9} B ({}, grid {} x 512): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
+                    len,
+                    if tma { "TMA bulk stores" } else { "thread stores" },
+                    grid.blocks,
+                    bw / floor,
+                    if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
+                ))?;
+            }
         }
         let mut got = vec![0u8; 4096];
         gpu.read_window(&win, SRC as usize, &mut got).map_err(e)?;

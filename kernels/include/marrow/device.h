@@ -678,16 +678,24 @@ MARROW_FN int wait_until_ge(const Channel &ch, uint64_t loff, uint64_t value) {
 #if MARROW_GPU
 /* Block-cooperative put of one message (NVSHMEM's nvshmemx_putmem_nbi_block):
  * every thread of the CTA calls with the same arguments. P2P: the threads
- * copy it together, coalesced. MLX5: thread 0 posts one WQE. */
-MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len) {
+ * copy it together, coalesced, or with `tma` through shared memory and
+ * bulk asynchronous stores. MLX5: thread 0 posts one WQE. */
+MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, bool tma = false) {
     __shared__ int block_rc;
     uint32_t t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     uint32_t n = blockDim.x * blockDim.y * blockDim.z;
     if (p2p(ch)) {
         uint8_t *r, *l;
         int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
-        if (rc == OK) copy_strided(r, l, len, t, n);
-        return rc;
+        if (rc != OK) return rc;
+        /* TMA bulk stores need 16-byte aligned ends and a multiple of 16
+         * bytes; anything else goes through the threads' own stores. */
+        if (tma && (((uint64_t)r | (uint64_t)l | len) & 15) == 0) {
+            copy_block_tma(r, l, len, t, n);
+        } else {
+            copy_strided(r, l, len, t, n);
+        }
+        return OK;
     }
     __syncthreads();
     if (t == 0) block_rc = len > 0xffffffffull ? E_RANGE : put_nbi(ch, pe, roff, loff, (uint32_t)len);
