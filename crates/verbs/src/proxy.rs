@@ -35,6 +35,10 @@ use std::time::Duration;
 /// The mailbox's idle value.
 pub const EMPTY: [u8; 8] = [0xff; 8];
 
+/// How long the proxy keeps spinning after the last doorbell before it
+/// sleeps between looks.
+pub const SPIN: Duration = Duration::from_micros(500);
+
 /// A running proxy.
 #[derive(Debug)]
 pub struct DoorbellProxy {
@@ -56,22 +60,24 @@ impl DoorbellProxy {
         let thread = std::thread::Builder::new()
             .name("marrow-db-proxy".into())
             .spawn(move || {
-                let mut idle = 0u32;
+                let mut last = std::time::Instant::now();
                 while !s.load(Ordering::Relaxed) {
                     // The swap is one atomic 8-byte exchange: the device's
                     // store is taken whole, never torn with a later one.
                     let v = mailbox.swap_8bytes(0, EMPTY).expect("checked at start");
                     if v == EMPTY {
-                        // 2-core machines: spin briefly, then yield (DESIGN.md, polling).
-                        idle += 1;
-                        if idle > 256 {
+                        // Spin while doorbells are recent (a put loop rings
+                        // every few microseconds), then sleep, so an idle
+                        // proxy costs nothing on 2-core machines (DESIGN.md,
+                        // polling).
+                        if last.elapsed() > SPIN {
                             std::thread::sleep(Duration::from_micros(20));
                         } else {
                             std::hint::spin_loop();
                         }
                         continue;
                     }
-                    idle = 0;
+                    last = std::time::Instant::now();
                     // What the device wrote before its doorbell (WQEs, the
                     // doorbell record) is visible to the NIC before the UAR
                     // store: the device fenced at system scope before writing

@@ -52,10 +52,15 @@ pub fn dmabuf_fd(gpu: &crate::gpu::Gpu, dptr: u64, len: usize) -> Result<i32, Ml
 pub fn mode_after(mapping: &Result<u64, Mlx5Error>) -> (DoorbellMode, String) {
     match mapping {
         Ok(_) => (DoorbellMode::GpuDoorbell, "the UAR is mapped into the GPU (cudaHostRegister IoMemory succeeded)".into()),
-        Err(e) => (
+        // The driver's peer-mapping refusal (no PeerMappingOverride, not
+        // root) is NOT_PERMITTED or NOT_SUPPORTED; INVALID_VALUE is what an
+        // address that is not MMIO gets (measured on an H200: an ordinary
+        // page with IOMEMORY), which no regkey fixes.
+        Err(e) if e.to_string().contains("NOT_PERMITTED") || e.to_string().contains("NOT_SUPPORTED") => (
             DoorbellMode::CpuProxy,
             format!("{e}; falling back to the CPU proxy (set options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for GPU doorbells)"),
         ),
+        Err(e) => (DoorbellMode::CpuProxy, format!("{e}; falling back to the CPU proxy")),
     }
 }
 
@@ -69,5 +74,8 @@ mod tests {
         assert_eq!(m, DoorbellMode::CpuProxy);
         assert!(why.contains("NOT_PERMITTED") && why.contains("PeerMappingOverride=1"), "{why}");
         assert_eq!(mode_after(&Ok(0x7f00_0000_0800)).0, DoorbellMode::GpuDoorbell);
+        let (m, why) = mode_after(&Err(Mlx5Error::Cuda("DriverError(CUDA_ERROR_INVALID_VALUE)".into())));
+        assert_eq!(m, DoorbellMode::CpuProxy);
+        assert!(!why.contains("PeerMappingOverride"), "{why}");
     }
 }
