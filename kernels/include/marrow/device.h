@@ -3,17 +3,23 @@
  * doorbell themselves, through one channel (QP + CQ) described by its GCRB.
  * Written once; compiled for the GPU (nvcc/NVRTC, sm_90) and the CPU (g++).
  *
- * The protocol is NVSHMEM's (reference mlx5-gpu-initiated.md §2.2-2.4):
+ * The protocol follows NVSHMEM's (reference mlx5-gpu-initiated.md §2.2-2.4):
  *   1. reserve WQEBBs: atomic add on gcrb_heads.resv_head, then wait for room
- *      by polling the CQ (NVSHMEM ibgda_wait_for_slot_availability);
- *   2. write the WQE (big endian, generated layouts) into the ring;
- *   3. mark it ready in order: compare-and-swap ready_head from our index to
- *      our end (ibgda_submit_requests);
- *   4. ring: doorbell record = next WQEBB (BE32), then one 8-byte doorbell
- *      {BE32(pi << 8), BE32(qpn << 8)} (ibgda_ring_db), under a lock so that
- *      doorbell records never go backwards;
+ *      by polling the CQ (NVSHMEM ibgda_wait_for_slot_availability); lanes of
+ *      a warp that post together reserve once (warp-aggregated);
+ *   2. write the WQE (big endian, generated layouts) into the ring, fence;
+ *   3. take the ready chain in order: wait until ready_head is our index
+ *      (only we can move it on), and while holding it
+ *   4. ring when NVSHMEM would (last reserver, a batch of 32 crossed) or
+ *      someone may wait for room: doorbell record = next WQEBB (BE32), then
+ *      one 8-byte doorbell {BE32(pi << 8), BE32(qpn << 8)} (ibgda_ring_db),
+ *      or rdma-core's control bytes (flags.db_ctrl_bytes); holding the chain
+ *      is what keeps doorbell records from going backwards, with no lock;
+ *      then release ready_head past our WQEs;
  *   5. completions: CQEs by owner bit (or slot 0 of a collapsed CQ), consumer
  *      index published in the CQ doorbell record.
+ * Transport P2P (gcrb_config.transport) replaces 1-5 with the threads' own
+ * loads, stores and system-scope atomics on peer-mapped GPU memory.
  * Every wait has a runtime timeout (gcrb_config.timeout_ns): on expiry the
  * decoded state goes into gcrb_error and the call returns MARROW_E_TIMEOUT.
  * An error CQE returns MARROW_E_CQE_BASE - syndrome with the CQE decoded
