@@ -149,7 +149,9 @@ impl<'c> Pd<'c> {
         if pd.is_null() { Err(errno("ibv_alloc_pd")) } else { Ok(Pd { c, pd }) }
     }
 
-    /// Register host memory (pinned by the kernel for the MR's life).
+    /// Register host memory (pinned by the kernel for the MR's life). With
+    /// `nvidia_peermem` loaded, a GPU virtual address (from `cuMemAlloc`)
+    /// registers the same way: the peer-memory client pins GPU pages.
     ///
     /// # Safety
     /// `addr..addr+len` must stay mapped, and not be freed, while the MR lives.

@@ -64,6 +64,22 @@ pub fn mode_after(mapping: &Result<u64, Mlx5Error>) -> (DoorbellMode, String) {
     }
 }
 
+/// The doorbell for a channel whose device code runs on `gpu`: map the UAR
+/// page holding `dv.bf_reg` into the GPU; if the driver refuses, ring
+/// through `mailbox` (a host address the GPU can write, forwarded by a
+/// [`marrow_verbs::proxy::DoorbellProxy`] the caller starts). Returns the
+/// doorbell for [`super::setup::gcrb_setup`], the mode and why.
+pub fn choose_doorbell(gpu: &crate::gpu::Gpu, dv: &marrow_verbs::device::DvQueues, mailbox: u64) -> (super::setup::Doorbell, DoorbellMode, String) {
+    use super::setup::Doorbell;
+    let page = dv.bf_reg & !0xfff;
+    let m = map_uar(gpu, page as *mut u8, 4096);
+    let (mode, why) = mode_after(&m);
+    match m {
+        Ok(d) => (Doorbell::GpuUar(d + (dv.bf_reg & 0xfff)), mode, why),
+        Err(_) => (Doorbell::Mailbox(mailbox), mode, why),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,8 +21,12 @@ use marrow_verbs::device::DvQueues;
 /// Where the device code's doorbell store goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Doorbell {
-    /// The UAR register itself (mapped into the GPU, or CPU threads).
+    /// The UAR register at its host address (CPU threads ring it).
     Uar,
+    /// The UAR register mapped into the GPU at this device address
+    /// (`cuMemHostRegister(IOMEMORY)` may map MMIO elsewhere than the host
+    /// address, unlike ordinary host memory).
+    GpuUar(u64),
     /// A host mailbox at this (device-visible) address that the CPU proxy forwards.
     Mailbox(u64),
 }
@@ -61,6 +65,7 @@ pub fn gcrb_setup(dv: &DvQueues, doorbell: Doorbell, local: (u32, u64, u64), key
     let db = match doorbell {
         // bf.size 0: a doorbell-only register (no BlueFlame buffer); 8 bytes.
         Doorbell::Uar => (dv.bf_reg, dv.bf_size.max(8)),
+        Doorbell::GpuUar(a) => (a, dv.bf_size.max(8)),
         Doorbell::Mailbox(a) => (a, 8),
     };
     Ok(GcrbSetup {
@@ -228,6 +233,9 @@ mod tests {
         assert!(run(DvQueues { cqe_cnt: 0, ..ok }).contains("power of two"));
         assert!(run(DvQueues { bf_reg: ok.bf_reg - 0x800 + 0x100, ..ok }).contains("UAR offset 0x100"));
         assert!(run(DvQueues { dbrec: 0, ..ok }).contains("doorbell record at 0x0"));
+        // Mapped into the GPU elsewhere: the GCRB carries the device address.
+        let s = gcrb_setup(&ok, Doorbell::GpuUar(0x7000_0000_0800), (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
+        assert_eq!(s.db, (0x7000_0000_0800, 0x100));
         // A doorbell-only UAR (bf.size 0) still takes one 8-byte store.
         let s = gcrb_setup(&DvQueues { bf_size: 0, bf_reg: ok.bf_reg + 0x100, ..ok }, Doorbell::Uar, (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
         assert_eq!(s.db.1, 8);
