@@ -158,7 +158,13 @@ impl<'c> Pd<'c> {
     pub unsafe fn reg_host(&self, addr: *mut u8, len: usize, access: u32) -> Result<Mr<'_>, VerbsError> {
         // SAFETY: the caller keeps the range mapped; pd is live.
         let mr = unsafe { (self.c.v.ibv.ibv_reg_mr)(self.pd, addr.cast(), len, access as c_int) };
-        if mr.is_null() { Err(errno("ibv_reg_mr")) } else { Ok(Mr { c: self.c, mr }) }
+        if mr.is_null() {
+            let err = std::io::Error::last_os_error();
+            // ENOMEM here is nearly always RLIMIT_MEMLOCK: the pages are pinned.
+            let call = if err.raw_os_error() == Some(12) { "ibv_reg_mr (raise the memlock limit: ulimit -l unlimited)" } else { "ibv_reg_mr" };
+            return Err(VerbsError::Call { call, err });
+        }
+        Ok(Mr { c: self.c, mr })
     }
 
     /// Register GPU memory exported as a dma-buf (`cuMemGetHandleForAddressRange`

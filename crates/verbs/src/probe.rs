@@ -85,6 +85,21 @@ pub struct Probe {
     pub gpu_mem: GpuMemPath,
     /// Why.
     pub gpu_mem_reason: String,
+    /// Soft `RLIMIT_MEMLOCK` in bytes (`None`: unlimited or unreadable),
+    /// from `<proc>/self/limits`: `ibv_reg_mr` pins what it registers and
+    /// fails with ENOMEM past it.
+    pub memlock: Option<u64>,
+}
+
+/// Bytes `marrow bench mlx5` registers (its buffer) plus what verbs pins
+/// for its rings: below this the run cannot start.
+pub const MEMLOCK_NEEDED: u64 = 2 << 20;
+
+/// The soft "Max locked memory" limit from a `/proc/<pid>/limits` text.
+pub fn memlock_limit(limits: &str) -> Option<u64> {
+    let l = limits.lines().find(|l| l.starts_with("Max locked memory"))?;
+    let soft = l.trim_start_matches("Max locked memory").split_whitespace().next()?;
+    soft.parse().ok()
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -178,7 +193,8 @@ pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
             ),
         )
     };
-    Probe { devices, nvidia, peer_mapping_override, mode, mode_reason, gpu_mem, gpu_mem_reason }
+    let memlock = std::fs::read_to_string(proc_root.join("self/limits")).ok().as_deref().and_then(memlock_limit);
+    Probe { devices, nvidia, peer_mapping_override, mode, mode_reason, gpu_mem, gpu_mem_reason, memlock }
 }
 
 /// Why there is no usable RDMA device, naming what to install or load.
@@ -275,6 +291,14 @@ mod tests {
         fs::create_dir_all(r.join("sys/module/nvidia_peermem")).unwrap();
         assert_eq!(probe(&r.join("sys"), &proc_, false).gpu_mem, GpuMemPath::Peermem);
         let _ = fs::remove_dir_all(&r);
+    }
+
+    #[test]
+    fn memlock_limits_parse() {
+        let t = "Limit                     Soft Limit           Hard Limit           Units     \nMax locked memory         65536                8388608              bytes     \n";
+        assert_eq!(memlock_limit(t), Some(65536));
+        assert_eq!(memlock_limit("Max locked memory         unlimited            unlimited            bytes\n"), None);
+        assert_eq!(memlock_limit(""), None);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub struct Backend {
     pub mode_reason: String,
     pub gpu_mem: GpuMemPath,
     pub gpu_mem_reason: String,
+    /// Soft memlock limit in bytes; `None` when unlimited.
+    pub memlock: Option<u64>,
     /// Set when the backend cannot start: what is missing.
     pub blocker: Option<String>,
 }
@@ -34,10 +36,16 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
         Some(probe::no_device_reason(sysfs))
     } else if !p.devices.iter().filter(|d| d.mlx5).any(|d| d.ports.iter().any(|port| port.state.contains("ACTIVE"))) {
         Some("no mlx5 port is ACTIVE: check the cable and link (ibstat), and on InfiniBand a running subnet manager".into())
+    } else if p.memlock.is_some_and(|m| m < probe::MEMLOCK_NEEDED) {
+        Some(format!(
+            "max locked memory is {} KiB: ibv_reg_mr pins what it registers and fails with ENOMEM; run ulimit -l unlimited (or set memlock in /etc/security/limits.conf)",
+            p.memlock.unwrap_or(0) >> 10
+        ))
     } else {
         None
     };
-    Backend { libibverbs, libibverbs_ok, devices: p.devices, mode: p.mode, mode_reason: p.mode_reason, gpu_mem: p.gpu_mem, gpu_mem_reason: p.gpu_mem_reason, blocker }
+    let memlock = p.memlock;
+    Backend { libibverbs, libibverbs_ok, devices: p.devices, mode: p.mode, mode_reason: p.mode_reason, gpu_mem: p.gpu_mem, gpu_mem_reason: p.gpu_mem_reason, memlock, blocker }
 }
 
 pub fn render(b: &Backend, o: &mut String) {
@@ -71,6 +79,7 @@ pub fn render(b: &Backend, o: &mut String) {
         GpuMemPath::None => "none",
     };
     let _ = writeln!(o, "  GPU memory registration: {mem}: {}", b.gpu_mem_reason);
+    let _ = writeln!(o, "  max locked memory: {}", b.memlock.map_or("unlimited".to_string(), |m| format!("{} KiB", m >> 10)));
     match &b.blocker {
         Some(why) => {
             let _ = writeln!(o, "  backend: unavailable: {why}");
@@ -102,6 +111,8 @@ mod tests {
         fs::write(ib.join("hca_type"), "MT4129\n").unwrap();
         fs::create_dir_all(r.join("proc/driver/nvidia")).unwrap();
         fs::write(r.join("proc/driver/nvidia/params"), "RegistryDwords: \"\"\n").unwrap();
+        fs::create_dir_all(r.join("proc/self")).unwrap();
+        fs::write(r.join("proc/self/limits"), "Max locked memory         unlimited            unlimited            bytes\n").unwrap();
         let b = read(&r.join("sys"), &r.join("proc"));
         let mut o = String::new();
         render(&b, &mut o);
@@ -114,6 +125,13 @@ mod tests {
             assert!(o.contains("backend: ready"), "{o}");
         } else {
             assert!(o.contains("backend: unavailable") && o.contains("apt install"), "{o}");
+        }
+        assert!(o.contains("max locked memory: unlimited"), "{o}");
+        // A small memlock limit blocks the backend, with the fix.
+        fs::write(r.join("proc/self/limits"), "Max locked memory         65536                65536                bytes\n").unwrap();
+        let b = read(&r.join("sys"), &r.join("proc"));
+        if b.libibverbs_ok {
+            assert!(b.blocker.as_deref().is_some_and(|w| w.contains("64 KiB") && w.contains("ulimit -l unlimited")), "{:?}", b.blocker);
         }
         let _ = fs::remove_dir_all(&r);
     }
