@@ -184,6 +184,84 @@ pub fn created_id(out: &[u8]) -> u32 {
     create_qp_out::read_from_prefix(out).map(|(o, _)| o.qpn()).unwrap_or(0)
 }
 
+/// Where a devx channel's queues live in GPU memory: three UMEMs, as
+/// NVSHMEM's IBGDA transport lays them out (ibgda.cpp): the CQ ring, the SQ
+/// ring, and one page holding both doorbell records (each on its own
+/// 64-byte line). Rings are whole 4 KiB pages (`log_page_size` 0, page
+/// offset 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuQueuePlan {
+    /// log2 of SQ WQEBBs.
+    pub log_sq: u8,
+    /// log2 of CQ entries.
+    pub log_cq: u8,
+    /// Bytes of the SQ UMEM.
+    pub sq_bytes: usize,
+    /// Bytes of the CQ UMEM.
+    pub cq_bytes: usize,
+    /// Bytes of the doorbell-record UMEM.
+    pub dbr_bytes: usize,
+    /// Offset of the QP's doorbell record in it.
+    pub qp_dbr_off: u64,
+    /// Offset of the CQ's doorbell record in it.
+    pub cq_dbr_off: u64,
+}
+
+/// Plan the GPU-memory queues of one channel.
+pub fn plan(sq_wqebbs: u32, ncqe: u32) -> Result<GpuQueuePlan, VerbsError> {
+    let pow2 = |what: &str, n: u32, max: u32| {
+        if n.is_power_of_two() && n.trailing_zeros() <= max {
+            Ok(n.trailing_zeros() as u8)
+        } else {
+            Err(VerbsError::Queue(format!("{what} {n}: a power of two up to 2^{max}")))
+        }
+    };
+    let log_sq = pow2("SQ WQEBBs", sq_wqebbs, 15)?;
+    let log_cq = pow2("CQ entries", ncqe, 22)?;
+    let page = |b: usize| b.div_ceil(4096) * 4096;
+    Ok(GpuQueuePlan {
+        log_sq,
+        log_cq,
+        sq_bytes: page(sq_wqebbs as usize * MLX5_SEND_WQE_BB as usize),
+        cq_bytes: page(ncqe as usize * MLX5_CQE_SIZE as usize),
+        dbr_bytes: 4096,
+        qp_dbr_off: 0,
+        cq_dbr_off: 64,
+    })
+}
+
+/// What a fresh CQ ring must hold before CREATE_CQ: every CQE's `op_own`
+/// INVALID with owner 0 (rdma-core cq.c `mlx5_alloc_cq_buf`), so the device
+/// code never mistakes an unwritten slot for a completion.
+pub fn cq_init_bytes(p: &GpuQueuePlan) -> Vec<u8> {
+    let mut b = vec![0u8; p.cq_bytes];
+    for i in 0..(1usize << p.log_cq) {
+        b[i * MLX5_CQE_SIZE as usize + MLX5_CQE_SIZE as usize - 1] = MLX5_CQE_INIT_OP_OWN as u8;
+    }
+    b
+}
+
+/// The queues of a devx channel as the GCRB needs them, from the plan and
+/// where things ended up: device addresses of the three UMEMs, the UAR
+/// register (as the device sees it) and the object numbers.
+#[allow(clippy::too_many_arguments)]
+pub fn dv_queues(p: &GpuQueuePlan, qpn: u32, cqn: u32, sq: u64, cq: u64, dbr: u64, db_reg: u64, db_size: u32) -> crate::device::DvQueues {
+    crate::device::DvQueues {
+        qpn,
+        sq_buf: sq,
+        sq_wqe_cnt: 1 << p.log_sq,
+        sq_stride: MLX5_SEND_WQE_BB,
+        dbrec: dbr + p.qp_dbr_off,
+        bf_reg: db_reg,
+        bf_size: db_size,
+        cq_buf: cq,
+        cqe_cnt: 1 << p.log_cq,
+        cqe_size: MLX5_CQE_SIZE,
+        cq_dbrec: dbr + p.cq_dbr_off,
+        cqn,
+    }
+}
+
 /// A devx-capable context's objects: UMEMs, a UAR, and CQs/QPs created
 /// with the mailboxes above. Needs a NIC (and, in containers, the devx
 /// privilege); not run on the development machines.
@@ -367,6 +445,21 @@ mod tests {
         let q = qpc::read_from_bytes(rtr2rts_qp_in::read_from_bytes(&b).unwrap().qpc()).unwrap();
         assert_eq!((q.next_send_psn(), q.retry_count(), q.rnr_retry(), q.log_sra_max()), (7, 7, 7, 4));
         assert_eq!(ads::read_from_bytes(q.primary_address_path()).unwrap().ack_timeout(), 14);
+    }
+
+    #[test]
+    fn gpu_queue_plans_are_whole_pages_and_powers_of_two() {
+        let p = plan(64, 256).unwrap();
+        assert_eq!((p.log_sq, p.log_cq, p.sq_bytes, p.cq_bytes), (6, 8, 4096, 16384));
+        assert_eq!((p.qp_dbr_off, p.cq_dbr_off, p.dbr_bytes), (0, 64, 4096));
+        assert_eq!(plan(1024, 64).unwrap().sq_bytes, 65536);
+        assert!(plan(48, 64).unwrap_err().to_string().contains("SQ WQEBBs 48"));
+        assert!(plan(64, 0).is_err());
+        let init = cq_init_bytes(&p);
+        assert_eq!(init.len(), 16384);
+        assert!((0..256).all(|i| init[i * 64 + 63] == 0xf0 && init[i * 64..i * 64 + 63].iter().all(|b| *b == 0)));
+        let d = dv_queues(&p, 0x11, 0x22, 0x1000_0000, 0x2000_0000, 0x3000_0000, 0x7f00_0800, 8);
+        assert_eq!((d.sq_wqe_cnt, d.cqe_cnt, d.dbrec, d.cq_dbrec, d.sq_stride, d.cqe_size), (64, 256, 0x3000_0000, 0x3000_0040, 64, 64));
     }
 
     #[test]

@@ -236,6 +236,11 @@ mod tests {
         // Mapped into the GPU elsewhere: the GCRB carries the device address.
         let s = gcrb_setup(&ok, Doorbell::GpuUar(0x7000_0000_0800), (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
         assert_eq!(s.db, (0x7000_0000_0800, 0x100));
+        // Step 2's queues (GPU memory, devx) pass the same checks.
+        let p = marrow_verbs::devx::plan(128, 512).unwrap();
+        let d = marrow_verbs::devx::dv_queues(&p, 0x77, 0x88, 0x7000_0000_0000, 0x7000_0001_0000, 0x7000_0002_0000, 0x7f00_0000_0800, 8);
+        let s = gcrb_setup(&d, Doorbell::GpuUar(0x7100_0000_0800), (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
+        assert_eq!((s.sq, s.cq.1, s.dbrec, s.cq.2, s.db), ((0x7000_0000_0000, 128), 512, 0x7000_0002_0000, 0x7000_0002_0040, (0x7100_0000_0800, 8)));
         // A doorbell-only UAR (bf.size 0) still takes one 8-byte store.
         let s = gcrb_setup(&DvQueues { bf_size: 0, bf_reg: ok.bf_reg + 0x100, ..ok }, Doorbell::Uar, (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
         assert_eq!(s.db.1, 8);
