@@ -376,7 +376,11 @@ impl Hca {
             // Taking the value (leaving zeros) sees a doorbell written twice
             // with the same bytes; no real QP has number 0, so an all-zero
             // register is always "no doorbell".
-            if let Ok(bytes) = uar.swap_8bytes(off, [0; 8])
+            // Look before taking: an idle scan then only reads the line, so
+            // it stays clean in this CPU's cache, and a device's doorbell
+            // store need not first pull back a line our swap dirtied.
+            if uar.atomic_u64(off).is_ok_and(|a| a.load(std::sync::atomic::Ordering::Relaxed) != 0)
+                && let Ok(bytes) = uar.swap_8bytes(off, [0; 8])
                 && bytes != [0; 8]
             {
                 found.push((off, bytes));
