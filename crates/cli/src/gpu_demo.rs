@@ -331,7 +331,7 @@ fn rates(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let _unregister = Unregister(r.gpu, region);
     let base = region.base_addr() as u64;
     let (dbrec, db) = (base + u64::from(wqebbs) * 64, base + u64::from(wqebbs) * 64 + 8);
-    let mut prof = vec![u64::MAX; 6];
+    let mut prof = [u64::MAX; 6];
     for _ in 0..3 {
         for (p, v) in prof.iter_mut().zip(r.gpu.post_profile(base, wqebbs, dbrec, db, 256).map_err(e)?) {
             *p = (*p).min(v);
