@@ -113,10 +113,12 @@ __device__ __forceinline__ void marrow_span(uint64_t *span, uint64_t t0, uint64_
 // put_nbi_warp); span covers the posting only, then quiet waits for all.
 // The send queue must hold every put of the launch, so that posting never
 // waits for the engine: this measures the device code, not the softnic.
-extern "C" __global__ void marrow_post_rate_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint32_t warp,
-                                                   uint64_t *span, int *rc) {
-    Channel ch{page};
+// With `npages` channels, warp w posts on channel w % npages (NVSHMEM
+// likewise gives warps or CTAs QPs of their own).
+extern "C" __global__ void marrow_post_rate_kernel(const uint64_t *pages, uint32_t npages, uint32_t pe, uint32_t iters,
+                                                   uint32_t warp, uint64_t *span, int *rc) {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    Channel ch{(uint8_t *)pages[(tid / 32) % npages]};
     int r = marrow::OK;
     uint64_t t0 = marrow::now_ns();
     for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {

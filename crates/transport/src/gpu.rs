@@ -255,17 +255,22 @@ impl Gpu {
     }
 
     /// `marrow_post_rate_kernel` on `grid`: every thread posts `iters` 8-byte
-    /// `put_nbi` (whole warps together with `warp`), then `quiet`. Returns
-    /// every thread's result code and the posting span in GPU-clock ns.
-    pub fn post_rate(&self, page: u64, pe: u32, iters: u32, warp: bool, grid: Grid) -> Result<(Vec<i32>, u64), TransportError> {
+    /// `put_nbi` (whole warps together with `warp`) on channel `pages[warp
+    /// index % pages.len()]`, then `quiet`. Returns every thread's result
+    /// code and the posting span in GPU-clock ns.
+    pub fn post_rate(&self, pages: &[u64], pe: u32, iters: u32, warp: bool, grid: Grid) -> Result<(Vec<i32>, u64), TransportError> {
         let f = self.function("marrow_post_rate_kernel")?;
+        if pages.is_empty() {
+            return Err(TransportError::Missing("a channel to post on"));
+        }
         let mut rc = self.stream.alloc_zeros::<i32>(grid.size()).map_err(cuda)?;
         let mut span = self.stream.clone_htod(&[u64::MAX, 0]).map_err(cuda)?;
-        let warp = u32::from(warp);
+        let dpages = self.stream.clone_htod(pages).map_err(cuda)?;
+        let (npages, warp) = (pages.len() as u32, u32::from(warp));
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&page).arg(&pe).arg(&iters).arg(&warp).arg(&mut span).arg(&mut rc);
-        // SAFETY: matches marrow_post_rate_kernel (u8*, u32, u32, u32, u64*, int*);
-        // `page` is a GCRB whose rings are registered host memory.
+        b.arg(&dpages).arg(&npages).arg(&pe).arg(&iters).arg(&warp).arg(&mut span).arg(&mut rc);
+        // SAFETY: matches marrow_post_rate_kernel (const u64*, u32, u32, u32, u32, u64*, int*);
+        // every page is a GCRB whose rings are registered host memory.
         unsafe { b.launch(grid.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
         let span = self.stream.clone_dtoh(&span).map_err(cuda)?;

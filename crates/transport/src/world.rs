@@ -27,11 +27,14 @@ pub struct WorldConfig {
     /// `flags.lazy_nbi_doorbell`: put_nbi rings only per batch (DeepEP's
     /// rule), quiet posts a NOP to ring the rest.
     pub lazy_nbi_doorbell: bool,
+    /// More channels from PE 0 to PE 1 (QP pairs of their own, as NVSHMEM
+    /// gives warps or CTAs QPs of their own), in [`World::more`].
+    pub extra_channels: usize,
 }
 
 impl Default for WorldConfig {
     fn default() -> Self {
-        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false }
+        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false, extra_channels: 0 }
     }
 }
 
@@ -64,6 +67,8 @@ pub struct World {
     pub nic: SoftNic,
     /// PE 0's and PE 1's channels (each to the other PE).
     pub channels: [Channel; 2],
+    /// PE 0's extra channels to PE 1 (`WorldConfig::extra_channels`).
+    pub more: Vec<Channel>,
     /// The symmetric buffers.
     pub bufs: [Region; 2],
     _shm: [Arc<Shm>; 2],
@@ -90,6 +95,7 @@ impl World {
         device: Option<[(std::sync::Arc<dyn marrow_softnic::DeviceMemory>, u64); 2]>,
     ) -> Result<World, crate::TransportError> {
         let mut nic = SoftNic::new();
+        let pairs = 1 + cfg.extra_channels;
         let (bufs, shm, keys, qpns, cqs, lkeys) = {
             let mut hca = nic.hca();
             let pd = hca.alloc_pd();
@@ -106,60 +112,68 @@ impl World {
                 lkeys[pe] = l;
             }
             let mode = if cfg.collapsed_cq { CqMode::Collapsed } else { CqMode::Normal };
-            let mut qpns = [0u32; 2];
-            let mut cqs = [0u32; 2];
-            for pe in 0..2 {
-                cqs[pe] = hca.create_cq(cfg.ncqe, mode)?;
-                let rcq = hca.create_cq(16, CqMode::Normal)?;
-                qpns[pe] = hca.create_qp(pd, cqs[pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
-            }
-            for pe in 0..2 {
-                hca.modify_qp(qpns[pe], ModifyQp::to(QpState::Init))?;
-                hca.modify_qp(qpns[pe], ModifyQp::rtr(qpns[1 - pe]))?;
-                hca.modify_qp(qpns[pe], ModifyQp::to(QpState::Rts))?;
+            // Pair k: PE 0's QP qpns[k][0] connected to PE 1's qpns[k][1].
+            let mut qpns = vec![[0u32; 2]; pairs];
+            let mut cqs = vec![[0u32; 2]; pairs];
+            for k in 0..pairs {
+                for pe in 0..2 {
+                    cqs[k][pe] = hca.create_cq(cfg.ncqe, mode)?;
+                    let rcq = hca.create_cq(16, CqMode::Normal)?;
+                    qpns[k][pe] = hca.create_qp(pd, cqs[k][pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
+                }
+                for pe in 0..2 {
+                    hca.modify_qp(qpns[k][pe], ModifyQp::to(QpState::Init))?;
+                    hca.modify_qp(qpns[k][pe], ModifyQp::rtr(qpns[k][1 - pe]))?;
+                    hca.modify_qp(qpns[k][pe], ModifyQp::to(QpState::Rts))?;
+                }
             }
             (bufs, shm, keys, qpns, cqs, lkeys)
         };
         let mut channels = Vec::new();
-        for pe in 0..2 {
-            let page = Arc::new(Shm::create(&format!("gcrb{pe}"), marrow_gcrb::GCRB_PAGE_SIZE as usize)?);
-            let setup = {
-                let hca = nic.hca();
-                let q = hca.qp(qpns[pe])?;
-                let c = hca.cq(cqs[pe])?;
-                GcrbSetup {
-                    qpn: qpns[pe],
-                    sq: (q.mem.sq.base_addr() as u64, cfg.sq_wqebbs),
-                    dbrec: q.mem.dbrec.base_addr() as u64,
-                    db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
-                    cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64, cfg.collapsed_cq),
-                    local: match &device {
-                        Some(d) => (lkeys[pe], d[pe].1, d[pe].0.len() as u64),
-                        None => (lkeys[pe], bufs[pe].base_addr() as u64, cfg.buf_len as u64),
-                    },
-                    keys,
-                    timeout_ns: cfg.timeout.as_nanos() as u64,
-                    trace: cfg.trace,
-                }
-            };
-            gcrb_page::fill(&page.region(), &setup)?;
-            gcrb_page::edit_config(&page.region(), |c| {
-                c.set_lazy_nbi_doorbell(cfg.lazy_nbi_doorbell);
-            })?;
-            channels.push(Channel { qpn: qpns[pe], cqn: cqs[pe], page });
+        let mut more = Vec::new();
+        for k in 0..pairs {
+            // The first pair serves both PEs; the extra ones PE 0.
+            for pe in 0..if k == 0 { 2 } else { 1 } {
+                let page = Arc::new(Shm::create(&format!("gcrb{pe}.{k}"), marrow_gcrb::GCRB_PAGE_SIZE as usize)?);
+                let setup = {
+                    let hca = nic.hca();
+                    let q = hca.qp(qpns[k][pe])?;
+                    let c = hca.cq(cqs[k][pe])?;
+                    GcrbSetup {
+                        qpn: qpns[k][pe],
+                        sq: (q.mem.sq.base_addr() as u64, cfg.sq_wqebbs),
+                        dbrec: q.mem.dbrec.base_addr() as u64,
+                        db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
+                        cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64, cfg.collapsed_cq),
+                        local: match &device {
+                            Some(d) => (lkeys[pe], d[pe].1, d[pe].0.len() as u64),
+                            None => (lkeys[pe], bufs[pe].base_addr() as u64, cfg.buf_len as u64),
+                        },
+                        keys,
+                        timeout_ns: cfg.timeout.as_nanos() as u64,
+                        trace: cfg.trace,
+                    }
+                };
+                gcrb_page::fill(&page.region(), &setup)?;
+                gcrb_page::edit_config(&page.region(), |c| {
+                    c.set_lazy_nbi_doorbell(cfg.lazy_nbi_doorbell);
+                })?;
+                let ch = Channel { qpn: qpns[k][pe], cqn: cqs[k][pe], page };
+                if k == 0 { channels.push(ch) } else { more.push(ch) }
+            }
         }
         nic.start(1);
         let channels: [Channel; 2] = channels.try_into().map_err(|_| crate::TransportError::Missing("channels"))?;
-        Ok(World { nic, channels, bufs, _shm: shm })
+        Ok(World { nic, channels, more, bufs, _shm: shm })
     }
 
     /// Every shared region the device code touches: PE buffers, GCRB pages,
     /// queues, doorbell records, UAR pages, CQs (what a GPU must map).
     pub fn shared_regions(&self) -> Vec<Region> {
         let mut v: Vec<Region> = self._shm.iter().map(|s| s.region()).collect();
-        v.extend(self.channels.iter().map(|c| c.page()));
+        v.extend(self.channels.iter().chain(&self.more).map(|c| c.page()));
         let hca = self.nic.hca();
-        for c in &self.channels {
+        for c in self.channels.iter().chain(&self.more) {
             if let Ok(q) = hca.qp(c.qpn) {
                 v.push(q.mem.queues.region());
                 v.push(q.mem.uar_page.region());

@@ -300,3 +300,36 @@ fn lazy_doorbells_ring_per_batch_and_quiet_rings_the_rest() {
     dev.put_nbi(1, 0, 0, 8).unwrap();
     assert_eq!(gcrb_page::heads(&w.channels[0].page()).unwrap().prod_idx(), 1);
 }
+
+#[test]
+fn channels_of_their_own_post_side_by_side() {
+    // PE 0 with four channels (QP pairs) to PE 1: threads spread over them,
+    // each channel's ready chain and doorbells independent of the others.
+    let w = world_with(WorldConfig { sq_wqebbs: 4, ncqe: 16, extra_channels: 3, ..WorldConfig::default() });
+    let chans: Vec<&marrow_transport::Channel> = std::iter::once(&w.channels[0]).chain(&w.more).collect();
+    assert_eq!(chans.len(), 4);
+    let per = 100usize;
+    std::thread::scope(|s| {
+        for (t, ch) in chans.iter().enumerate().flat_map(|(i, c)| [(2 * i, *c), (2 * i + 1, *c)]) {
+            let (dev, buf) = (Device::new(ch), w.bufs[0]);
+            s.spawn(move || {
+                Device::set_thread(t as u32);
+                for i in 0..per {
+                    let slot = (t * per + i) * 8;
+                    buf.write_bytes(slot, &((t * per + i) as u64).to_le_bytes()).unwrap();
+                    dev.put_nbi(1, slot as u64, slot as u64, 8).unwrap_or_else(|e| panic!("thread {t}: {e}\n{}", ch.report()));
+                }
+                dev.quiet().unwrap();
+            });
+        }
+    });
+    for v in 0..8 * per {
+        let mut got = [0u8; 8];
+        w.bufs[1].read_bytes(v * 8, &mut got).unwrap();
+        assert_eq!(u64::from_le_bytes(got), v as u64);
+    }
+    for ch in chans {
+        let h = gcrb_page::heads(&ch.page()).unwrap();
+        assert_eq!((h.resv_head(), h.cons_idx()), (2 * per as u64, 2 * per as u64), "QP {:#x}", ch.qpn);
+    }
+}
