@@ -63,7 +63,12 @@ enum BenchCmd {
     Gpu,
     /// Transport P2P between two GPUs (one process each): every operation
     /// checked, then round trip and bandwidth against their floors.
-    P2p,
+    P2p {
+        /// Also put 16 and 256 MiB with other launch shapes (blocks x
+        /// threads), to see where the SM-driven put is fastest.
+        #[arg(long)]
+        sweep: bool,
+    },
     /// One PE of `bench p2p` (started by it).
     #[command(hide = true)]
     P2pPe {
@@ -71,6 +76,8 @@ enum BenchCmd {
         rank: u32,
         #[arg(long)]
         socket: std::path::PathBuf,
+        #[arg(long)]
+        sweep: bool,
     },
 }
 
@@ -284,10 +291,10 @@ fn main() -> ExitCode {
         Cmd::Doctor(a) => run_doctor(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
         Cmd::Bench(BenchCmd::Softnic { runs }) => run_bench_softnic(runs),
-        Cmd::Bench(BenchCmd::P2p) => {
+        Cmd::Bench(BenchCmd::P2p { sweep }) => {
             let mut o = std::io::stdout().lock();
             writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
-            match marrow::p2p_bench::launcher(&mut o) {
+            match marrow::p2p_bench::launcher(&mut o, sweep) {
                 Ok(()) => {
                     let _ = writeln!(o, "all P2P checks passed");
                     ExitCode::SUCCESS
@@ -299,7 +306,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Bench(BenchCmd::P2pPe { rank, socket }) => match marrow::p2p_bench::pe(rank, &socket) {
+        Cmd::Bench(BenchCmd::P2pPe { rank, socket, sweep }) => match marrow::p2p_bench::pe(rank, &socket, sweep) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("PE {rank}: {e}");

@@ -50,7 +50,7 @@ fn pattern(len: u64, seed: u32) -> Vec<u8> {
 }
 
 /// The launcher: both PEs, the rendezvous, the verdicts and the table.
-pub fn launcher(o: &mut dyn Write) -> Res<()> {
+pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
     let n = Gpu::count().map_err(e)?;
     if n < 2 {
         return Err(format!("transport P2P needs two GPUs; this machine has {n}"));
@@ -66,6 +66,7 @@ pub fn launcher(o: &mut dyn Write) -> Res<()> {
             std::process::Command::new(&exe)
                 .args(["bench", "p2p-pe", "--rank", &rank.to_string(), "--socket"])
                 .arg(&sock)
+                .args(sweep.then_some("--sweep"))
                 .spawn()
                 .map_err(e)?,
         );
@@ -168,10 +169,10 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
 }
 
 /// One PE: a process driving GPU `rank`.
-pub fn pe(rank: u32, socket: &std::path::Path) -> Res<()> {
+pub fn pe(rank: u32, socket: &std::path::Path, sweep: bool) -> Res<()> {
     let stream = UnixStream::connect(socket).map_err(e)?;
     let mut link = Link { out: stream.try_clone().map_err(e)?, inp: BufReader::new(stream) };
-    let r = pe_run(rank, &mut link);
+    let r = pe_run(rank, &mut link, sweep);
     if let Err(x) = &r {
         let _ = writeln!(link.out, "fail {x}");
     }
@@ -218,7 +219,7 @@ fn ok(what: &str, rc: i32) -> Res<()> {
     if rc == 0 { Ok(()) } else { Err(format!("{what}: device code returned {rc} ({})", marrow_transport::DeviceError(rc))) }
 }
 
-fn pe_run(rank: u32, link: &mut Link) -> Res<()> {
+fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     let gpu = Gpu::open_ordinal(rank as usize).map_err(e)?;
     let win = gpu.window(WINDOW).map_err(e)?;
     writeln!(link.out, "hello {rank} {}", hex(&gpu.export(&win).map_err(e)?)).map_err(e)?;
@@ -379,6 +380,20 @@ fn pe_run(rank: u32, link: &mut Link) -> Res<()> {
                     bw / floor,
                     if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
                 ))?;
+            }
+        }
+        if sweep {
+            for len in [16u64 << 20, 256 << 20] {
+                let ft = gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 20).map_err(e)?;
+                let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
+                for (blocks, threads) in [(132u32, 1024u32), (264, 512), (264, 1024), (528, 256), (1056, 256), (1056, 512), (2112, 256)] {
+                    let grid = Grid { blocks, threads };
+                    gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3, false).map_err(e)?;
+                    let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20, false).map_err(e)?;
+                    ok("put (sweep)", rc)?;
+                    let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
+                    link.say(&format!("sweep {len:>9} B grid {blocks:>4} x {threads:>4}: {bw:.1} GB/s; copy engine {floor:.1} GB/s; ratio {:.3}", bw / floor))?;
+                }
             }
         }
         let mut got = vec![0u8; 4096];
