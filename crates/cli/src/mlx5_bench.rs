@@ -45,6 +45,10 @@ pub struct Args {
     /// procfs root.
     #[arg(long, default_value = "/proc")]
     pub proc_root: PathBuf,
+    /// Rank 0 also runs the device code in GPU threads against the NIC (the
+    /// UAR mapped into the GPU, or the CPU proxy when the driver refuses).
+    #[arg(long)]
+    pub gpu: bool,
 }
 
 /// Run it: print progress and results; the exit status says how it went.
@@ -99,6 +103,7 @@ pub fn main(a: &Args) -> ExitCode {
         iters: a.iters,
         size: a.size,
         roots: (a.sysfs_root.clone(), a.proc_root.clone()),
+        gpu: a.gpu,
     };
     match bench::run(&o, &mut |l| println!("{l}")) {
         Ok(out) => {

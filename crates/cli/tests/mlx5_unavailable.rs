@@ -21,7 +21,7 @@ fn has_rdma_device() -> bool {
 
 #[test]
 fn a_missing_libibverbs_is_named_with_its_packages() {
-    for args in [&["bench", "mlx5"][..], &["bench", "mlx5", "--listen", "127.0.0.1:0"][..]] {
+    for args in [&["bench", "mlx5"][..], &["bench", "mlx5", "--listen", "127.0.0.1:0"][..], &["bench", "mlx5", "--gpu", "--listen", "127.0.0.1:0"][..]] {
         let (rc, _, err) = marrow(args, &[("MARROW_IBVERBS_LIB", "/nonexistent/libibverbs.so.1")]);
         assert_eq!(rc, 2, "{args:?}: {err}");
         assert!(err.contains("error: /nonexistent/libibverbs.so.1 not found") && err.contains("apt install libibverbs1 ibverbs-providers"), "{err}");

@@ -40,7 +40,19 @@ fn run() -> Result<(), String> {
     let mut c = gcrb_config::read_from_bytes(&b).map_err(|_| "gcrb_config".to_string())?;
     c.set_db_addr(mailbox.region().base_addr() as u64).set_db_size(8);
     page.write_bytes(GCRB_OFF_CONFIG as usize, c.as_bytes()).map_err(|x| e(&x))?;
-    let mut regions = w.shared_regions();
+    // The queues as the mlx5 backend registers rdma-core's (page ranges of
+    // the SQ, doorbell records and CQ, merged: gpu_map::register_host); the
+    // buffers, GCRB pages and mailbox as whole regions.
+    let queue_ranges = [
+        (c.sq_base(), c.sq_wqebbs() as usize * 64),
+        (c.dbrec_addr(), 8),
+        (c.cq_base(), c.cq_ncqe() as usize * 64),
+        (c.cq_dbrec_addr(), 8),
+    ];
+    let queue_pages = marrow_transport::mlx5::gpu_map::register_host(&gpu, &queue_ranges).map_err(|x| e(&x))?;
+    println!("queues registered as {} page range(s) at their host addresses", queue_pages.len());
+    let mut regions: Vec<_> = w.bufs.to_vec();
+    regions.extend(w.channels.iter().map(|ch| ch.page()));
     regions.push(mailbox.region());
     for r in &regions {
         gpu.register(r).map_err(|x| e(&x))?;
@@ -84,6 +96,7 @@ fn run() -> Result<(), String> {
     for r in &regions {
         let _ = gpu.unregister(r);
     }
+    marrow_transport::mlx5::gpu_map::unregister_host(&gpu, &queue_pages);
     result?;
     // How CUDA answers IOMEMORY on ordinary memory (informational only).
     let plain = Shm::create("iomem-probe", 4096).map_err(|x| e(&x))?;

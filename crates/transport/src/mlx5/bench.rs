@@ -42,6 +42,9 @@ pub struct BenchOpts {
     pub size: u32,
     /// sysfs and procfs roots (for the probe and error messages).
     pub roots: (PathBuf, PathBuf),
+    /// Rank 0 also runs the device code in GPU threads (bench_gpu) before
+    /// the CPU-thread checks.
+    pub gpu: bool,
 }
 
 /// Run one rank; returns the lines to print.
@@ -88,6 +91,18 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
     let pattern = |i: usize| (i as u8).wrapping_mul(31).wrapping_add(7);
     const DONE: u64 = 0x4d41_5252_4f57_2121; // "MARROW!!"
     let flag_off = len - 8;
+    if rank == 0 && o.gpu {
+        let g = super::bench_gpu::GpuRank0 {
+            dv: &qp.dv,
+            buf: &region,
+            page: &page.region(),
+            local: (lkey, me.addr, me.len),
+            keys,
+            n,
+            iters: u32::try_from(o.iters).unwrap_or(u32::MAX),
+        };
+        out.push_str(&super::bench_gpu::run(&g, say)?);
+    }
     if rank == 0 {
         let d = Device::on_page(&page.region());
         d.check_config().map_err(|e| Mlx5Error::Queue(format!("GCRB: {e}")))?;

@@ -80,9 +80,83 @@ pub fn choose_doorbell(gpu: &crate::gpu::Gpu, dv: &marrow_verbs::device::DvQueue
     }
 }
 
+/// Host memory rdma-core allocated (send queue, CQ, doorbell records) made
+/// reachable from the GPU at the same address: `cuMemHostRegister` of the
+/// pages covering each range, overlapping ranges merged (registering a page
+/// twice is an error). Returns the page ranges, for [`unregister_host`].
+pub fn register_host(gpu: &crate::gpu::Gpu, ranges: &[(u64, usize)]) -> Result<Vec<(u64, usize)>, Mlx5Error> {
+    let pages = page_ranges(ranges);
+    gpu.ctx.bind_to_thread().map_err(|e| Mlx5Error::Cuda(format!("{e:?}")))?;
+    let mut done = Vec::new();
+    for &(base, len) in &pages {
+        let flags = cu::CU_MEMHOSTREGISTER_PORTABLE | cu::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: `base..base+len` covers buffers rdma-core allocated for
+        // the QP and CQ, which stay mapped until the QP is destroyed; the
+        // caller unregisters before that.
+        let r = unsafe { cu::cuMemHostRegister_v2(base as *mut std::ffi::c_void, len, flags) }.result();
+        if let Err(e) = r {
+            unregister_host(gpu, &done);
+            return Err(Mlx5Error::Cuda(format!("cuMemHostRegister({base:#x}, {len}): {e:?}")));
+        }
+        done.push((base, len));
+        let mut d: cu::CUdeviceptr = 0;
+        // SAFETY: registered just above; `d` is a valid out-pointer.
+        unsafe { cu::cuMemHostGetDevicePointer_v2(&mut d, base as *mut std::ffi::c_void, 0) }
+            .result()
+            .map_err(|e| Mlx5Error::Cuda(format!("cuMemHostGetDevicePointer({base:#x}): {e:?}")))?;
+        if d != base {
+            unregister_host(gpu, &done);
+            return Err(Mlx5Error::Cuda(format!("host {base:#x} maps to device {d:#x}: the GCRB needs identical addresses")));
+        }
+    }
+    Ok(done)
+}
+
+/// Undo [`register_host`] (after the GPU stopped using the ranges).
+pub fn unregister_host(gpu: &crate::gpu::Gpu, pages: &[(u64, usize)]) {
+    if gpu.ctx.bind_to_thread().is_err() {
+        return;
+    }
+    for &(base, _) in pages {
+        // SAFETY: each base was registered by `register_host` and the GPU
+        // no longer touches it (the caller synchronized).
+        let _ = unsafe { cu::cuMemHostUnregister(base as *mut std::ffi::c_void) };
+    }
+}
+
+/// The 4 KiB pages covering `ranges`, merged where they touch or overlap.
+fn page_ranges(ranges: &[(u64, usize)]) -> Vec<(u64, usize)> {
+    let mut v: Vec<(u64, u64)> =
+        ranges.iter().filter(|r| r.1 > 0).map(|&(a, l)| (a & !0xfff, (a + l as u64 + 0xfff) & !0xfff)).collect();
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out.into_iter().map(|(s, e)| (s, (e - s) as usize)).collect()
+}
+
+/// The UAR doorbell register as a window, for the CPU proxy to forward into.
+pub fn uar_register(dv: &marrow_verbs::device::DvQueues) -> Result<marrow_mmio::Region, Mlx5Error> {
+    let p = std::ptr::NonNull::new(dv.bf_reg as *mut u8).ok_or_else(|| Mlx5Error::Queue("mlx5dv_qp.bf.reg is null".into()))?;
+    // SAFETY: `bf.reg` is the BlueFlame register of the UAR page rdma-core
+    // mapped for this context (8 bytes at least); it stays mapped while the
+    // QP lives, and the proxy is stopped before the QP is destroyed.
+    Ok(unsafe { marrow_mmio::Region::new(p, 8) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_ranges_cover_and_merge() {
+        let r = page_ranges(&[(0x1010, 8), (0x1ff8, 16), (0x5000, 0x1000), (0x9000, 0), (0x4fff, 1)]);
+        assert_eq!(r, vec![(0x1000, 0x2000), (0x4000, 0x2000)]);
+    }
 
     #[test]
     fn a_refused_uar_mapping_falls_back_to_the_proxy_and_says_why() {

@@ -16,6 +16,7 @@
 //! to the UAR themselves.
 
 pub mod bench;
+pub mod bench_gpu;
 pub mod gpu_map;
 pub mod setup;
 
