@@ -239,7 +239,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     let pg = gcrb.addr;
     link.say(&format!("{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}", gpu.name, gpu.arch, WINDOW >> 20, win.addr, peer.addr))?;
 
-    // Sources: 64 MiB of our seeded pattern.
+    // Sources: 256 MiB of our seeded pattern (the largest bandwidth message).
     gpu.write_window(&win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
     link.barrier("filled")?;
 
