@@ -42,11 +42,23 @@ impl Drop for Window {
     }
 }
 
-/// The peer's window, mapped into this process.
+/// The peer's window, mapped into this process (unmapped when dropped).
 #[derive(Debug)]
 pub struct PeerWindow {
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
     /// Device address of the peer's window in this process.
     pub addr: u64,
+}
+
+impl Drop for PeerWindow {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `addr` came from cuIpcOpenMemHandle in `Gpu::import`
+            // and is closed once, here, after the kernels that used it were
+            // synchronized.
+            let _ = unsafe { cu::cuIpcCloseMemHandle(self.addr) };
+        }
+    }
 }
 
 impl Gpu {
@@ -82,7 +94,7 @@ impl Gpu {
         // cuIpcGetMemHandle in another process (a wrong one is refused by
         // the driver with an error, not mapped).
         unsafe { cu::cuIpcOpenMemHandle_v2(&mut addr, h, flags) }.result().map_err(cuda)?;
-        Ok(PeerWindow { addr })
+        Ok(PeerWindow { ctx: self.ctx.clone(), addr })
     }
 
     /// Copy host bytes into a window at `off`.
