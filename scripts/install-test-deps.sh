@@ -6,6 +6,8 @@
 #   pciutils:       lspci, which the marrow-pcie differential test runs on every fixture.
 #   ibverbs-providers, libibverbs1: rdma-core's runtime (libmlx5.so.1, libibverbs.so.1),
 #                   which marrow-verbs dlopens; its tests check the no-device errors.
+#   openmpi-bin, libopenmpi3: mpirun and libmpi.so.40, which marrow-verbs dlopens
+#                   for the bootstrap under mpirun; tests/mpi_bootstrap.rs runs 2 ranks.
 # Plus two sources, unpacked under target/ (never installed):
 #   rdma-core 56.1 (Debian source tarball, sha256 pinned): providers/mlx5/mlx5_ifc.h
 #                   and tests/mlx5_prm_structs.py, the oracles for the PRM layouts.
@@ -21,6 +23,8 @@ command -v lspci >/dev/null || need+=(pciutils)
 command -v cc >/dev/null || need+=(gcc)
 [ -e /usr/lib/x86_64-linux-gnu/libmlx5.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libmlx5.so.1 ] || need+=(ibverbs-providers)
 command -v curl >/dev/null || need+=(curl)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
+[ -e /usr/lib/x86_64-linux-gnu/libmpi.so.40 ] || [ -e /usr/lib/aarch64-linux-gnu/libmpi.so.40 ] || need+=(libopenmpi3)
 if [ ${#need[@]} -gt 0 ]; then
     echo "install-test-deps: installing ${need[*]}"
     if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

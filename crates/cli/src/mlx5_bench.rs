@@ -12,8 +12,11 @@ use std::process::ExitCode;
 Rank 0: marrow bench mlx5 --listen 0.0.0.0:18515   (prints the token for rank 1)
 Rank 1: marrow bench mlx5 --connect HOST:18515:ID
 Under a launcher (mpirun -np 2, srun -n 2, PMI/PMIx), give neither: rank and size
-come from the launcher's environment and rank 0's rendezvous from MARROW_BOOTSTRAP=HOST:PORT
-(mpirun -x MARROW_BOOTSTRAP=node0:18515 ...). marrow does not link libmpi or libpmix.
+come from the launcher's environment. Under mpirun with Open MPI or MPICH installed,
+libmpi is loaded at run time (MARROW_MPI_LIB overrides which) and the endpoints are
+exchanged by MPI_Allgather; nothing else to pass. Otherwise (srun, PMIx: marrow does
+not link libpmix) rank 0's rendezvous comes from MARROW_BOOTSTRAP=HOST:PORT
+(srun --export=ALL,MARROW_BOOTSTRAP=node0:18515 ...).
 
 Exit status: 0 when the run passed, 1 when a check failed, 2 when the backend
 cannot start here (no rdma-core, no mlx5 device, port down).")]
@@ -58,9 +61,15 @@ pub fn main(a: &Args) -> ExitCode {
     let mut listen = a.listen.clone();
     let mut connect = a.connect.clone();
     let mut id = None;
+    let mut by_launcher = false;
     if listen.is_none() && connect.is_none() {
-        match marrow_verbs::bootstrap::detect(|k| std::env::var(k).ok()) {
-            Ok(Some(l)) if l.size == 2 => {
+        use marrow_verbs::bootstrap::Route;
+        match marrow_verbs::bootstrap::route(|k| std::env::var(k).ok()) {
+            Ok(Some(Route::Mpi { mpi, launch: l })) if l.size == 2 => {
+                println!("launcher: {} (rank {} of {}), endpoints by MPI_Allgather ({} {})", l.launcher, l.rank, l.size, mpi.flavour(), mpi.path);
+                by_launcher = true;
+            }
+            Ok(Some(Route::Tcp(l))) if l.size == 2 => {
                 let root = l.root.clone().unwrap_or_default();
                 let rid = l.id.clone().unwrap_or_else(|| "marrow".into());
                 println!("launcher: {} (rank {} of {}), rendezvous {root} id {rid}", l.launcher, l.rank, l.size);
@@ -72,7 +81,7 @@ pub fn main(a: &Args) -> ExitCode {
                     connect = Some(format!("{root}:{rid}"));
                 }
             }
-            Ok(Some(l)) => {
+            Ok(Some(Route::Mpi { launch: l, .. } | Route::Tcp(l))) => {
                 eprintln!("error: {} started {} ranks; marrow bench mlx5 runs exactly 2", l.launcher, l.size);
                 return ExitCode::from(2);
             }
@@ -83,7 +92,7 @@ pub fn main(a: &Args) -> ExitCode {
             }
         }
     }
-    if listen.is_none() && connect.is_none() {
+    if !by_launcher && listen.is_none() && connect.is_none() {
         // Still open the backend: on a machine without a NIC that is the
         // useful message; with one, say how to start the two ranks.
         if let Err(e) = marrow_transport::mlx5::open(&a.sysfs_root, &a.proc_root) {

@@ -54,10 +54,32 @@ fn doctor_has_an_rdma_backend_section() {
 }
 
 #[test]
+fn under_mpirun_with_libmpi_no_rendezvous_address_is_needed() {
+    if has_rdma_device() || open_mpi_absent() {
+        return; // a lab node runs the real thing; without libmpi the test below covers it
+    }
+    // The launcher's variables as mpirun sets them (no real mpirun: the
+    // device is opened before any exchange, and there is none here).
+    let (rc, out, err) = marrow(&["bench", "mlx5"], &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+    assert_eq!(rc, 2, "{out}{err}");
+    assert!(out.contains("launcher: Open MPI mpirun (rank 0 of 2), endpoints by MPI_Allgather (Open MPI"), "{out}");
+    assert!(err.contains("error: no RDMA device") && !err.contains("MARROW_BOOTSTRAP"), "{err}");
+}
+
+fn open_mpi_absent() -> bool {
+    !["/usr/lib/x86_64-linux-gnu/libmpi.so.40", "/usr/lib/aarch64-linux-gnu/libmpi.so.40"].iter().any(|p| std::path::Path::new(p).exists())
+}
+
+#[test]
 fn under_a_launcher_without_a_rendezvous_address_it_says_which_variable() {
-    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+    // Under mpirun without libmpi (forced absent): name the package and MARROW_BOOTSTRAP.
+    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so.40")]);
     assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("Open MPI mpirun gives rank 0 of 2") && err.contains("MARROW_BOOTSTRAP") && err.contains("does not link libmpi"), "{err}");
+    assert!(err.contains("Open MPI mpirun gives rank 0 of 2") && err.contains("MARROW_BOOTSTRAP") && err.contains("libmpi not found") && err.contains("apt install libopenmpi3 openmpi-bin"), "{err}");
+    // Under srun (no libmpi tried: marrow does not link libpmix).
+    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("Slurm srun gives rank 0 of 2") && err.contains("MARROW_BOOTSTRAP") && err.contains("does not link libmpi/libpmix"), "{err}");
     let (rc, _, err) = marrow(&["bench", "mlx5"], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("MARROW_BOOTSTRAP", "n0:1")]);
     assert_eq!(rc, 2);
     assert!(err.contains("runs exactly 2"), "{err}");

@@ -3,12 +3,17 @@
 //! QPN, LID/GID, PSN, rkey, address).
 //!
 //! Rank and size come from the launcher's environment when one is present
-//! (`mpirun` of Open MPI, MPICH/Hydra's PMI, PMIx, Slurm's `srun`); marrow
-//! does not link libmpi or libpmix: the exchange itself is always the TCP
-//! rendezvous below, whose root address the launcher run passes in
-//! `MARROW_BOOTSTRAP=host:port` (the same on every rank). Without a
-//! launcher, rank 0 prints a `host:port:id` token and the others are started
-//! with it (`MARROW_BOOTSTRAP=host:port:id`, `MARROW_RANK`, `MARROW_SIZE`).
+//! (`mpirun` of Open MPI, MPICH/Hydra's PMI, PMIx, Slurm's `srun`).
+//! [`allgather_endpoints`] picks the exchange:
+//! - under `mpirun` (`OMPI_COMM_WORLD_RANK` or `PMI_RANK` set) when libmpi
+//!   loads ([`crate::mpi`], `dlopen` at run time, Open MPI or MPICH):
+//!   `MPI_Allgather`, nothing else to pass;
+//! - otherwise the TCP rendezvous below, whose root address the launcher run
+//!   passes in `MARROW_BOOTSTRAP=host:port` (the same on every rank). marrow
+//!   does not link libpmix: `srun` (PMI/PMIx) takes this path. Without a
+//!   launcher, rank 0 prints a `host:port:id` token and the others are
+//!   started with it (`MARROW_BOOTSTRAP=host:port:id`, `MARROW_RANK`,
+//!   `MARROW_SIZE`).
 //!
 //! The rendezvous: the root listens; every peer connects, sends one JSON
 //! line `{"id", "rank", "size", "payload"}`; when all `size - 1` peers are
@@ -40,7 +45,139 @@ pub struct Launch {
 
 /// Rank and size from a launcher's environment (`get` reads a variable),
 /// first match wins: Open MPI, PMIx, MPICH/Hydra PMI, Slurm, then marrow's own.
+/// For the TCP rendezvous: more than one rank without `MARROW_BOOTSTRAP` is
+/// an error here ([`route`] first tries MPI under `mpirun`).
 pub fn detect(get: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, VerbsError> {
+    let l = launch(&get)?;
+    if let Some(l) = &l
+        && l.size > 1
+        && l.root.is_none()
+    {
+        return Err(no_root(l, None));
+    }
+    Ok(l)
+}
+
+fn no_root(l: &Launch, mpi: Option<&VerbsError>) -> VerbsError {
+    let why = match mpi {
+        Some(e) => format!("under mpirun marrow would exchange by MPI_Allgather, but {e}"),
+        None => "marrow does not link libmpi/libpmix (libmpi is loaded at run time only under mpirun)".to_string(),
+    };
+    VerbsError::Bootstrap(format!(
+        "{} gives rank {} of {}, but MARROW_BOOTSTRAP (host:port of rank 0's rendezvous) is not set; {why}; so pass it in every rank's environment, e.g. MARROW_BOOTSTRAP=node0:18515 (mpirun -x, srun --export=ALL,…)",
+        l.launcher, l.rank, l.size
+    ))
+}
+
+/// Whether this process was started by `mpirun`/`mpiexec` (Open MPI's or
+/// MPICH/Hydra's), by the variables they set.
+pub fn under_mpirun(get: impl Fn(&str) -> Option<String>) -> bool {
+    get("OMPI_COMM_WORLD_RANK").is_some() || get("PMI_RANK").is_some()
+}
+
+/// How [`allgather_endpoints`] will exchange.
+#[derive(Debug)]
+pub enum Route {
+    /// `MPI_Allgather` through the loaded (not yet initialised) libmpi.
+    Mpi {
+        /// The library.
+        mpi: crate::mpi::Mpi,
+        /// Rank and size as the launcher's environment gives them.
+        launch: Launch,
+    },
+    /// The TCP rendezvous at `launch.root` (`None` only for one rank).
+    Tcp(Launch),
+}
+
+/// The exchange this environment allows: MPI under `mpirun` when libmpi
+/// loads (`MARROW_MPI_LIB` read through `get`), else the TCP rendezvous when
+/// `MARROW_BOOTSTRAP` is set (or there is one rank); `None` without a
+/// launcher; an error naming both when neither works.
+pub fn route(get: impl Fn(&str) -> Option<String>) -> Result<Option<Route>, VerbsError> {
+    let Some(l) = launch(&get)? else { return Ok(None) };
+    let mut mpi_err = None;
+    if under_mpirun(&get) {
+        let loaded = match get(crate::mpi::ENV_MPI_LIB).filter(|p| !p.is_empty()) {
+            Some(p) => crate::mpi::Mpi::load_from(&[p.as_str()]),
+            // The launcher's own MPI first when both are installed.
+            None if get("OMPI_COMM_WORLD_RANK").is_none() => crate::mpi::Mpi::load_from(&crate::mpi::MPICH_FIRST),
+            None => crate::mpi::Mpi::load_from(&crate::mpi::DEFAULT_LIBS),
+        };
+        match loaded {
+            Ok(mpi) => return Ok(Some(Route::Mpi { mpi, launch: l })),
+            Err(e) => mpi_err = Some(e),
+        }
+    }
+    if l.size > 1 && l.root.is_none() {
+        return Err(no_root(&l, mpi_err.as_ref()));
+    }
+    Ok(Some(Route::Tcp(l)))
+}
+
+/// Every rank's record, by rank, and how they were exchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gathered<T> {
+    /// This process's rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub size: usize,
+    /// Every rank's record, by rank.
+    pub all: Vec<T>,
+    /// The exchange used, for messages.
+    pub via: String,
+}
+
+/// The launcher-neutral all-gather: by [`route`], `MPI_Allgather` of each
+/// rank's JSON under `mpirun` (MPI is initialised and, when marrow started
+/// it, finalised before this returns), else the TCP rendezvous
+/// (`MARROW_BOOTSTRAP`, rank 0 listening on its port on every interface).
+/// `timeout` bounds the TCP waits; an MPI collective has none of its own
+/// (mpirun ends the job when a rank dies).
+pub fn allgather_endpoints<T: Serialize + DeserializeOwned + Clone>(get: impl Fn(&str) -> Option<String>, mine: &T, timeout: Duration) -> Result<Gathered<T>, VerbsError> {
+    match route(&get)? {
+        Some(Route::Mpi { mut mpi, launch }) => {
+            mpi.init()?;
+            let (rank, size) = (mpi.rank()?, mpi.size()?);
+            if (rank, size) != (launch.rank, launch.size) {
+                // Another MPI's library under this launcher starts as a singleton.
+                return Err(VerbsError::Bootstrap(format!(
+                    "{} {} says rank {rank} of {size}, but {} says rank {} of {}: not the launcher's MPI; point MARROW_MPI_LIB at the libmpi of the mpirun used",
+                    mpi.flavour(),
+                    mpi.path,
+                    launch.launcher,
+                    launch.rank,
+                    launch.size
+                )));
+            }
+            let bytes = serde_json::to_vec(mine).map_err(|e| VerbsError::Bootstrap(e.to_string()))?;
+            let all = mpi
+                .allgather(&bytes)?
+                .iter()
+                .enumerate()
+                .map(|(r, b)| serde_json::from_slice(b).map_err(|e| VerbsError::Bootstrap(format!("rank {r}'s record over MPI: {e}"))))
+                .collect::<Result<Vec<T>, _>>()?;
+            Ok(Gathered { rank, size, all, via: format!("MPI_Allgather ({} {})", mpi.flavour(), mpi.path) })
+        }
+        Some(Route::Tcp(l)) => {
+            let id = l.id.clone().unwrap_or_else(|| "marrow".into());
+            let all = match (&l.root, l.rank) {
+                (None, _) => vec![mine.clone()],
+                (Some(root), 0) => {
+                    let port = root.rsplit(':').next().unwrap_or("18515");
+                    Root::bind(&format!("0.0.0.0:{port}"), Some(id.clone()))?.allgather(l.size, mine, timeout)?
+                }
+                (Some(root), r) => peer_allgather(&format!("{root}:{id}"), r, l.size, mine, timeout)?,
+            };
+            let via = format!("TCP rendezvous {} id {id} ({})", l.root.as_deref().unwrap_or("-"), l.launcher);
+            Ok(Gathered { rank: l.rank, size: l.size, all, via })
+        }
+        None => Err(VerbsError::Bootstrap(
+            "no launcher found: start the ranks with mpirun (Open MPI or MPICH; libmpi is loaded at run time), or set MARROW_BOOTSTRAP=host:port on every rank with the launcher's rank variables (srun, or MARROW_RANK/MARROW_SIZE)".into(),
+        )),
+    }
+}
+
+fn launch(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, VerbsError> {
     const SOURCES: [(&str, &str, &str); 5] = [
         ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI mpirun"),
         ("PMIX_RANK", "SLURM_NTASKS", "PMIx (srun --mpi=pmix)"),
@@ -71,11 +208,6 @@ pub fn detect(get: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, Ve
             .or_else(|| get("SLURM_JOB_ID").map(|j| format!("slurm-{j}")))
             .or_else(|| get("PMIX_NAMESPACE"))
             .or_else(|| get("OMPI_MCA_ess_base_jobid").map(|j| format!("ompi-{j}")));
-        if size > 1 && root.is_none() {
-            return Err(VerbsError::Bootstrap(format!(
-                "{name} gives rank {rank} of {size}, but MARROW_BOOTSTRAP (host:port of rank 0's rendezvous) is not set; marrow does not link libmpi/libpmix, so pass it, e.g. mpirun -x MARROW_BOOTSTRAP=node0:18515"
-            )));
-        }
         return Ok(Some(Launch { rank, size, launcher: name, root, id }));
     }
     Ok(None)
@@ -245,6 +377,30 @@ mod tests {
         assert!(e.contains("MARROW_BOOTSTRAP") && e.contains("does not link libmpi"), "{e}");
         assert!(detect(env(&[("PMI_RANK", "2"), ("PMI_SIZE", "2")])).is_err());
         assert!(detect(env(&[("PMI_RANK", "0")])).unwrap_err().to_string().contains("PMI_SIZE is not"));
+    }
+
+    #[test]
+    fn the_route_is_mpi_under_mpirun_when_libmpi_loads_else_tcp() {
+        // libmpi forced absent under Open MPI's mpirun: the error names the
+        // package and the other way, MARROW_BOOTSTRAP.
+        let e = route(env(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so")])).unwrap_err().to_string();
+        assert!(
+            e.contains("libmpi not found (tried /nonexistent/libmpi.so") && e.contains("apt install libopenmpi3 openmpi-bin") && e.contains("MARROW_BOOTSTRAP (host:port of rank 0's rendezvous) is not set"),
+            "{e}"
+        );
+        // ... with MARROW_BOOTSTRAP it falls back to the rendezvous.
+        let r = route(env(&[("PMI_RANK", "1"), ("PMI_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so"), ("MARROW_BOOTSTRAP", "n0:9")])).unwrap();
+        assert!(matches!(&r, Some(Route::Tcp(l)) if l.rank == 1 && l.root.as_deref() == Some("n0:9")), "{r:?}");
+        // srun is not mpirun: no libmpi is tried, the rendezvous is used.
+        let r = route(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("MARROW_BOOTSTRAP", "n0:9")])).unwrap();
+        assert!(matches!(r, Some(Route::Tcp(_))), "{r:?}");
+        assert!(route(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")])).unwrap_err().to_string().contains("does not link libmpi/libpmix"));
+        assert!(route(env(&[])).unwrap().is_none());
+        let e = allgather_endpoints(env(&[]), &ep(0), Duration::from_secs(1)).unwrap_err().to_string();
+        assert!(e.contains("no launcher found") && e.contains("mpirun") && e.contains("MARROW_BOOTSTRAP"), "{e}");
+        // One rank needs no exchange.
+        let g = allgather_endpoints(env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")]), &ep(0), Duration::from_secs(1)).unwrap();
+        assert_eq!((g.rank, g.size, g.all), (0, 1, vec![ep(0)]));
     }
 
     fn ep(rank: u32) -> RcEndpoint {

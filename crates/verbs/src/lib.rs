@@ -9,7 +9,8 @@
 //! | [`device`] | step 1: PD, CQ, RC QP on host memory, `mlx5dv_init_obj`, QP transitions, memory registration (host, dma-buf) |
 //! | [`devx`] | step 2: devx CREATE_CQ/CREATE_QP/CREATE_UMEM command mailboxes built from the generated PRM layouts (GPU-memory queues) |
 //! | [`qp`] | the RESET→INIT→RTR→RTS attribute sets as pure functions, checked against the kernel's table |
-//! | [`bootstrap`] | rank/size from mpirun/srun/PMIx environments, and a TCP rendezvous by unique id |
+//! | [`bootstrap`] | rank/size from mpirun/srun/PMIx environments; the all-gather by MPI under mpirun, a TCP rendezvous by unique id otherwise |
+//! | [`mpi`] | `dlopen` of libmpi (Open MPI or MPICH): init, rank, size, `MPI_Allgather` of bytes |
 //! | [`proxy`] | the CPU-proxy doorbell: GPU → host mailbox → a CPU thread → UAR |
 //! | [`probe`] | sysfs/procfs: devices, link layers, the doorbell mode that would be chosen and why |
 //!
@@ -22,6 +23,7 @@ pub mod device;
 pub mod devx;
 pub mod ffi;
 pub mod lib_load;
+pub mod mpi;
 pub mod probe;
 pub mod proxy;
 pub mod qp;
@@ -86,6 +88,14 @@ pub enum VerbsError {
     /// A queue the device code cannot use (stride, size…).
     #[error("unusable queue: {0}")]
     Queue(String),
+    /// No libmpi could be opened (the bootstrap under mpirun wanted one).
+    #[error("libmpi not found (tried {tried}: {detail}): install Open MPI's runtime (apt install libopenmpi3 openmpi-bin) or MPICH's (apt install libmpich12 mpich), or point MARROW_MPI_LIB at a libmpi.so")]
+    MpiMissing {
+        /// Libraries tried.
+        tried: String,
+        /// The loader's messages.
+        detail: String,
+    },
     /// Bootstrap failed.
     #[error("bootstrap: {0}")]
     Bootstrap(String),

@@ -32,7 +32,10 @@ pub struct BenchOpts {
     pub gid_index: u8,
     /// Rank 0: listen here and print the token (`0.0.0.0:18515`).
     pub listen: Option<String>,
-    /// Rank 1: the token rank 0 printed (`host:port:id`).
+    /// Rank 1: the token rank 0 printed (`host:port:id`). With neither
+    /// `listen` nor `connect`, the launcher's exchange
+    /// ([`bootstrap::allgather_endpoints`]: MPI under mpirun, else
+    /// `MARROW_BOOTSTRAP`).
     pub connect: Option<String>,
     /// Rendezvous id rank 0 expects (a fresh one when `None`).
     pub id: Option<String>,
@@ -74,7 +77,17 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
             (0usize, root.allgather(2, &me, timeout)?)
         }
         (None, Some(token)) => (1usize, bootstrap::peer_allgather(token, 1, 2, &me, timeout)?),
-        _ => return Err(Mlx5Error::Queue("give --listen ADDR on rank 0 or --connect TOKEN on rank 1".into())),
+        // Under a launcher: MPI_Allgather under mpirun when libmpi loads,
+        // else the TCP rendezvous at MARROW_BOOTSTRAP.
+        (None, None) => {
+            let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), &me, timeout)?;
+            if g.size != 2 {
+                return Err(Mlx5Error::Queue(format!("the launcher started {} ranks; marrow bench mlx5 runs exactly 2", g.size)));
+            }
+            say(&format!("rank {} of 2: endpoints exchanged by {}", g.rank, g.via));
+            (g.rank, g.all)
+        }
+        (Some(_), Some(_)) => return Err(Mlx5Error::Queue("give --listen ADDR on rank 0 or --connect TOKEN on rank 1, not both".into())),
     };
     let peer = all[1 - rank];
     qp.connect(&ctx.rc_params(), psn, &peer)?;

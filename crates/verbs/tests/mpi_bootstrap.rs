@@ -1,0 +1,139 @@
+//! The bootstrap's all-gather as `marrow bench mlx5` runs it under a
+//! launcher, through the `marrow-mpi-probe` helper binary: two ranks under a
+//! real Open MPI `mpirun` (skipped, saying why, where `mpirun` is absent; CI
+//! installs openmpi-bin), two ranks over the TCP rendezvous, and the errors
+//! when neither exchange is possible.
+
+use marrow_verbs::qp::RcEndpoint;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PROBE: &str = env!("CARGO_BIN_EXE_marrow-mpi-probe");
+
+/// What the probe's rank `r` sends (the same function as in the probe).
+fn endpoint(r: u32) -> RcEndpoint {
+    RcEndpoint {
+        qpn: 0x1_0000 + r,
+        lid: 0x100 + r as u16,
+        gid: std::array::from_fn(|i| (r as u8).wrapping_mul(16).wrapping_add(i as u8)),
+        psn: 0x00ab_cd00 + r,
+        rkey: 0xdead_0000 + r,
+        addr: 0x7f00_0000_0000 + u64::from(r) * 4096,
+        len: 1 << (20 + r),
+    }
+}
+
+/// A command with the launcher variables of the test's own environment
+/// removed (a CI job might itself run under one).
+fn clean(program: &str) -> Command {
+    let mut c = Command::new(program);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OMPI_") || k.starts_with("PMI") || k.starts_with("SLURM_") || k.starts_with("MARROW_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// Run with a deadline: a hung collective fails the test instead of the CI job.
+fn run(mut c: Command, limit: Duration) -> Output {
+    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("output");
+            panic!("{c:?} still running after {limit:?}\nstdout: {}\nstderr: {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// The probe's JSON lines, by rank; checks both saw ranks 0 and 1 of 2 and
+/// each other's record byte for byte.
+fn check_two_ranks(o: &Output, via: &str) {
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "exit {:?}\nstdout: {out}\nstderr: {err}", o.status);
+    let mut lines: Vec<serde_json::Value> = out.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    lines.sort_by_key(|v| v["rank"].as_u64());
+    assert_eq!(lines.len(), 2, "stdout: {out}\nstderr: {err}");
+    let want: Vec<RcEndpoint> = (0..2).map(endpoint).collect();
+    assert_ne!(want[0], want[1]);
+    for (r, v) in lines.iter().enumerate() {
+        assert_eq!((v["rank"].as_u64(), v["size"].as_u64()), (Some(r as u64), Some(2)), "{v}");
+        assert!(v["via"].as_str().is_some_and(|s| s.starts_with(via)), "{v}");
+        let all: Vec<RcEndpoint> = serde_json::from_value(v["all"].clone()).unwrap();
+        assert_eq!(all, want, "rank {r}");
+        // Byte for byte: the records' wire form (JSON) is what each rank sent.
+        for (p, e) in all.iter().enumerate() {
+            assert_eq!(serde_json::to_vec(e).unwrap(), serde_json::to_vec(&endpoint(p as u32)).unwrap());
+        }
+    }
+}
+
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+#[test]
+fn two_ranks_under_open_mpi_gather_each_others_endpoint() {
+    let Some(mpirun) = on_path("mpirun") else {
+        eprintln!("skipped: no mpirun on PATH (apt install openmpi-bin libopenmpi3; scripts/install-test-deps.sh does)");
+        return;
+    };
+    let mut v = clean(mpirun.to_str().unwrap());
+    v.arg("--version");
+    let version = String::from_utf8_lossy(&run(v, Duration::from_secs(30)).stdout).into_owned();
+    if !version.contains("Open MPI") {
+        eprintln!("skipped: {} is not Open MPI's ({})", mpirun.display(), version.lines().next().unwrap_or(""));
+        return;
+    }
+    let mut c = clean(mpirun.to_str().unwrap());
+    // --allow-run-as-root: CI containers run as root, which Open MPI refuses
+    // by default (the development machine, Debian 12's Open MPI 4.1.4 as
+    // root, needs only this). The rest is for other containers:
+    // --oversubscribe: a runner with one core still starts 2 ranks.
+    // --mca btl self,tcp: the shared-memory BTL (vader) uses CMA
+    // (process_vm_readv), which containers without CAP_SYS_PTRACE refuse
+    // ("Read -1, expected ..."); TCP over loopback needs nothing.
+    // plm_rsh_agent empty: a single node needs no ssh (containers have none).
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "btl", "self,tcp", "--mca", "plm_rsh_agent", ""]).arg(PROBE);
+    check_two_ranks(&run(c, Duration::from_secs(120)), "MPI_Allgather (Open MPI");
+}
+
+#[test]
+fn two_ranks_over_the_tcp_rendezvous_without_mpi() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let ranks: Vec<_> = (0..2)
+        .map(|r| {
+            let mut c = clean(PROBE);
+            c.envs([("MARROW_RANK", r.to_string()), ("MARROW_SIZE", "2".into()), ("MARROW_BOOTSTRAP", format!("127.0.0.1:{port}")), ("MARROW_BOOTSTRAP_ID", "probe".into())]);
+            std::thread::spawn(move || run(c, Duration::from_secs(60)))
+        })
+        .collect();
+    let outs: Vec<Output> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    let merged = Output {
+        status: outs.iter().find(|o| !o.status.success()).unwrap_or(&outs[0]).status,
+        stdout: outs.iter().flat_map(|o| o.stdout.clone()).collect(),
+        stderr: outs.iter().flat_map(|o| o.stderr.clone()).collect(),
+    };
+    check_two_ranks(&merged, "TCP rendezvous 127.0.0.1:");
+}
+
+#[test]
+fn without_libmpi_or_a_rendezvous_the_error_names_both() {
+    // Looks like mpirun's rank 0 of 2, libmpi forced absent, no MARROW_BOOTSTRAP.
+    let mut c = clean(PROBE);
+    c.envs([("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so.40")]);
+    let o = run(c, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("Open MPI mpirun gives rank 0 of 2") && err.contains("libmpi not found (tried /nonexistent/libmpi.so.40"), "{err}");
+    assert!(err.contains("apt install libopenmpi3 openmpi-bin") && err.contains("MARROW_BOOTSTRAP"), "{err}");
+    // No launcher at all.
+    let o = run(clean(PROBE), Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no launcher found") && err.contains("mpirun") && err.contains("MARROW_BOOTSTRAP"), "{err}");
+}
