@@ -6,31 +6,31 @@
 using marrow::Channel;
 
 // Every thread puts `iters` messages of `len` bytes from its slots of the
-// local window to the same slots of PE `pe`, then waits for all of them.
-// rc[tid] gets 0 or the device error code.
-extern "C" __global__ void marrow_put_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
-    Channel ch{page};
+// local window to the same slots of PE `pe` (whole warps together with
+// `warp`, put_nbi_warp); the first error, or OK.
+__device__ __forceinline__ int marrow_put_slots(const Channel &ch, uint32_t pe, uint32_t len, uint32_t iters, bool warp) {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
     int r = marrow::OK;
     for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
         uint64_t off = ((uint64_t)tid * iters + i) * len;
-        r = marrow::put_nbi(ch, pe, off, off, len);
+        r = warp ? marrow::put_nbi_warp(ch, pe, off, off, len) : marrow::put_nbi(ch, pe, off, off, len);
     }
-    if (r == marrow::OK) r = marrow::quiet(ch);
-    rc[tid] = r;
+    return r;
+}
+
+// marrow_put_slots, then a wait for all of them. rc[tid] gets 0 or the
+// device error code.
+extern "C" __global__ void marrow_put_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
+    Channel ch{page};
+    int r = marrow_put_slots(ch, pe, len, iters, false);
+    rc[blockIdx.x * blockDim.x + threadIdx.x] = r == marrow::OK ? marrow::quiet(ch) : r;
 }
 
 // The same with whole warps posting together (put_nbi_warp).
 extern "C" __global__ void marrow_put_warp_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
     Channel ch{page};
-    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
-    int r = marrow::OK;
-    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
-        uint64_t off = ((uint64_t)tid * iters + i) * len;
-        r = marrow::put_nbi_warp(ch, pe, off, off, len);
-    }
-    if (r == marrow::OK) r = marrow::quiet(ch);
-    rc[tid] = r;
+    int r = marrow_put_slots(ch, pe, len, iters, true);
+    rc[blockIdx.x * blockDim.x + threadIdx.x] = r == marrow::OK ? marrow::quiet(ch) : r;
 }
 
 // Every thread gets its slots of PE `pe` into the local window.
@@ -119,12 +119,8 @@ extern "C" __global__ void marrow_post_rate_kernel(const uint64_t *pages, uint32
                                                    uint32_t warp, uint64_t *span, int *rc) {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
     Channel ch{(uint8_t *)pages[(tid / 32) % npages]};
-    int r = marrow::OK;
     uint64_t t0 = marrow::now_ns();
-    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
-        uint64_t off = ((uint64_t)tid * iters + i) * 8;
-        r = warp ? marrow::put_nbi_warp(ch, pe, off, off, 8) : marrow::put_nbi(ch, pe, off, off, 8);
-    }
+    int r = marrow_put_slots(ch, pe, 8, iters, warp != 0);
     marrow_span(span, t0, marrow::now_ns());
     if (r == marrow::OK) r = marrow::quiet(ch);
     rc[tid] = r;

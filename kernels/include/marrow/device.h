@@ -172,6 +172,13 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
     uint8_t *cq = (uint8_t *)c->cq_base;
     /* cons_idx and cq_ci change only under this lock: two loads in flight at once. */
     uint64_t cons = load_relaxed(&h->cons_idx), ci = load_relaxed(&h->cq_ci);
+    /* Return slots to the NIC (rdma-core update_cons_index) every `batch`
+     * CQEs: at most sq_wqebbs CQEs are ever outstanding, so a CQ deeper than
+     * the send queue leaves slack for the doorbell record to lag by half of
+     * it, and each update costs a system-scope fence. A CQ no deeper than
+     * the send queue is updated on every CQE. */
+    uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
+    uint64_t batch = slack / 2 > 1 ? slack / 2 : 1;
     int rc = OK;
     uint32_t idle = 0;
     while (cons < upto) {
@@ -214,14 +221,6 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
         }
         store_relaxed(&h->cq_ci, ++ci);
         if (!c->cq_mode) {
-            /* Return slots to the NIC (rdma-core update_cons_index), every
-             * `batch` CQEs: at most sq_wqebbs CQEs are ever outstanding, so a
-             * CQ deeper than the send queue leaves slack for the doorbell
-             * record to lag by half of it, and each update costs a
-             * system-scope fence. A CQ no deeper than the send queue is
-             * updated on every CQE. */
-            uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
-            uint64_t batch = slack / 2 > 1 ? slack / 2 : 1;
             if (ci % batch == 0) {
                 /* Our reads of the CQE before the NIC may reuse its slot. */
                 to_device();
