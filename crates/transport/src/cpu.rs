@@ -11,6 +11,7 @@ unsafe extern "C" {
     fn marrow_cpu_check_config(page: *mut u8) -> i32;
     fn marrow_cpu_put_nbi(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
     fn marrow_cpu_put(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
+    fn marrow_cpu_put_burst(page: *mut u8, pe: u32, base: u64, len: u32, count: u32, blocking_every: u32) -> i32;
     fn marrow_cpu_get(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
     fn marrow_cpu_fetch_add(page: *mut u8, pe: u32, roff: u64, value: u64, result_loff: u64, old: *mut u64) -> i32;
     fn marrow_cpu_compare_swap(page: *mut u8, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64, old: *mut u64) -> i32;
@@ -72,6 +73,15 @@ impl Device {
     pub fn put(&self, pe: u32, roff: u64, loff: u64, len: u32) -> Result<(), DeviceError> {
         // SAFETY: as in `put_nbi`.
         rc(unsafe { marrow_cpu_put(self.page, pe, roff, loff, len) })
+    }
+
+    /// `count` puts of `len` bytes, slot i at offset `base + i * len` of both
+    /// windows, every `blocking_every`-th blocking (0: none), then quiet, all
+    /// through one device-side channel object (an exclusive channel's heads
+    /// stay in its registers throughout, as in a GPU thread's loop).
+    pub fn put_burst(&self, pe: u32, base: u64, len: u32, count: u32, blocking_every: u32) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_put_burst(self.page, pe, base, len, count, blocking_every) })
     }
 
     /// Blocking get.

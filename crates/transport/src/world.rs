@@ -30,11 +30,15 @@ pub struct WorldConfig {
     /// More channels from PE 0 to PE 1 (QP pairs of their own, as NVSHMEM
     /// gives warps or CTAs QPs of their own), in [`World::more`].
     pub extra_channels: usize,
+    /// `flags.exclusive` on every channel: each has one owner (a thread, or
+    /// the lanes of one warp calling together) that keeps the heads in its
+    /// registers (DOCA's EXCLUSIVE sharing mode). Give each owner a channel.
+    pub exclusive: bool,
 }
 
 impl Default for WorldConfig {
     fn default() -> Self {
-        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false, extra_channels: 0 }
+        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false, extra_channels: 0, exclusive: false }
     }
 }
 
@@ -157,6 +161,7 @@ impl World {
                 gcrb_page::fill(&page.region(), &setup)?;
                 gcrb_page::edit_config(&page.region(), |c| {
                     c.set_lazy_nbi_doorbell(cfg.lazy_nbi_doorbell);
+                    c.set_exclusive(cfg.exclusive);
                 })?;
                 let ch = Channel { qpn: qpns[k][pe], cqn: cqs[k][pe], page };
                 if k == 0 { channels.push(ch) } else { more.push(ch) }

@@ -148,65 +148,78 @@ fn offsets_outside_the_window_are_refused() {
     assert_eq!(dev.put(7, 0, 0, 8), Err(DeviceError(-34)));
 }
 
-fn fast_timeout_world() -> World {
-    World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), ..WorldConfig::default() }).unwrap()
+/// A small world whose waits time out fast; each fault test runs on a
+/// shared channel and on an exclusive one (heads in the owner's registers),
+/// and both must end in the same decoded error.
+fn fast_timeout_world(exclusive: bool) -> World {
+    World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), exclusive, ..WorldConfig::default() }).unwrap()
 }
+
+const MODES: [bool; 2] = [false, true];
 
 #[test]
 fn a_dropped_doorbell_ends_in_a_decoded_timeout() {
-    let w = fast_timeout_world();
-    w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
-    let dev = Device::new(&w.channels[0]);
-    let e = dev.put(1, 0, 0, 8).unwrap_err();
-    assert_eq!(e, DeviceError(-110));
-    let err = gcrb_page::error(&w.channels[0].page()).unwrap();
-    assert_eq!(GcrbStatus(err.status()), GcrbStatus::TIMEOUT);
-    assert_eq!(GcrbWait(err.wait()), GcrbWait::CQ);
-    assert_eq!((err.resv_head(), err.ready_head(), err.prod_idx(), err.cons_idx()), (1, 1, 1, 0));
-    let report = w.channels[0].report();
-    assert!(report.contains("TIMEOUT") && report.contains("wait CQ") && report.contains("cons_idx 0"), "{report}");
-    // The error sticks: the channel reports it instead of going on.
-    assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError(-110)));
+    for exclusive in MODES {
+        let w = fast_timeout_world(exclusive);
+        w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
+        let dev = Device::new(&w.channels[0]);
+        let e = dev.put(1, 0, 0, 8).unwrap_err();
+        assert_eq!(e, DeviceError(-110));
+        let err = gcrb_page::error(&w.channels[0].page()).unwrap();
+        assert_eq!(GcrbStatus(err.status()), GcrbStatus::TIMEOUT);
+        assert_eq!(GcrbWait(err.wait()), GcrbWait::CQ);
+        assert_eq!((err.resv_head(), err.ready_head(), err.prod_idx(), err.cons_idx()), (1, 1, 1, 0));
+        let report = w.channels[0].report();
+        assert!(report.contains("TIMEOUT") && report.contains("wait CQ") && report.contains("cons_idx 0"), "{report}");
+        // The error sticks: the channel reports it instead of going on.
+        assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError(-110)));
+    }
 }
 
 #[test]
 fn a_stalled_engine_ends_in_a_decoded_timeout() {
-    let w = fast_timeout_world();
-    w.set_faults(0, Faults { stall: true, ..Faults::default() }).unwrap();
-    let e = Device::new(&w.channels[0]).get(1, 0, 0, 8).unwrap_err();
-    assert_eq!(e, DeviceError(-110));
-    assert!(w.channels[0].report().contains("wait CQ"));
+    for exclusive in MODES {
+        let w = fast_timeout_world(exclusive);
+        w.set_faults(0, Faults { stall: true, ..Faults::default() }).unwrap();
+        let e = Device::new(&w.channels[0]).get(1, 0, 0, 8).unwrap_err();
+        assert_eq!(e, DeviceError(-110));
+        assert!(w.channels[0].report().contains("wait CQ"));
+    }
 }
 
 #[test]
 fn an_error_cqe_comes_back_with_its_syndrome() {
-    let w = fast_timeout_world();
-    w.set_faults(0, Faults { fail_wqe: Some((1, Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() }).unwrap();
-    let dev = Device::new(&w.channels[0]);
-    dev.put(1, 0, 0, 8).unwrap();
-    let e = dev.put(1, 0, 0, 8).unwrap_err();
-    assert_eq!(e.syndrome(), Some(Syndrome::REMOTE_ACCESS_ERR), "{e}");
-    let err = gcrb_page::error(&w.channels[0].page()).unwrap();
-    assert_eq!(GcrbStatus(err.status()), GcrbStatus::CQE_ERROR);
-    assert_eq!((err.syndrome(), err.vendor_err_synd(), err.wqe_counter()), (0x13, 0x88, 1));
-    let report = w.channels[0].report();
-    assert!(report.contains("REMOTE_ACCESS_ERR") && report.contains("vendor_err_synd 0x88"), "{report}");
+    for exclusive in MODES {
+        let w = fast_timeout_world(exclusive);
+        w.set_faults(0, Faults { fail_wqe: Some((1, Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() }).unwrap();
+        let dev = Device::new(&w.channels[0]);
+        dev.put(1, 0, 0, 8).unwrap();
+        let e = dev.put(1, 0, 0, 8).unwrap_err();
+        assert_eq!(e.syndrome(), Some(Syndrome::REMOTE_ACCESS_ERR), "{e}");
+        let err = gcrb_page::error(&w.channels[0].page()).unwrap();
+        assert_eq!(GcrbStatus(err.status()), GcrbStatus::CQE_ERROR);
+        assert_eq!((err.syndrome(), err.vendor_err_synd(), err.wqe_counter()), (0x13, 0x88, 1));
+        let report = w.channels[0].report();
+        assert!(report.contains("REMOTE_ACCESS_ERR") && report.contains("vendor_err_synd 0x88"), "{report}");
+    }
 }
 
 #[test]
 fn a_cq_overflow_ends_in_a_decoded_timeout() {
-    let w = fast_timeout_world();
-    w.set_faults(0, Faults { overflow_cq: true, ..Faults::default() }).unwrap();
-    let e = Device::new(&w.channels[0]).put(1, 0, 0, 8).unwrap_err();
-    assert_eq!(e, DeviceError(-110));
-    let report = w.channels[0].report();
-    assert!(report.contains("TIMEOUT"), "{report}");
-    assert!(w.nic.hca().cq(w.channels[0].cqn).unwrap().overflowed);
+    for exclusive in MODES {
+        let w = fast_timeout_world(exclusive);
+        w.set_faults(0, Faults { overflow_cq: true, ..Faults::default() }).unwrap();
+        let e = Device::new(&w.channels[0]).put(1, 0, 0, 8).unwrap_err();
+        assert_eq!(e, DeviceError(-110));
+        let report = w.channels[0].report();
+        assert!(report.contains("TIMEOUT"), "{report}");
+        assert!(w.nic.hca().cq(w.channels[0].cqn).unwrap().overflowed);
+    }
 }
 
 #[test]
 fn a_bad_gcrb_is_refused() {
-    let w = fast_timeout_world();
+    let w = fast_timeout_world(false);
     w.channels[0].page().write_bytes(0, &[0; 4]).unwrap();
     assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)));
 }

@@ -47,15 +47,38 @@ enum : int {
  * from memory would cost a trip to L2 after every acquire load. */
 constexpr uint32_t CACHED_KEYS = 4;
 
+/* An exclusive channel's heads (gcrb_config.flags.exclusive, DOCA's
+ * EXCLUSIVE sharing mode): one owner posts and polls, so they live in the
+ * owner's registers and every change is stored back to gcrb_heads (a store
+ * the owner never waits for) for the host's decoded report. `status` is
+ * the sticky gcrb_error.status as the owner knows it: only the owner can
+ * record an error on its channel. */
+struct Own {
+    uint64_t resv, prod, cons, ci;
+    uint32_t status;
+};
+
 struct Channel {
     uint8_t *page;
     marrow_gcrb_config c;
     /* The first key-table entries, read once for the same reason: a P2P
      * value put is then one store, not a load from L2 and a store. */
     marrow_gcrb_key k[CACHED_KEYS];
+    bool excl;
+    /* Exclusive only; `mutable` because a Channel is passed by const
+     * reference and these are the owner's working copies, not its identity. */
+    mutable Own own;
 
     MARROW_MEMBER explicit Channel(uint8_t *p) : page(p), c(*(const marrow_gcrb_config *)(p + MARROW_GCRB_OFF_CONFIG)) {
         for (uint32_t i = 0; i < CACHED_KEYS; i++) k[i] = *((const marrow_gcrb_key *)(p + MARROW_GCRB_OFF_KEYS) + i);
+        excl = flag(MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT) && c.transport != MARROW_GCRB_TRANSPORT_P2P;
+        own = Own{0, 0, 0, 0, 0};
+        if (excl) {
+            /* Where the last owner left them: five loads in flight at once. */
+            marrow_gcrb_heads *h = heads();
+            own = Own{load_relaxed(&h->resv_head), load_relaxed(&h->prod_idx), load_relaxed(&h->cons_idx),
+                      load_relaxed(&h->cq_ci), load_relaxed32(&err()->status)};
+        }
     }
     MARROW_MEMBER const marrow_gcrb_config *cfg() const { return &c; }
     MARROW_MEMBER marrow_gcrb_heads *heads() const { return (marrow_gcrb_heads *)(page + MARROW_GCRB_OFF_HEADS); }
@@ -88,6 +111,7 @@ MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1
 /* Record the first failure, with the heads as they are now. Always traced. */
 MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
     marrow_gcrb_error *e = ch.err();
+    if (ch.excl && ch.own.status == MARROW_GCRB_STATUS_OK) ch.own.status = status;
     if (!cas32(&e->status, MARROW_GCRB_STATUS_OK, 0xffffffffu)) return; /* someone else reported first */
     marrow_gcrb_heads *h = ch.heads();
     e->wait = wait;
@@ -144,7 +168,9 @@ MARROW_FN int sticky_status(const Channel &ch, uint32_t s) {
     return E_BAD_CONFIG;
 }
 
-MARROW_FN int sticky_error(const Channel &ch) { return sticky_status(ch, load_relaxed32(&ch.err()->status)); }
+MARROW_FN int sticky_error(const Channel &ch) {
+    return sticky_status(ch, ch.excl ? ch.own.status : load_relaxed32(&ch.err()->status));
+}
 
 /* ------------------------------------------------------------ completions */
 
@@ -158,20 +184,15 @@ MARROW_FN uint64_t widen_from(uint64_t from, uint16_t counter) { return from + (
  * the CPU, whose threads may share a core with the engine they wait for. */
 constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
 
-/* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
- * (the others return at once and look at cons_idx). While nothing new has
- * arrived the poller re-reads the CQE, up to POLL_SPINS times, keeping the
- * lock: a waiter then sees its CQE one PCIe read after it lands, not a lock
- * round trip later. Once `upto` is reached it leaves the rest of the CQ to
- * the next poller rather than spend a PCIe read looking for more. */
-MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
+/* The walk itself, from the consumer state (cons, ci) its caller owns:
+ * under the poll lock, or an exclusive channel's registers. The heads are
+ * published as they move: with a release for the shared protocol, whose
+ * waiters acquire cons_idx; relaxed for an exclusive owner, whose copy is
+ * only for the host to decode. */
+MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci) {
     marrow_gcrb_heads *h = ch.heads();
-    *reached = false;
-    if (!cas32_acquire(&h->poll_lock, 0, 1)) return sticky_error(ch);
     const marrow_gcrb_config *c = ch.cfg();
     uint8_t *cq = (uint8_t *)c->cq_base;
-    /* cons_idx and cq_ci change only under this lock: two loads in flight at once. */
-    uint64_t cons = load_relaxed(&h->cons_idx), ci = load_relaxed(&h->cq_ci);
     /* Return slots to the NIC (rdma-core update_cons_index) every `batch`
      * CQEs: at most sq_wqebbs CQEs are ever outstanding, so a CQ deeper than
      * the send queue leaves slack for the doorbell record to lag by half of
@@ -217,7 +238,11 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
         trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
         if (done > cons) {
             cons = done;
-            store_release(&h->cons_idx, cons);
+            if (ch.excl) {
+                store_relaxed(&h->cons_idx, cons);
+            } else {
+                store_release(&h->cons_idx, cons);
+            }
         }
         store_relaxed(&h->cq_ci, ++ci);
         if (!c->cq_mode) {
@@ -229,6 +254,22 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
             }
         }
     }
+    return rc;
+}
+
+/* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
+ * (the others return at once and look at cons_idx). While nothing new has
+ * arrived the poller re-reads the CQE, up to POLL_SPINS times, keeping the
+ * lock: a waiter then sees its CQE one PCIe read after it lands, not a lock
+ * round trip later. Once `upto` is reached it leaves the rest of the CQ to
+ * the next poller rather than spend a PCIe read looking for more. */
+MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
+    marrow_gcrb_heads *h = ch.heads();
+    *reached = false;
+    if (!cas32_acquire(&h->poll_lock, 0, 1)) return sticky_error(ch);
+    /* cons_idx and cq_ci change only under this lock: two loads in flight at once. */
+    uint64_t cons = load_relaxed(&h->cons_idx), ci = load_relaxed(&h->cq_ci);
+    int rc = walk_cq(ch, upto, cons, ci);
     store_release32(&h->poll_lock, 0);
     *reached = cons >= upto;
     /* Our own target reached without error: leave the sticky status to the
@@ -239,7 +280,10 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
 /* Wait until the WQEBBs below `upto` completed. Whoever posted them rang
  * for them, or left the ringing to a later holder of the ready chain
  * (ready_and_ring), so a waiter only polls. */
+MARROW_FN int wait_own(const Channel &ch, uint64_t upto, uint32_t wait);
+
 MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
+    if (ch.excl) return wait_own(ch, upto, wait);
     Deadline d;
     marrow_gcrb_heads *h = ch.heads();
     while (load_acquire(&h->cons_idx) < upto) {
@@ -363,6 +407,30 @@ MARROW_FN ChainView chain_view(const Channel &ch) {
 /* Lanes a posting group can have: a warp. */
 constexpr uint64_t MAX_GROUP = 32;
 
+/* Doorbell record, then doorbell, for the WQEBBs below `end`; the caller
+ * has ordered their WQE stores before this (to_device). `last_ctrl` is the
+ * last WQE's first 8 bytes, the doorbell with flags.db_ctrl_bytes. */
+MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
+    uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
+    store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & 0xffffu));
+    /* Doorbell record before the doorbell that makes the NIC read it. */
+    wc_start();
+    uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
+                      ? last_ctrl
+                      : (uint64_t)be32((uint32_t)(end & 0xffff) << 8) | ((uint64_t)be32(ch.c.qpn << 8) << 32);
+    mmio_store64((uint64_t *)ch.c.db_addr, db);
+#if !MARROW_GPU
+    /* Out of the write-combining buffer before the chain moves on, so
+     * doorbells of two holders reach the NIC in order. The GPU path
+     * has no write-combining buffer to drain; like DOCA and NVSHMEM it
+     * puts no fence after the doorbell store. */
+    wc_flush();
+#endif
+    store_relaxed(&ch.heads()->prod_idx, end);
+    if (ch.excl) ch.own.prod = end;
+    trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
+}
+
 MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, bool lazy, uint64_t last_ctrl,
                              ChainView v) {
     marrow_gcrb_heads *h = ch.heads();
@@ -386,26 +454,146 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
         /* Every poster fenced (to_device) its WQE stores before its turn,
          * and our acquire of ready_head saw theirs: the WQEs are ordered
          * before this doorbell record. */
-        uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
-        store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & 0xffffu));
-        /* Doorbell record before the doorbell that makes the NIC read it. */
-        wc_start();
-        uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
-                          ? last_ctrl
-                          : (uint64_t)be32((uint32_t)(end & 0xffff) << 8) | ((uint64_t)be32(ch.c.qpn << 8) << 32);
-        mmio_store64((uint64_t *)ch.c.db_addr, db);
-#if !MARROW_GPU
-        /* Out of the write-combining buffer before the chain moves on, so
-         * doorbells of two holders reach the NIC in order. The GPU path
-         * has no write-combining buffer to drain; like DOCA and NVSHMEM it
-         * puts no fence after the doorbell store. */
-        wc_flush();
-#endif
-        store_relaxed(&h->prod_idx, end);
-        trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
+        ring(ch, end, last_ctrl);
     }
     store_release(&h->ready_head, end);
     return OK;
+}
+
+/* ------------------------------------------------------------ exclusive channels */
+
+/* flags.exclusive (DOCA's EXCLUSIVE resource sharing mode, NCCL GIN's
+ * NCCL_GIN_RESOURCE_SHARING_THREAD): one owner posts and polls, either one
+ * thread or the lanes of one warp that always call together. What the
+ * shared protocol spends its L2 round trips on has nothing to arbitrate:
+ * the index comes from a register, not an atomic add; no one else's WQEs
+ * can be pending, so there is no ready chain; no one else polls, so there
+ * is no CQ lock. A post is the WQE stores and, when it rings, the fences,
+ * doorbell record and doorbell: what the posting-rate floor measures.
+ * Two owners at once on one exclusive channel would corrupt its ring; the
+ * host gives each owner a channel of its own. In a group the leader keeps
+ * the books and every lane leaves each call with the leader's copy. */
+
+MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
+    Own &o = ch.own;
+    o.resv = g.from_leader64(o.resv);
+    o.prod = g.from_leader64(o.prod);
+    o.cons = g.from_leader64(o.cons);
+    o.ci = g.from_leader64(o.ci);
+    o.status = (uint32_t)g.from_leader32((int)o.status);
+}
+
+/* Ring what lazy posting left unrung; the caller ordered the WQE stores
+ * before this (to_device). */
+MARROW_FN void ring_rest(const Channel &ch) {
+    Own &o = ch.own;
+    if (o.prod >= o.resv) return;
+    uint64_t ctrl = 0;
+    if (ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)) {
+        /* The last WQE's control bytes, read back from the ring. */
+        ctrl = load_device_u64((const uint64_t *)((uint8_t *)ch.c.sq_base + ((o.resv - 1) % ch.c.sq_wqebbs) * MARROW_MLX5_SEND_WQE_BB));
+    }
+    ring(ch, o.resv, ctrl);
+}
+
+/* The leader's wait, on its registers, until WQEBBs below `upto` completed. */
+MARROW_FN int own_wait_upto(const Channel &ch, uint64_t upto, uint32_t wait) {
+    Own &o = ch.own;
+    Deadline d;
+    while (o.cons < upto) {
+        int rc = walk_cq(ch, upto, o.cons, o.ci);
+        if (rc != OK) return rc;
+        if (o.cons >= upto) break;
+        if (d.expired(ch, wait)) return E_TIMEOUT;
+    }
+    return OK;
+}
+
+/* Wait until the WQEBBs below `upto` completed: the leader waits for the
+ * group's last lane's target (the highest: it posted last). */
+MARROW_FN int wait_own(const Channel &ch, uint64_t upto, uint32_t wait) {
+    Group g = group_of(ch.page);
+    upto = g.from_last64(upto);
+    int rc = OK;
+    if (g.leader()) {
+        rc = sticky_error(ch);
+        if (rc == OK) rc = own_wait_upto(ch, upto, wait);
+    }
+    rc = g.from_leader32(rc);
+    own_from_leader(ch, g);
+    return rc;
+}
+
+MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
+    Group g = group_of(ch.page);
+    Own &o = ch.own;
+    uint64_t depth = ch.c.sq_wqebbs;
+    int rc = OK;
+    if (g.leader()) {
+        rc = sticky_error(ch);
+        if (rc == OK && o.resv + g.size > o.cons + depth) {
+            /* Room comes from completions, and only rung WQEs complete. Lazy
+             * posting rings once the ring is half full, so this finds
+             * nothing to ring; it is here so that no policy can hang. */
+            if (o.prod < o.resv) {
+                to_device();
+                ring_rest(ch);
+            }
+            rc = own_wait_upto(ch, o.resv + g.size - depth, MARROW_GCRB_WAIT_SLOT);
+        }
+    }
+    rc = g.from_leader32(rc);
+    if (rc != OK) {
+        own_from_leader(ch, g);
+        return rc;
+    }
+    uint64_t base = g.from_leader64(o.resv), cons = g.from_leader64(o.cons);
+    uint64_t idx = base + g.rank, end = base + g.size;
+    if (g.leader()) {
+        o.resv = end;
+        /* For the host's report only; nothing waits on them. */
+        store_relaxed(&ch.heads()->resv_head, end);
+        store_relaxed(&ch.heads()->ready_head, end);
+    }
+    uint64_t ctrl = write_wqe(ch, idx, op);
+    /* Lazy: the shared path's rule (a batch crossed, or the ring half full). */
+    bool ring_now = g.any(force_ring) || !lazy || end / RING_BATCH != base / RING_BATCH || end - cons + MAX_GROUP > depth / 2;
+    if (ring_now) {
+        /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
+        to_device();
+        uint64_t last_ctrl = g.from_last64(ctrl);
+        g.sync();
+        if (g.leader()) ring(ch, end, last_ctrl);
+    } else {
+        /* The WQE stores stay unfenced until a ring: the ringer's fence
+         * comes after this barrier, and fences are cumulative. */
+        g.sync();
+    }
+    own_from_leader(ch, g);
+    if (idx_out) *idx_out = idx;
+    return OK;
+}
+
+/* Everything posted so far: ring the rest, wait for its completions. */
+MARROW_FN int quiet_own(const Channel &ch) {
+    Group g = group_of(ch.page);
+    Own &o = ch.own;
+    if (o.prod < o.resv) {
+        /* Lazy posting left this lane's WQE stores unfenced. */
+        to_device();
+        g.sync();
+    }
+    int rc = OK;
+    if (g.leader()) {
+        rc = sticky_error(ch);
+        if (rc == OK) {
+            ring_rest(ch);
+            rc = own_wait_upto(ch, o.resv, MARROW_GCRB_WAIT_CQ);
+        }
+    }
+    rc = g.from_leader32(rc);
+    own_from_leader(ch, g);
+    return rc;
 }
 
 /* Post one WQE per calling thread. On the GPU the threads of a warp that
@@ -414,6 +602,7 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * ready chain once for all. One reservation, one turn of the chain and at
  * most one doorbell per warp instead of per thread. */
 MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy = false) {
+    if (ch.excl) return post_own(ch, op, idx_out, force_ring, lazy);
     Group g = group_of(ch.page);
     int rc = OK;
     uint64_t base = 0;
@@ -624,6 +813,7 @@ MARROW_FN int quiet(const Channel &ch) {
         fence_quiet();
         return sticky_error(ch);
     }
+    if (ch.excl) return quiet_own(ch);
     marrow_gcrb_heads *h = ch.heads();
     uint64_t target = load_acquire(&h->resv_head);
     if (ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT) && load_relaxed(&h->prod_idx) < target) {

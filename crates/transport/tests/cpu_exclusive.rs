@@ -1,0 +1,166 @@
+//! Exclusive channels (`gcrb_config.flags.exclusive`, DOCA's EXCLUSIVE
+//! sharing mode) run by CPU threads against the softnic: each owner keeps
+//! its channel's heads in registers, so these check that the rings still
+//! wrap, lazy doorbells still ring, blocking calls still wait for their own
+//! CQE, and the heads stored back for the host agree with what happened.
+//! The injected faults on exclusive channels are in `cpu_device.rs`.
+
+use marrow_softnic::trace::Kind;
+use marrow_transport::cpu::Device;
+use marrow_transport::gcrb_page;
+use marrow_transport::{Channel, World, WorldConfig};
+use std::time::Duration;
+
+fn exclusive_world(sq: u32, ncqe: u32, collapsed: bool, lazy: bool, channels: usize) -> World {
+    World::new(WorldConfig {
+        sq_wqebbs: sq,
+        ncqe,
+        collapsed_cq: collapsed,
+        lazy_nbi_doorbell: lazy,
+        exclusive: true,
+        extra_channels: channels - 1,
+        timeout: Duration::from_secs(5),
+        ..WorldConfig::default()
+    })
+    .unwrap()
+}
+
+fn channels(w: &World) -> Vec<&Channel> {
+    std::iter::once(&w.channels[0]).chain(&w.more).collect()
+}
+
+fn slot_value(t: usize, i: usize) -> u64 {
+    ((t as u64) << 32) | (i as u64 * 2654435761 % 1_000_003)
+}
+
+#[test]
+fn owners_on_channels_of_their_own_wrap_tiny_rings() {
+    const OWNERS: usize = 4;
+    const PER: usize = 300;
+    for (sq, ncqe, collapsed) in [(1u32, 1u32, true), (2, 2, false), (4, 8, false), (64, 64, false)] {
+        for lazy in [false, true] {
+            let w = exclusive_world(sq, ncqe, collapsed, lazy, OWNERS);
+            let chans = channels(&w);
+            for t in 0..OWNERS {
+                for i in 0..PER {
+                    w.bufs[0].write_bytes((t * PER + i) * 8, &slot_value(t, i).to_le_bytes()).unwrap();
+                }
+            }
+            std::thread::scope(|s| {
+                for (t, ch) in chans.iter().enumerate() {
+                    let dev = Device::new(ch);
+                    s.spawn(move || {
+                        Device::set_thread(t as u32);
+                        let base = (t * PER * 8) as u64;
+                        let what = format!("sq {sq} ncqe {ncqe} collapsed {collapsed} lazy {lazy} owner {t}");
+                        if t % 2 == 0 {
+                            // One channel object for the whole burst: heads in its registers.
+                            dev.put_burst(1, base, 8, PER as u32, 7).unwrap_or_else(|e| panic!("{what}: {e}\n{}", ch.report()));
+                        } else {
+                            // A channel object per call: each starts from the heads stored back.
+                            for i in 0..PER as u64 {
+                                let off = base + i * 8;
+                                let r = if i % 5 == 4 { dev.put(1, off, off, 8) } else { dev.put_nbi(1, off, off, 8) };
+                                r.unwrap_or_else(|e| panic!("{what} put {i}: {e}\n{}", ch.report()));
+                            }
+                            dev.quiet().unwrap_or_else(|e| panic!("{what} quiet: {e}\n{}", ch.report()));
+                        }
+                    });
+                }
+            });
+            for t in 0..OWNERS {
+                for i in 0..PER {
+                    let mut got = [0u8; 8];
+                    w.bufs[1].read_bytes((t * PER + i) * 8, &mut got).unwrap();
+                    assert_eq!(u64::from_le_bytes(got), slot_value(t, i), "sq {sq} lazy {lazy} owner {t} put {i}");
+                }
+            }
+            for ch in &chans {
+                // Every put rung and completed, and nothing else posted:
+                // an exclusive quiet rings the rest itself, no NOP.
+                let h = gcrb_page::heads(&ch.page()).unwrap();
+                let n = PER as u64;
+                assert_eq!((h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()), (n, n, n, n), "sq {sq} lazy {lazy} QP {:#x}", ch.qpn);
+                assert_eq!(gcrb_page::error(&ch.page()).unwrap().status(), 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn lazy_exclusive_rings_per_batch_and_quiet_rings_the_rest() {
+    let w = exclusive_world(1024, 4096, false, true, 1);
+    let dev = Device::new(&w.channels[0]);
+    let heads = || gcrb_page::heads(&w.channels[0].page()).unwrap();
+    for i in 0..40u64 {
+        w.bufs[0].write_bytes(i as usize * 8, &(i + 1).to_le_bytes()).unwrap();
+        dev.put_nbi(1, i * 8, i * 8, 8).unwrap();
+        let want = if i + 1 < 32 { 0 } else { 32 };
+        assert_eq!((heads().resv_head(), heads().prod_idx()), (i + 1, want), "after put {}", i + 1);
+    }
+    dev.quiet().unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
+    for i in 0..40u64 {
+        let mut got = [0u8; 8];
+        w.bufs[1].read_bytes(i as usize * 8, &mut got).unwrap();
+        assert_eq!(u64::from_le_bytes(got), i + 1);
+    }
+    let h = heads();
+    assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx()), (40, 40, 40), "40 puts, rung by quiet without a NOP");
+}
+
+#[test]
+fn quiet_rings_the_rest_with_the_last_control_segment() {
+    // Lazy and flags.db_ctrl_bytes: quiet's doorbell is the last WQE's
+    // control bytes, read back from the ring.
+    let w = exclusive_world(64, 256, false, true, 1);
+    gcrb_page::edit_config(&w.channels[0].page(), |c| {
+        c.set_db_ctrl_bytes(true);
+    })
+    .unwrap();
+    w.nic.enable_trace(1 << 16);
+    let dev = Device::new(&w.channels[0]);
+    w.bufs[0].write_bytes(0, &[0x5A; 40]).unwrap();
+    dev.put_burst(1, 0, 8, 5, 0).unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
+    let mut got = [0u8; 40];
+    w.bufs[1].read_bytes(0, &mut got).unwrap();
+    assert_eq!(got, [0x5A; 40]);
+    let (records, err) = marrow_softnic::trace::parse(&w.nic.trace_bytes().unwrap());
+    assert!(err.is_none(), "{err:?}");
+    let doorbells: Vec<_> = records.iter().filter(|r| r.kind == Kind::DOORBELL).collect();
+    assert_eq!(doorbells.len(), 1, "five lazy puts, one doorbell at quiet");
+    let db = marrow_mlx5::doorbell::decode_uar_doorbell(doorbells[0].bytes[..8].try_into().unwrap());
+    assert_eq!(db.style, marrow_mlx5::doorbell::DoorbellStyle::RdmaCore, "{db:?}");
+    assert_eq!((db.opcode, db.wqe_index), (marrow_mlx5::raw::WqeOpcode::RDMA_WRITE, 4), "{db:?}");
+}
+
+#[test]
+fn blocking_calls_on_an_exclusive_channel_agree_with_the_cpu() {
+    let w = exclusive_world(4, 4, false, false, 1);
+    let dev = Device::new(&w.channels[0]);
+    let pattern: Vec<u8> = (0..4096).map(|i| (i * 13 % 251) as u8).collect();
+    w.bufs[1].write_bytes(8192, &pattern).unwrap();
+    dev.get(1, 8192, 0, 4096).unwrap();
+    let mut got = vec![0u8; 4096];
+    w.bufs[0].read_bytes(0, &mut got).unwrap();
+    assert_eq!(got, pattern);
+    w.bufs[1].write_bytes(512, &5u64.to_ne_bytes()).unwrap();
+    for k in 0..10u64 {
+        assert_eq!(dev.fetch_add(1, 512, 3, 4096).unwrap(), 5 + 3 * k);
+    }
+    assert_eq!(dev.compare_swap(1, 512, 1, 9, 4096).unwrap(), 35, "a failed compare returns the value");
+    assert_eq!(dev.compare_swap(1, 512, 35, 9, 4096).unwrap(), 35);
+    w.bufs[0].write_bytes(0, &[0xC3; 256]).unwrap();
+    dev.put_signal(1, 0, 0, 256, 1024, 2, 2048).unwrap();
+    dev.quiet().unwrap();
+    let mut data = [0u8; 256];
+    w.bufs[1].read_bytes(0, &mut data).unwrap();
+    assert_eq!(data, [0xC3; 256]);
+    let mut v = [0u8; 8];
+    w.bufs[1].read_bytes(512, &mut v).unwrap();
+    assert_eq!(u64::from_ne_bytes(v), 9);
+    w.bufs[1].read_bytes(1024, &mut v).unwrap();
+    assert_eq!(u64::from_ne_bytes(v), 2);
+    // 1 get, 10 + 2 atomics, a put and its signal: 15 WQEBBs through a ring of 4.
+    let h = gcrb_page::heads(&w.channels[0].page()).unwrap();
+    assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx()), (15, 15, 15));
+}
