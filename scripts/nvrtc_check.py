@@ -66,5 +66,15 @@ for arch, getter in (("compute_90", "PTX"), ("sm_90", "CUBIN")):
             sys.exit("nvrtc_check: the doorbell is not an st.mmio.relaxed.sys store")
         if "globaltimer" not in ptx:
             sys.exit("nvrtc_check: the device-side timeouts do not read %globaltimer")
+        # The Channel (config, cached keys, an exclusive owner's heads) must
+        # live in registers: in local memory, the L1 invalidation of every
+        # system-scope fence sends each later use of it to L2 (measured on
+        # the H200: most of a post's cost over its stores and fences).
+        for m in re.finditer(r"\.entry (\w+)\(", ptx):
+            body = ptx[m.start():ptx.find("\n}\n", m.start())]
+            if "__local_depot" in body:
+                n = body.count("ld.local") + body.count("st.local")
+                sys.exit(f"nvrtc_check: kernel {m.group(1)} uses local memory ({n} ld/st.local): "
+                         "something in it is indexed at run time or has its address taken")
     print(f"nvrtc_check: NVRTC {major.value}.{minor.value}: {len(kernels)} kernels compiled for {arch} "
           f"({getter}, {size.value} bytes)")

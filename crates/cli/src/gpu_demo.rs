@@ -217,8 +217,8 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// channel with `flags.trace` on: the last puts' POST -> DOORBELL -> CQE ->
 /// next POST gaps. Tracing costs time itself, so the latency figure comes
 /// from an untraced channel (`latency`).
-fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
-    let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, ..WorldConfig::default() };
+fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
+    let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, exclusive, ..WorldConfig::default() };
     let r = rig(gpu, cfg)?;
     let iters = 200u32;
     let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters).map_err(e)?;
@@ -240,7 +240,8 @@ fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let mean = |x: u64| x as f64 / n as f64 / 1e3;
     writeln!(
         o,
-        "  traced channel: {:.2} us per put; per put (mean of the last {n} in the device trace): WQE written -> doorbell rung {:.2} us, doorbell -> CQE consumed {:.2} us, CQE -> next WQE written {:.2} us",
+        "  traced {} channel: {:.2} us per put; per put (mean of the last {n} in the device trace): WQE written -> doorbell rung {:.2} us, doorbell -> CQE consumed {:.2} us, CQE -> next WQE written {:.2} us",
+        if exclusive { "exclusive" } else { "shared" },
         ns as f64 / iters as f64 / 1e3,
         mean(sums[0]),
         mean(sums[1]),
@@ -326,7 +327,7 @@ impl Drop for Unregister<'_> {
 /// (a) posting rate against the floor of the same stores and fences into
 /// the same kind of memory, both timed on the GPU clock over the posting
 /// loop alone; (d) put bandwidth against cuMemcpy.
-fn rates(r: &Rig, o: &mut dyn Write) -> Res<()> {
+fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool) -> Res<()> {
     let wqebbs = r.sq_wqebbs;
     let shm = marrow_softnic::Shm::create("floor", wqebbs as usize * 64 + 64).map_err(e)?;
     let region = shm.region();
@@ -335,17 +336,19 @@ fn rates(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let base = region.base_addr() as u64;
     let (dbrec, db) = (base + u64::from(wqebbs) * 64, base + u64::from(wqebbs) * 64 + 8);
     let mut prof = [u64::MAX; 6];
-    for _ in 0..3 {
+    for _ in 0..if exclusive { 0 } else { 3 } {
         for (p, v) in prof.iter_mut().zip(r.gpu.post_profile(base, wqebbs, dbrec, db, 256).map_err(e)?) {
             *p = (*p).min(v);
         }
     }
+    if !exclusive {
     writeln!(
         o,
         "  post profile, 1 thread, ns per post: floor {}; + atomic add {}; + ready chain (relaxed store) {}; store a release {}; + snapshots {}; release before the doorbell record instead {}",
         prof[0], prof[1], prof[2], prof[3], prof[4], prof[5]
     )
     .map_err(e)?;
+    }
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
     let many = format!("whole GPU, {} channels (warp w on channel w mod {})", all.len(), all.len());
@@ -353,9 +356,12 @@ fn rates(r: &Rig, o: &mut dyn Write) -> Res<()> {
         ("1 thread", Grid::ONE, false, 256u32, &one[..]),
         ("1 warp", Grid { blocks: 1, threads: 32 }, false, 64, &one[..]),
         ("1 warp, put_nbi_warp", Grid { blocks: 1, threads: 32 }, true, 64, &one[..]),
-        ("whole GPU 132 x 128", Grid { blocks: 132, threads: 128 }, false, 1, &one[..]),
-        ("whole GPU, put_nbi_warp", Grid { blocks: 132, threads: 128 }, true, 1, &one[..]),
     ];
+    // An exclusive channel has one owner: the whole GPU shares channels.
+    if !exclusive {
+        runs.push(("whole GPU 132 x 128", Grid { blocks: 132, threads: 128 }, false, 1, &one[..]));
+        runs.push(("whole GPU, put_nbi_warp", Grid { blocks: 132, threads: 128 }, true, 1, &one[..]));
+    }
     if all.len() > 1 {
         runs.push((many.as_str(), Grid { blocks: 132, threads: 128 }, false, 1, &all[..]));
     }
@@ -376,7 +382,8 @@ fn rates(r: &Rig, o: &mut dyn Write) -> Res<()> {
         let floor = puts as f64 / (floor_best as f64 / 1e9);
         writeln!(
             o,
-            "  (a) 8 B put_nbi posting, {label}: {rate:.3e} puts/s; floor (the same stores and fences into host memory, no protocol) {floor:.3e} /s; ratio {:.3} (target >= 0.8)",
+            "  (a) 8 B put_nbi posting, {} channel, {label}: {rate:.3e} puts/s; floor (the same stores and fences into host memory, no protocol) {floor:.3e} /s; ratio {:.3} (target >= 0.8)",
+            if exclusive { "exclusive" } else { "shared" },
             rate / floor
         )
         .map_err(e)?;
@@ -446,7 +453,7 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
     Ok(())
 }
 
-fn faults(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+fn faults(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
     let cases: [(&str, Faults); 4] = [
         ("dropped doorbell", Faults { drop_doorbells: 1, ..Faults::default() }),
         ("error CQE (REMOTE_ACCESS_ERR injected on WQE 0)", Faults {
@@ -457,7 +464,7 @@ fn faults(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         ("CQ overflow", Faults { overflow_cq: true, ..Faults::default() }),
     ];
     for (what, fault) in cases {
-        let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, timeout: Duration::from_millis(200), ..WorldConfig::default() };
+        let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, timeout: Duration::from_millis(200), exclusive, ..WorldConfig::default() };
         let r = rig(gpu, cfg)?;
         r.world.nic.enable_trace(1 << 20);
         r.world.set_faults(0, fault).map_err(e)?;
@@ -536,6 +543,67 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     Ok(())
 }
 
+/// An exclusive channel: one thread puts and gets every size, one warp
+/// posts together (put_nbi_warp), one thread's fetch-and-adds come back in
+/// order; part of a warp posting together is refused with a decoded error.
+fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+    let r = rig(gpu, WorldConfig { exclusive: true, ..checked_config() })?;
+    let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
+    for len in [8usize, 4096, 1 << 20, 64 << 20] {
+        let data = pattern(len, 11 + len as u64);
+        a.write_bytes(0, &data).map_err(e)?;
+        b.fill(0, len, 0).map_err(e)?;
+        check_rc(&r, "exclusive put", &r.launch_rw(RwKernel::Put, 1, 1, len as u32, 1)?)?;
+        let mut got = vec![0u8; len];
+        b.read_bytes(0, &mut got).map_err(e)?;
+        if got != data {
+            return Err(format!("exclusive put of {len} B: bytes differ"));
+        }
+        let back = pattern(len, 12 + len as u64);
+        b.write_bytes(0, &back).map_err(e)?;
+        check_rc(&r, "exclusive get", &r.launch_rw(RwKernel::Get, 1, 1, len as u32, 1)?)?;
+        a.read_bytes(0, &mut got).map_err(e)?;
+        if got != back {
+            return Err(format!("exclusive get of {len} B: bytes differ"));
+        }
+        writeln!(o, "  put and get of {len:>8} B from 1 thread: every byte checked").map_err(e)?;
+    }
+    let (len, iters) = (64u32, 40u32);
+    let total = (32 * iters * len) as usize;
+    let data = pattern(total, 21);
+    a.write_bytes(0, &data).map_err(e)?;
+    b.fill(0, total, 0).map_err(e)?;
+    check_rc(&r, "exclusive put_nbi_warp", &r.launch_rw(RwKernel::PutWarp, 1, 32, len, iters)?)?;
+    let mut got = vec![0u8; total];
+    b.read_bytes(0, &mut got).map_err(e)?;
+    if got != data {
+        return Err("exclusive put_nbi_warp: bytes differ".into());
+    }
+    writeln!(o, "  put_nbi_warp, one warp x {iters}: {} puts of {len} B, every byte checked (the ring of 1024 wrapped)", 32 * iters).map_err(e)?;
+    let roff = 1u64 << 20;
+    b.write_bytes(roff as usize, &0u64.to_ne_bytes()).map_err(e)?;
+    let (rc, olds) = r.gpu.fetch_add(r.page(0), 1, roff, 100, 2 << 20, Grid::ONE).map_err(e)?;
+    check_rc(&r, "exclusive fetch_add", &rc)?;
+    if olds != (0..100u64).collect::<Vec<_>>() {
+        return Err(format!("exclusive fetch_add: fetched {:?}..., not 0..100 in order", &olds[..olds.len().min(4)]));
+    }
+    writeln!(o, "  fetch_add x 100 from 1 thread: fetched 0..100 in order").map_err(e)?;
+    // 20 lanes of one warp: a group that is not the whole warp.
+    let rc = r.launch_rw(RwKernel::Put, 1, 20, 8, 1)?;
+    if rc.iter().any(|c| *c != -22) {
+        return Err(format!("part of a warp on an exclusive channel: expected -22 on every lane, got {rc:?}"));
+    }
+    let report = r.report();
+    if !report.contains("BAD_CONFIG") {
+        return Err(format!("part of a warp on an exclusive channel: the GCRB does not say BAD_CONFIG:\n{report}"));
+    }
+    writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:").map_err(e)?;
+    for line in report.lines() {
+        writeln!(o, "      {line}").map_err(e)?;
+    }
+    Ok(())
+}
+
 /// The correctness runs: a traced channel, so an error report shows what
 /// the device did last.
 fn checked_config() -> WorldConfig {
@@ -575,30 +643,48 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
     writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):").map_err(e)?;
     gpu_memory(&gpu, o)?;
     writeln!(o, "injected faults (each must come back as an error, never a hang):").map_err(e)?;
-    faults(&gpu, o)?;
+    faults(&gpu, o, false)?;
+    writeln!(o, "exclusive channels (flags.exclusive):").map_err(e)?;
+    exclusive_checks(&gpu, o)?;
+    writeln!(o, "injected faults on an exclusive channel:").map_err(e)?;
+    faults(&gpu, o, true)?;
     benchmarks(&gpu, o)?;
     writeln!(o, "all GPU checks passed").map_err(e)?;
     Ok(())
 }
 
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+    writeln!(o, "shared channels (any thread posts; reservation atomic, ready chain, CQ lock):").map_err(e)?;
     writeln!(o, "latency:").map_err(e)?;
-    latency_breakdown(gpu, o)?;
+    latency_breakdown(gpu, o, false)?;
     let r = rig(gpu, bench_config())?;
     latency(&r, o)?;
     loop_bench(&r, o)?;
     drop(r);
     writeln!(o, "rates:").map_err(e)?;
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?;
-    rates(&r, o)?;
+    rates(&r, o, false)?;
     drop(r);
     writeln!(o, "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):")
         .map_err(e)?;
     let lazy = WorldConfig { lazy_nbi_doorbell: true, ..bench_config() };
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..lazy })?;
-    rates(&r, o)?;
+    rates(&r, o, false)?;
     drop(r);
     loop_bench(&rig(gpu, lazy)?, o)?;
+    writeln!(o, "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode):")
+        .map_err(e)?;
+    latency_breakdown(gpu, o, true)?;
+    let exclusive = WorldConfig { exclusive: true, ..bench_config() };
+    let r = rig(gpu, exclusive)?;
+    latency(&r, o)?;
+    loop_bench(&r, o)?;
+    rates(&r, o, true)?;
+    drop(r);
+    writeln!(o, "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):").map_err(e)?;
+    let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
+    loop_bench(&r, o)?;
+    rates(&r, o, true)?;
     Ok(())
 }
 

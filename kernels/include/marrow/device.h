@@ -471,8 +471,11 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * is no CQ lock. A post is the WQE stores and, when it rings, the fences,
  * doorbell record and doorbell: what the posting-rate floor measures.
  * Two owners at once on one exclusive channel would corrupt its ring; the
- * host gives each owner a channel of its own. In a group the leader keeps
- * the books and every lane leaves each call with the leader's copy. */
+ * host gives each owner a channel of its own. A warp owns one through the
+ * warp calls (put_nbi_warp reconverges the warp first): the leader keeps
+ * the books and every lane leaves each call with the leader's copy; a
+ * group that is only part of the warp, or whose lanes' copies differ, is
+ * refused with E_BAD_CONFIG, recorded like any error. */
 
 MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
     Own &o = ch.own;
@@ -529,6 +532,14 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     Own &o = ch.own;
     uint64_t depth = ch.c.sq_wqebbs;
     int rc = OK;
+    /* A group must be the whole warp, every lane with the same heads: a
+     * part of a warp (lanes that diverged) or a lane that posted alone in
+     * between would hand out slots twice. Refused before anything is written. */
+    if (g.size > 1 && !(g.whole_warp() && g.same64(o.resv) && g.same64(o.ci))) {
+        if (g.leader()) record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
+        own_from_leader(ch, g);
+        return E_BAD_CONFIG;
+    }
     if (g.leader()) {
         rc = sticky_error(ch);
         if (rc == OK && o.resv + g.size > o.cons + depth) {
@@ -629,12 +640,29 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
 
 MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
     if (pe >= ch.c.key_count) return E_RANGE;
-    const marrow_gcrb_key *k = pe < CACHED_KEYS ? &ch.k[pe] : ch.key(pe);
+    /* By value, with constant indices only: a pointer that may point into
+     * the Channel, or an index into its array known only at run time, puts
+     * the whole Channel in local memory, which the L1 invalidation of every
+     * system-scope fence then sends to L2 on its next use. */
+    uint64_t base, pages;
+    uint32_t key;
+    if (pe < CACHED_KEYS) {
+        /* Written out: NVRTC keeps a loop here (even with #pragma unroll)
+         * until after the pass that would put the Channel in registers. */
+        static_assert(CACHED_KEYS == 4, "remote() picks among four cached keys");
+        base = ch.k[0].raddr, pages = ch.k[0].rlen_pages, key = ch.k[0].rkey;
+        if (pe == 1) base = ch.k[1].raddr, pages = ch.k[1].rlen_pages, key = ch.k[1].rkey;
+        if (pe == 2) base = ch.k[2].raddr, pages = ch.k[2].rlen_pages, key = ch.k[2].rkey;
+        if (pe == 3) base = ch.k[3].raddr, pages = ch.k[3].rlen_pages, key = ch.k[3].rkey;
+    } else {
+        const marrow_gcrb_key *k = ch.key(pe);
+        base = k->raddr, pages = k->rlen_pages, key = k->rkey;
+    }
     /* With P2P nothing downstream checks a window (no rkey): the length does. */
-    uint64_t lim = (uint64_t)k->rlen_pages << 12;
+    uint64_t lim = pages << 12;
     if (lim && (off > lim || len > lim - off)) return E_RANGE;
-    *raddr = k->raddr + off;
-    *rkey = k->rkey;
+    *raddr = base + off;
+    *rkey = key;
     return OK;
 }
 

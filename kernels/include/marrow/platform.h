@@ -440,6 +440,13 @@ struct Group {
     MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return __shfl_sync(mask, (unsigned long long)v, leader_lane); }
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return __shfl_sync(mask, (unsigned long long)v, last_lane); }
     MARROW_MEMBER bool any(bool p) const { return __any_sync(mask, p) != 0; }
+    /* Every lane of the group holds the same v. */
+    MARROW_MEMBER bool same64(uint64_t v) const {
+        int all;
+        __match_all_sync(mask, (unsigned long long)v, &all);
+        return all != 0;
+    }
+    MARROW_MEMBER bool whole_warp() const { return mask == 0xffffffffu; }
     /* Memory ordering among the group: the leader acts after everyone's stores and fences. */
     MARROW_MEMBER void sync() const { __syncwarp(mask); }
 #else
@@ -449,6 +456,8 @@ struct Group {
     MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return v; }
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return v; }
     MARROW_MEMBER bool any(bool p) const { return p; }
+    MARROW_MEMBER bool same64(uint64_t) const { return true; }
+    MARROW_MEMBER bool whole_warp() const { return false; }
     MARROW_MEMBER void sync() const {}
 #endif
 };
