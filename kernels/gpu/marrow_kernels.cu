@@ -155,20 +155,30 @@ __device__ __forceinline__ uint64_t marrow_busy(uint64_t x, uint32_t work) {
 // compute -> put -> compute, GPU-initiated: one kernel, `iters` rounds of
 // compute then an 8-byte put of the result, posted without waiting (the
 // point of GPU-initiated communication: compute goes on while the NIC
-// works); one quiet at the end. Each round puts to its own slot. ns = total.
+// works); one quiet at the end. Each round puts to its own slot. ns[0] =
+// total, ns[1] = time in compute, ns[2] = time storing the result and
+// posting (GPU clock; the rest is the final quiet).
 extern "C" __global__ void marrow_compute_put_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint32_t work,
                                                      uint64_t *ns, int *rc) {
     Channel ch{page};
-    uint64_t x = 1, t0 = marrow::now_ns();
+    uint64_t x = 1, t0 = marrow::now_ns(), in_compute = 0, in_put = 0;
     int r = marrow::OK;
     for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        uint64_t a = marrow::now_ns();
         x = marrow_busy(x, work);
+        // (x & 0): the clock is read once the result exists.
+        uint64_t b = marrow::now_ns() + (x & 0);
         uint64_t off = (uint64_t)(i % 1024) * 8;
         *(uint64_t *)(ch.cfg()->local_base + off) = x;
         r = marrow::put_nbi(ch, pe, off, off, 8);
+        uint64_t c = marrow::now_ns();
+        in_compute += b - a;
+        in_put += c - b;
     }
     if (r == marrow::OK) r = marrow::quiet(ch);
-    *ns = marrow::now_ns() - t0;
+    ns[0] = marrow::now_ns() - t0;
+    ns[1] = in_compute;
+    ns[2] = in_put;
     *rc = r;
 }
 

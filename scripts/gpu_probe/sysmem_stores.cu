@@ -42,8 +42,12 @@ const char *names[] = {
     "16 fence.acquire.sys alone",
     "17 fence.sc.sys alone",
     "18 the floor with fence.release.gpu for both fences (not enough for host memory; for scale)",
+    "19 __match_any_sync(__activemask(), 64-bit key), one lane",
+    "20 ten 64-bit __shfl_sync, one lane",
+    "21 __syncwarp + __any_sync, one lane",
+    "22 three 8-byte stores to GPU memory (the GCRB mirrors)",
 };
-constexpr int MODES = 19;
+constexpr int MODES = 23;
 
 __global__ void probe(uint8_t *host, uint8_t *gpu, uint32_t *dbrec, uint64_t *db, int mode, uint64_t *ns) {
     __shared__ __align__(128) uint64_t smem[8][8];
@@ -92,6 +96,10 @@ __global__ void probe(uint8_t *host, uint8_t *gpu, uint32_t *dbrec, uint64_t *db
                 }
             }
             break;
+        case 19: if (lane == 0) { unsigned m = __match_any_sync(__activemask(), (unsigned long long)(uintptr_t)w + (v >> 40)); if (m == 7) ns[20] = m; } break;
+        case 20: if (lane == 0) { uint64_t x = v; for (int k = 0; k < 10; k++) x = __shfl_sync(1u, x + k, 0); if (x == 7) ns[20] = x; } break;
+        case 21: if (lane == 0) { __syncwarp(1u); if (__any_sync(1u, v == 7)) ns[21] = v; } break;
+        case 22: if (lane == 0) { uint64_t *gg = (uint64_t *)gpu; *(volatile uint64_t *)gg = v; *(volatile uint64_t *)(gg + 1) = v; *(volatile uint64_t *)(gg + 2) = v; } break;
         case 16: if (lane == 0) asm volatile("fence.acquire.sys;" ::: "memory"); break;
         case 17: if (lane == 0) asm volatile("fence.sc.sys;" ::: "memory"); break;
         case 8: if (lane == 0) *(volatile uint64_t *)w = v; break;

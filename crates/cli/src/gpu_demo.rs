@@ -428,7 +428,8 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
     let iters = 500u32;
     let (rc, ns) = r.gpu.compute_put(r.page(0), 1, iters, work).map_err(e)?;
     check_rc(r, "compute_put", &[rc])?;
-    let gpu_iter = ns as f64 / iters as f64;
+    let per = |x: u64| x as f64 / iters as f64;
+    let gpu_iter = per(ns[0]);
     // CPU-initiated, on PE 1's channel (its GCRB in host memory) to PE 0:
     // the kernel leaves its result in PE 1's buffer, as the GPU-initiated
     // kernel does in PE 0's, and the host puts it from there.
@@ -444,8 +445,10 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
     let cpu_iter = t.elapsed().as_nanos() as f64 / iters as f64;
     writeln!(
         o,
-        "  (c) compute({work}) -> 8 B put_nbi, per round, quiet at the end: GPU-initiated {:.2} us, CPU-initiated (kernel ends, host posts, next launch) {:.2} us; CPU/GPU {:.2} (target >= 8)",
+        "  (c) compute({work}) -> 8 B put_nbi, per round, quiet at the end: GPU-initiated {:.2} us (compute {:.2}, result store and post {:.2}), CPU-initiated (kernel ends, host posts, next launch) {:.2} us; CPU/GPU {:.2} (target >= 8)",
         gpu_iter / 1e3,
+        per(ns[1]) / 1e3,
+        per(ns[2]) / 1e3,
         cpu_iter / 1e3,
         cpu_iter / gpu_iter
     )

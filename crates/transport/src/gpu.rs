@@ -364,18 +364,19 @@ impl Gpu {
 
 impl Gpu {
     /// `marrow_compute_put_kernel`: `iters` rounds of compute then an 8-byte
-    /// `put_nbi`, one `quiet` at the end, GPU-initiated: (result code, total
-    /// ns on the GPU clock).
-    pub fn compute_put(&self, page: u64, pe: u32, iters: u32, work: u32) -> Result<(i32, u64), TransportError> {
+    /// `put_nbi`, one `quiet` at the end, GPU-initiated: (result code, ns on
+    /// the GPU clock: [total, in compute, in storing the result and posting]).
+    pub fn compute_put(&self, page: u64, pe: u32, iters: u32, work: u32) -> Result<(i32, [u64; 3]), TransportError> {
         let f = self.function("marrow_compute_put_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
-        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut ns = self.stream.alloc_zeros::<u64>(3).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
         b.arg(&page).arg(&pe).arg(&iters).arg(&work).arg(&mut ns).arg(&mut rc);
         // SAFETY: matches marrow_compute_put_kernel (u8*, u32, u32, u32, u64*, int*).
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+        let ns = self.stream.clone_dtoh(&ns).map_err(cuda)?;
+        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], [ns[0], ns[1], ns[2]]))
     }
 
     /// One launch of `marrow_compute_kernel` and a stream synchronize: the

@@ -478,6 +478,7 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * refused with E_BAD_CONFIG, recorded like any error. */
 
 MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
+    if (g.solo()) return;
     Own &o = ch.own;
     o.resv = g.from_leader64(o.resv);
     o.prod = g.from_leader64(o.prod);
@@ -531,18 +532,23 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     Group g = group_of(ch.page);
     Own &o = ch.own;
     uint64_t depth = ch.c.sq_wqebbs;
-    int rc = OK;
     /* A group must be the whole warp, every lane with the same heads: a
      * part of a warp (lanes that diverged) or a lane that posted alone in
-     * between would hand out slots twice. Refused before anything is written. */
-    if (g.size > 1 && !(g.whole_warp() && g.same64(o.resv) && g.same64(o.ci))) {
+     * between would hand out slots twice. Refused before anything is
+     * written. One match covers both heads that move (resv, ci). */
+    if (!g.solo() && !(g.whole_warp() && g.same64(o.resv ^ (o.ci << 32)))) {
         if (g.leader()) record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
         own_from_leader(ch, g);
         return E_BAD_CONFIG;
     }
+    /* Every lane's copy agrees, so each knows the base and the room; only
+     * the leader acts on the CQ, and says whether it did. */
+    uint64_t base = o.resv, end = base + g.size;
+    int rc = OK;
+    bool waited = false;
     if (g.leader()) {
         rc = sticky_error(ch);
-        if (rc == OK && o.resv + g.size > o.cons + depth) {
+        if (rc == OK && end > o.cons + depth) {
             /* Room comes from completions, and only rung WQEs complete. Lazy
              * posting rings once the ring is half full, so this finds
              * nothing to ring; it is here so that no policy can hang. */
@@ -550,37 +556,38 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
                 to_device();
                 ring_rest(ch);
             }
-            rc = own_wait_upto(ch, o.resv + g.size - depth, MARROW_GCRB_WAIT_SLOT);
+            rc = own_wait_upto(ch, end - depth, MARROW_GCRB_WAIT_SLOT);
+            waited = true;
         }
     }
-    rc = g.from_leader32(rc);
-    if (rc != OK) {
-        own_from_leader(ch, g);
-        return rc;
+    if (!g.solo()) {
+        uint64_t said = g.from_leader64((uint64_t)(uint32_t)rc | ((uint64_t)waited << 32));
+        rc = (int)(uint32_t)said;
+        if (said >> 32) own_from_leader(ch, g);
     }
-    uint64_t base = g.from_leader64(o.resv), cons = g.from_leader64(o.cons);
-    uint64_t idx = base + g.rank, end = base + g.size;
+    if (rc != OK) return rc;
+    uint64_t idx = base + g.rank;
+    o.resv = end;
     if (g.leader()) {
-        o.resv = end;
         /* For the host's report only; nothing waits on them. */
         store_relaxed(&ch.heads()->resv_head, end);
         store_relaxed(&ch.heads()->ready_head, end);
     }
     uint64_t ctrl = write_wqe(ch, idx, op);
     /* Lazy: the shared path's rule (a batch crossed, or the ring half full). */
-    bool ring_now = g.any(force_ring) || !lazy || end / RING_BATCH != base / RING_BATCH || end - cons + MAX_GROUP > depth / 2;
+    bool ring_now = g.any(force_ring) || !lazy || end / RING_BATCH != base / RING_BATCH || end - o.cons + MAX_GROUP > depth / 2;
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
         to_device();
-        uint64_t last_ctrl = g.from_last64(ctrl);
+        uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
         if (g.leader()) ring(ch, end, last_ctrl);
+        o.prod = end;
     } else {
         /* The WQE stores stay unfenced until a ring: the ringer's fence
          * comes after this barrier, and fences are cumulative. */
         g.sync();
     }
-    own_from_leader(ch, g);
     if (idx_out) *idx_out = idx;
     return OK;
 }

@@ -278,7 +278,11 @@ MARROW_FN void to_device() {
 
 MARROW_FN void from_device() {
 #if MARROW_GPU
-    fence_sys();
+    /* Acquire only: nothing before it needs to be ordered ahead, so no
+     * release half (DOCA's CQ poll ends in fence.acquire.sys too). Measured
+     * on the H200 (scripts/gpu_probe): about 0 ns against fence.acq_rel.sys's
+     * 620, which waits for this thread's outstanding stores. */
+    asm volatile("fence.acquire.sys;" ::: "memory");
 #else
 #if defined(__x86_64__)
     _mm_lfence();
@@ -435,22 +439,31 @@ struct Group {
 #if MARROW_GPU
     unsigned mask;
     uint32_t rank, size, leader_lane, last_lane;
+    /* A lane alone skips every warp instruction: each costs tens of
+     * nanoseconds even with one lane (scripts/gpu_probe/sysmem_stores.cu). */
+    MARROW_MEMBER bool solo() const { return size == 1; }
     MARROW_MEMBER bool leader() const { return rank == 0; }
-    MARROW_MEMBER int from_leader32(int v) const { return __shfl_sync(mask, v, leader_lane); }
-    MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return __shfl_sync(mask, (unsigned long long)v, leader_lane); }
-    MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return __shfl_sync(mask, (unsigned long long)v, last_lane); }
-    MARROW_MEMBER bool any(bool p) const { return __any_sync(mask, p) != 0; }
+    MARROW_MEMBER int from_leader32(int v) const { return solo() ? v : __shfl_sync(mask, v, leader_lane); }
+    MARROW_MEMBER uint64_t from_leader64(uint64_t v) const {
+        return solo() ? v : __shfl_sync(mask, (unsigned long long)v, leader_lane);
+    }
+    MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return solo() ? v : __shfl_sync(mask, (unsigned long long)v, last_lane); }
+    MARROW_MEMBER bool any(bool p) const { return solo() ? p : __any_sync(mask, p) != 0; }
     /* Every lane of the group holds the same v. */
     MARROW_MEMBER bool same64(uint64_t v) const {
+        if (solo()) return true;
         int all;
         __match_all_sync(mask, (unsigned long long)v, &all);
         return all != 0;
     }
     MARROW_MEMBER bool whole_warp() const { return mask == 0xffffffffu; }
     /* Memory ordering among the group: the leader acts after everyone's stores and fences. */
-    MARROW_MEMBER void sync() const { __syncwarp(mask); }
+    MARROW_MEMBER void sync() const {
+        if (!solo()) __syncwarp(mask);
+    }
 #else
     uint32_t rank = 0, size = 1;
+    MARROW_MEMBER bool solo() const { return true; }
     MARROW_MEMBER bool leader() const { return true; }
     MARROW_MEMBER int from_leader32(int v) const { return v; }
     MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return v; }
@@ -466,7 +479,9 @@ MARROW_FN Group group_of(const void *key) {
 #if MARROW_GPU
     unsigned lane;
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    unsigned mask = __match_any_sync(__activemask(), (unsigned long long)key);
+    unsigned active = __activemask();
+    /* Alone in the warp: no match needed. */
+    unsigned mask = active == (1u << lane) ? active : __match_any_sync(active, (unsigned long long)key);
     Group g;
     g.mask = mask;
     g.rank = __popc(mask & ((1u << lane) - 1u));
