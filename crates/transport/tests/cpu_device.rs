@@ -222,6 +222,16 @@ fn a_bad_gcrb_is_refused() {
     let w = fast_timeout_world(false);
     w.channels[0].page().write_bytes(0, &[0; 4]).unwrap();
     assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)));
+    // Rings are indexed with masks: a size that is not a power of two is refused.
+    for (sq, ncqe) in [(3u32, 4u32), (4, 6), (0, 4)] {
+        let w = fast_timeout_world(false);
+        edit_config(&w, |c| {
+            c.set_sq_wqebbs(sq).set_cq_ncqe(ncqe);
+        });
+        assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)), "sq {sq} ncqe {ncqe}");
+        assert_eq!(GcrbStatus(gcrb_page::error(&w.channels[0].page()).unwrap().status()), GcrbStatus::BAD_CONFIG);
+    }
+    assert_eq!(Device::new(&fast_timeout_world(false).channels[0]).check_config(), Ok(()));
 }
 
 /// Change PE 0's `gcrb_config` (the host owns it until device code runs).

@@ -49,10 +49,11 @@ constexpr uint32_t CACHED_KEYS = 4;
 
 /* An exclusive channel's heads (gcrb_config.flags.exclusive, DOCA's
  * EXCLUSIVE sharing mode): one owner posts and polls, so they live in the
- * owner's registers and every change is stored back to gcrb_heads (a store
- * the owner never waits for) for the host's decoded report. `status` is
- * the sticky gcrb_error.status as the owner knows it: only the owner can
- * record an error on its channel. */
+ * owner's registers and go back to gcrb_heads as stores the owner never
+ * waits for: at each doorbell, each CQE, each error, and when the Channel
+ * ends, for the host's decoded report and the next Channel on the page.
+ * `status` is the sticky gcrb_error.status as the owner knows it: only the
+ * owner can record an error on its channel. */
 struct Own {
     uint64_t resv, prod, cons, ci;
     uint32_t status;
@@ -78,6 +79,18 @@ struct Channel {
             marrow_gcrb_heads *h = heads();
             own = Own{load_relaxed(&h->resv_head), load_relaxed(&h->prod_idx), load_relaxed(&h->cons_idx),
                       load_relaxed(&h->cq_ci), load_relaxed32(&err()->status)};
+        }
+    }
+    /* An exclusive owner's heads go back to the GCRB when it rings (ring())
+     * and here, when its Channel ends, for the next Channel on the page (a
+     * later call or launch) to start from. One owner, one live Channel: no copies. */
+    Channel(const Channel &) = delete;
+    Channel &operator=(const Channel &) = delete;
+    MARROW_MEMBER ~Channel() {
+        if (excl) {
+            marrow_gcrb_heads *h = heads();
+            store_relaxed(&h->resv_head, own.resv);
+            store_relaxed(&h->ready_head, own.resv);
         }
     }
     MARROW_MEMBER const marrow_gcrb_config *cfg() const { return &c; }
@@ -116,11 +129,19 @@ MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, u
     marrow_gcrb_heads *h = ch.heads();
     e->wait = wait;
     e->elapsed_ns = elapsed;
-    e->resv_head = load_acquire(&h->resv_head);
-    e->ready_head = load_acquire(&h->ready_head);
-    e->prod_idx = load_acquire(&h->prod_idx);
-    e->cons_idx = load_acquire(&h->cons_idx);
-    e->cq_ci = load_acquire(&h->cq_ci);
+    if (ch.excl) {
+        /* The owner's registers are the heads; the GCRB's copy may lag. */
+        const Own &o = ch.own;
+        e->resv_head = o.resv, e->ready_head = o.resv, e->prod_idx = o.prod, e->cons_idx = o.cons, e->cq_ci = o.ci;
+        store_relaxed(&h->resv_head, o.resv);
+        store_relaxed(&h->ready_head, o.resv);
+    } else {
+        e->resv_head = load_acquire(&h->resv_head);
+        e->ready_head = load_acquire(&h->ready_head);
+        e->prod_idx = load_acquire(&h->prod_idx);
+        e->cons_idx = load_acquire(&h->cons_idx);
+        e->cq_ci = load_acquire(&h->cq_ci);
+    }
     if (cqe) {
         const marrow_mlx5_err_cqe *c = (const marrow_mlx5_err_cqe *)cqe;
         e->syndrome = c->syndrome;
@@ -152,7 +173,11 @@ struct Deadline {
 };
 
 MARROW_FN int check_config(const Channel &ch) {
-    if (ch.c.magic != MARROW_GCRB_MAGIC || ch.c.version != MARROW_GCRB_VERSION) {
+    /* The rings are indexed with masks: their sizes must be powers of two
+     * (as mlx5 makes them: log_wq_sz, log_cq_size). */
+    uint32_t sq = ch.c.sq_wqebbs, cq = ch.c.cq_ncqe;
+    bool pow2 = sq && !(sq & (sq - 1)) && cq && !(cq & (cq - 1));
+    if (ch.c.magic != MARROW_GCRB_MAGIC || ch.c.version != MARROW_GCRB_VERSION || (!pow2 && ch.c.transport != MARROW_GCRB_TRANSPORT_P2P)) {
         record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
         return E_BAD_CONFIG;
     }
@@ -189,6 +214,12 @@ constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
  * published as they move: with a release for the shared protocol, whose
  * waiters acquire cons_idx; relaxed for an exclusive owner, whose copy is
  * only for the host to decode. */
+/* CQE tails read per PCIe round trip when several completions are awaited
+ * (a quiet after many put_nbi): one read each, all in flight at once,
+ * instead of a round trip per CQE. Eight named words, not an array: an
+ * array would need a loop that NVRTC keeps, and local memory with it. */
+constexpr uint64_t CQ_LOOKAHEAD = 8;
+
 MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci) {
     marrow_gcrb_heads *h = ch.heads();
     const marrow_gcrb_config *c = ch.cfg();
@@ -199,60 +230,74 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
      * it, and each update costs a system-scope fence. A CQ no deeper than
      * the send queue is updated on every CQE. */
     uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
-    uint64_t batch = slack / 2 > 1 ? slack / 2 : 1;
+    uint64_t batch = slack >= 4 ? floor_pow2(slack / 2) : 1; /* a power of two: a mask, not a division */
     int rc = OK;
     uint32_t idle = 0;
-    while (cons < upto) {
-        uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci % c->cq_ncqe) * MARROW_MLX5_CQE_SIZE);
-        /* One 32-bit load of {wqe_counter, signature, op_own} (CQE bytes
-         * 60..63): one PCIe read instead of two (DOCA's pre-sm90 poll). */
-        uint32_t tail = load_device_u32((const uint32_t *)(cqe + 60));
-        uint8_t op_own = (uint8_t)(tail >> 24);
-        uint8_t opcode = op_own >> 4;
-        uint16_t counter = be16((uint16_t)tail);
-        uint64_t done = 0;
-        bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
-        if (fresh && c->cq_mode) {
-            /* Collapsed: slot 0 holds the latest CQE, at or after the last
-             * one consumed; new when its counter is past it. */
-            done = widen_from(cons ? cons - 1 : 0, counter) + 1;
-            fresh = done > cons || opcode == MARROW_MLX5_CQE_REQ_ERR;
-        } else if (fresh) {
-            /* The owner bit of the previous pass: hardware still owns it. */
-            fresh = (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
-        }
-        if (!fresh) {
-            if (++idle >= POLL_SPINS) break;
-            spin_pause();
-            continue;
-        }
-        idle = 0;
-        /* The owner bit (or counter) was seen: only now read the rest. */
-        from_device();
-        if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) {
-            record_error(ch, MARROW_GCRB_STATUS_CQE_ERROR, MARROW_GCRB_WAIT_NONE, 0, cqe);
-            rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
-            break;
-        }
-        if (!c->cq_mode) done = widen_from(cons, counter) + 1;
-        trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
-        if (done > cons) {
-            cons = done;
-            if (ch.excl) {
-                store_relaxed(&h->cons_idx, cons);
-            } else {
-                store_release(&h->cons_idx, cons);
+    while (cons < upto && rc == OK) {
+        /* A collapsed CQ has one slot; an owner-bit ring, the next n. One
+         * 32-bit load of {wqe_counter, signature, op_own} (CQE bytes
+         * 60..63) each: one PCIe read instead of two (DOCA's pre-sm90 poll). */
+        uint64_t n = c->cq_mode ? 1 : (upto - cons < CQ_LOOKAHEAD ? upto - cons : CQ_LOOKAHEAD);
+        auto tail_at = [&](uint64_t k) {
+            return k < n ? load_device_u32((const uint32_t *)(cq + (c->cq_mode ? 0 : ((ci + k) & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60))
+                         : 0u;
+        };
+        uint32_t w0 = tail_at(0), w1 = tail_at(1), w2 = tail_at(2), w3 = tail_at(3);
+        uint32_t w4 = tail_at(4), w5 = tail_at(5), w6 = tail_at(6), w7 = tail_at(7);
+        uint64_t got = 0;
+        for (; got < n; got++) {
+            uint32_t tail = w0;
+            w0 = w1, w1 = w2, w2 = w3, w3 = w4, w4 = w5, w5 = w6, w6 = w7, w7 = 0;
+            uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE);
+            uint8_t op_own = (uint8_t)(tail >> 24);
+            uint8_t opcode = op_own >> 4;
+            uint16_t counter = be16((uint16_t)tail);
+            uint64_t done = 0;
+            bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
+            if (fresh && c->cq_mode) {
+                /* Collapsed: slot 0 holds the latest CQE, at or after the last
+                 * one consumed; new when its counter is past it. */
+                done = widen_from(cons ? cons - 1 : 0, counter) + 1;
+                fresh = done > cons || opcode == MARROW_MLX5_CQE_REQ_ERR;
+            } else if (fresh) {
+                /* The owner bit of the previous pass: hardware still owns it. */
+                fresh = (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
             }
-        }
-        store_relaxed(&h->cq_ci, ++ci);
-        if (!c->cq_mode) {
-            if (ci % batch == 0) {
+            if (!fresh) break;
+            /* An owner bit (or counter) was seen: only now read the rest. */
+            if (got == 0) from_device();
+            if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) {
+                record_error(ch, MARROW_GCRB_STATUS_CQE_ERROR, MARROW_GCRB_WAIT_NONE, 0, cqe);
+                rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
+                break;
+            }
+            if (!c->cq_mode) done = widen_from(cons, counter) + 1;
+            trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
+            if (done > cons) {
+                cons = done;
+                if (ch.excl) {
+                    store_relaxed(&h->cons_idx, cons);
+                } else {
+                    store_release(&h->cons_idx, cons);
+                }
+            }
+            store_relaxed(&h->cq_ci, ++ci);
+            if (!c->cq_mode && (ci & (batch - 1)) == 0) {
                 /* Our reads of the CQE before the NIC may reuse its slot. */
                 to_device();
                 uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
                 dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)ci & 0xffffffu);
             }
+            if (cons >= upto) break;
         }
+        if (got == 0 && rc == OK) {
+            /* Nothing new: re-read, keeping the caller's claim (the poll
+             * lock, or the channel), up to POLL_SPINS times. */
+            if (++idle >= POLL_SPINS) break;
+            spin_pause();
+            continue;
+        }
+        idle = 0;
     }
     return rc;
 }
@@ -329,11 +374,13 @@ struct Op {
     uint8_t fm_ce_se;
 };
 
+constexpr uint8_t CQ_UPDATE = 2 << 2; /* MLX5_WQE_CTRL_CQ_UPDATE: this WQE gets a CQE */
+
 /* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. Returns
  * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value. */
-MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
+MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op, bool signaled = true) {
     const marrow_gcrb_config *c = ch.cfg();
-    uint8_t *w = (uint8_t *)c->sq_base + (idx % c->sq_wqebbs) * MARROW_MLX5_SEND_WQE_BB;
+    uint8_t *w = (uint8_t *)c->sq_base + (idx & (c->sq_wqebbs - 1)) * MARROW_MLX5_SEND_WQE_BB;
     bool atomic = op.opcode == MARROW_MLX5_OPCODE_ATOMIC_FA || op.opcode == MARROW_MLX5_OPCODE_ATOMIC_CS;
     uint32_t ds = op.opcode == MARROW_MLX5_OPCODE_NOP ? 1 : (atomic ? 4 : 3);
     /* The 64 bytes as eight little-endian words of big-endian fields, laid
@@ -349,7 +396,7 @@ MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op) {
                                 op.opcode;
     uint32_t qpn_ds = (c->qpn << MARROW_MLX5_WQE_CTRL_SEG_QPN_SHIFT) | ds;
     seg[0] = (uint64_t)be32(opmod_idx_opcode) | ((uint64_t)be32(qpn_ds) << 32);
-    seg[1] = ((uint64_t)op.fm_ce_se << 24);
+    seg[1] = ((uint64_t)(signaled ? op.fm_ce_se : op.fm_ce_se & ~CQ_UPDATE) << 24);
     /* raddr: raddr @0 (be64), rkey @8, reserved @12 */
     seg[2] = be64(op.raddr);
     seg[3] = (uint64_t)be32(op.rkey);
@@ -427,7 +474,14 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
     wc_flush();
 #endif
     store_relaxed(&ch.heads()->prod_idx, end);
-    if (ch.excl) ch.own.prod = end;
+    if (ch.excl) {
+        /* An exclusive owner's heads reach the GCRB here, after the
+         * doorbell, where no fence of this post waits for them (and in
+         * record_error): posts are all ready once rung. */
+        ch.own.prod = end;
+        store_relaxed(&ch.heads()->resv_head, end);
+        store_relaxed(&ch.heads()->ready_head, end);
+    }
     trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
 }
 
@@ -487,18 +541,6 @@ MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
     o.status = (uint32_t)g.from_leader32((int)o.status);
 }
 
-/* Ring what lazy posting left unrung; the caller ordered the WQE stores
- * before this (to_device). */
-MARROW_FN void ring_rest(const Channel &ch) {
-    Own &o = ch.own;
-    if (o.prod >= o.resv) return;
-    uint64_t ctrl = 0;
-    if (ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)) {
-        /* The last WQE's control bytes, read back from the ring. */
-        ctrl = load_device_u64((const uint64_t *)((uint8_t *)ch.c.sq_base + ((o.resv - 1) % ch.c.sq_wqebbs) * MARROW_MLX5_SEND_WQE_BB));
-    }
-    ring(ch, o.resv, ctrl);
-}
 
 /* The leader's wait, on its registers, until WQEBBs below `upto` completed. */
 MARROW_FN int own_wait_upto(const Channel &ch, uint64_t upto, uint32_t wait) {
@@ -549,13 +591,12 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     if (g.leader()) {
         rc = sticky_error(ch);
         if (rc == OK && end > o.cons + depth) {
-            /* Room comes from completions, and only rung WQEs complete. Lazy
-             * posting rings once the ring is half full, so this finds
-             * nothing to ring; it is here so that no policy can hang. */
-            if (o.prod < o.resv) {
-                to_device();
-                ring_rest(ch);
-            }
+            /* Room comes from CQEs, and only rung, signaled WQEs make them.
+             * Lazy posting rings, and signals, at least once per RING_BATCH
+             * and whenever the ring is over half full, so with a full ring
+             * a rung, signaled WQE lies within RING_BATCH past the slot
+             * needed (rings under 2 * RING_BATCH ring every post). Were
+             * that broken, this wait would end in a decoded timeout. */
             rc = own_wait_upto(ch, end - depth, MARROW_GCRB_WAIT_SLOT);
             waited = true;
         }
@@ -568,14 +609,14 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     o.resv = end;
-    if (g.leader()) {
-        /* For the host's report only; nothing waits on them. */
-        store_relaxed(&ch.heads()->resv_head, end);
-        store_relaxed(&ch.heads()->ready_head, end);
-    }
-    uint64_t ctrl = write_wqe(ch, idx, op);
     /* Lazy: the shared path's rule (a batch crossed, or the ring half full). */
     bool ring_now = g.any(force_ring) || !lazy || end / RING_BATCH != base / RING_BATCH || end - o.cons + MAX_GROUP > depth / 2;
+    /* Only the WQEs of a ring get CQEs (selective signaling, rdma-core's
+     * sq_sig_all = 0): an RC QP completes in order, so a CQE covers every
+     * WQE before it, and unrung lazy posts cost the NIC and the poller no
+     * CQE each. Every ring's last WQE is signaled, so all rung means all
+     * covered. */
+    uint64_t ctrl = write_wqe(ch, idx, op, ring_now);
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
         to_device();
@@ -592,11 +633,14 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     return OK;
 }
 
-/* Everything posted so far: ring the rest, wait for its completions. */
+/* Everything posted so far: ring the rest, wait for its completions. A
+ * lazy tail is unrung and unsignaled: the leader posts a signaled NOP,
+ * which rings it, and whose CQE covers it. */
 MARROW_FN int quiet_own(const Channel &ch) {
     Group g = group_of(ch.page);
     Own &o = ch.own;
-    if (o.prod < o.resv) {
+    bool tail = o.prod < o.resv;
+    if (tail) {
         /* Lazy posting left this lane's WQE stores unfenced. */
         to_device();
         g.sync();
@@ -604,10 +648,13 @@ MARROW_FN int quiet_own(const Channel &ch) {
     int rc = OK;
     if (g.leader()) {
         rc = sticky_error(ch);
-        if (rc == OK) {
-            ring_rest(ch);
-            rc = own_wait_upto(ch, o.resv, MARROW_GCRB_WAIT_CQ);
+        if (rc == OK && tail) {
+            Op nop = Op{};
+            nop.opcode = MARROW_MLX5_OPCODE_NOP;
+            nop.fm_ce_se = CQ_UPDATE;
+            rc = post_own(ch, nop, nullptr, true, false);
         }
+        if (rc == OK) rc = own_wait_upto(ch, o.resv, MARROW_GCRB_WAIT_CQ);
     }
     rc = g.from_leader32(rc);
     own_from_leader(ch, g);
@@ -701,7 +748,6 @@ MARROW_FN int p2p_ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t l
 
 /* ------------------------------------------------------------ the API */
 
-constexpr uint8_t CQ_UPDATE = 2 << 2; /* MLX5_WQE_CTRL_CQ_UPDATE: every WQE signaled */
 
 /* A WRITE or READ between local offset `loff` and PE `pe`'s window at `roff`. */
 MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, Op *op) {

@@ -55,6 +55,15 @@ MARROW_FN uint32_t be32(uint32_t v) {
 
 MARROW_FN uint16_t be16(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); }
 
+/* The largest power of two not above x (x > 0). */
+MARROW_FN uint64_t floor_pow2(uint64_t x) {
+#if MARROW_GPU
+    return 1ull << (63 - __clzll((long long)x));
+#else
+    return 1ull << (63 - __builtin_clzll(x));
+#endif
+}
+
 MARROW_FN uint64_t be64(uint64_t v) { return ((uint64_t)be32((uint32_t)v) << 32) | be32((uint32_t)(v >> 32)); }
 
 /* ------------------------------------------------------------ clock */
