@@ -231,16 +231,19 @@ extern "C" __global__ void marrow_post_profile_kernel(uint8_t *ring, uint32_t wq
 // ---------------------------------------------------------------- transport P2P
 
 // One message of `len` bytes from local `loff` to PE `pe` at `roff`, moved
-// by the whole grid: each block puts its contiguous, 16-byte aligned slice
-// with putmem_nbi_block (its TMA path with `tma`), then quiets once.
-// rc[block] gets the result.
+// by the whole grid `reps` times back to back (NVSHMEM's shmem_put_bw
+// shape: puts without waiting, one quiet): each block puts its contiguous,
+// 16-byte aligned slice with putmem_nbi_block (its TMA path with `tma`),
+// then quiets once. rc[block] gets the result.
 extern "C" __global__ void marrow_p2p_put_block_kernel(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len,
-                                                       uint32_t tma, int *rc) {
+                                                       uint32_t tma, uint32_t reps, int *rc) {
     Channel ch{page};
     uint64_t per = ((len + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
     uint64_t start = per * blockIdx.x;
     uint64_t n = start >= len ? 0 : (len - start < per ? len - start : per);
-    int r = n ? marrow::putmem_nbi_block(ch, pe, roff + start, loff + start, n, tma != 0) : marrow::OK;
+    int r = marrow::OK;
+    for (uint32_t k = 0; k < reps && r == marrow::OK && n; k++)
+        r = marrow::putmem_nbi_block(ch, pe, roff + start, loff + start, n, tma != 0);
     // One quiet for the block: after the barrier, thread 0's system-scope
     // fence covers every store the block made (fences are cumulative).
     __syncthreads();

@@ -132,19 +132,20 @@ impl Gpu {
         Ok(t.elapsed())
     }
 
-    /// `marrow_p2p_put_block_kernel` `reps` times back to back on `blocks` x
-    /// `threads` (through TMA bulk stores with `tma`), one synchronize: the
-    /// wall time and the first failing rc.
+    /// `marrow_p2p_put_block_kernel` launched `reps` times back to back on
+    /// `grid` (through TMA bulk stores with `tma`), each launch putting the
+    /// message `inner` times before its quiet; one synchronize: the wall
+    /// time and the first failing rc.
     #[allow(clippy::too_many_arguments)]
-    pub fn p2p_put(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u64, grid: Grid, reps: u32, tma: bool) -> Result<(std::time::Duration, i32), TransportError> {
+    pub fn p2p_put(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u64, grid: Grid, reps: u32, inner: u32, tma: bool) -> Result<(std::time::Duration, i32), TransportError> {
         let tma = u32::from(tma);
         let f = self.function("marrow_p2p_put_block_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(grid.blocks as usize).map_err(cuda)?;
         let t = std::time::Instant::now();
         for _ in 0..reps {
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&page).arg(&pe).arg(&roff).arg(&loff).arg(&len).arg(&tma).arg(&mut rc);
-            // SAFETY: matches marrow_p2p_put_block_kernel (u8*, u32, u64, u64, u64, u32, int*);
+            b.arg(&page).arg(&pe).arg(&roff).arg(&loff).arg(&len).arg(&tma).arg(&inner).arg(&mut rc);
+            // SAFETY: matches marrow_p2p_put_block_kernel (u8*, u32, u64, u64, u64, u32, u32, int*);
             // `page` is a P2P GCRB whose windows are live.
             unsafe { b.launch(grid.config()) }.map_err(cuda)?;
         }
