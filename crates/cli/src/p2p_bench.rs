@@ -372,35 +372,28 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
             gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 3).map_err(e)?;
             let ft = gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 20).map_err(e)?;
             let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
-            for tma in [false, true] {
-                gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3, 1, tma).map_err(e)?;
-                let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20, 1, tma).map_err(e)?;
+            // Launched per put (thread stores, then TMA), and GPU-initiated as
+            // NVSHMEM's shmem_put_bw measures: one launch puts the message 20
+            // times back to back, then quiets. Wall time around 20 puts, as
+            // for the copy engine's 20.
+            let shapes = [
+                ("thread stores", grid, 20, 1, false),
+                ("TMA bulk stores", grid, 20, 1, true),
+                ("20 puts in one launch, one quiet", loop_grid(len), 1, 20, false),
+            ];
+            for (label, grid, launches, inner, tma) in shapes {
+                gpu.p2p_put(pg, 1, DST, SRC, len, grid, launches.min(3), inner.min(3), tma).map_err(e)?;
+                let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, launches, inner, tma).map_err(e)?;
                 ok("put (bandwidth)", rc)?;
                 let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                 link.say(&format!(
-                    "RESULT p2p put bandwidth {:>9} B ({}, grid {} x 512): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
+                    "RESULT p2p put bandwidth {:>9} B ({label}, grid {} x 512): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
                     len,
-                    if tma { "TMA bulk stores" } else { "thread stores" },
                     grid.blocks,
                     bw / floor,
                     if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
                 ))?;
             }
-            // GPU-initiated, as NVSHMEM's shmem_put_bw measures it: one
-            // launch puts the message 20 times back to back, then quiets
-            // (wall time around the launch, as for the copy engine's 20).
-            let grid = loop_grid(len);
-            gpu.p2p_put(pg, 1, DST, SRC, len, grid, 1, 3, false).map_err(e)?;
-            let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 1, 20, false).map_err(e)?;
-            ok("put (bandwidth, one launch)", rc)?;
-            let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
-            link.say(&format!(
-                "RESULT p2p put bandwidth {:>9} B (20 puts in one launch, one quiet, grid {} x 512): marrow {bw:.1} GB/s; copy engine {floor:.1} GB/s; ratio {:.3}{}",
-                len,
-                grid.blocks,
-                bw / floor,
-                if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
-            ))?;
         }
         if sweep {
             for len in [16u64 << 20, 256 << 20] {

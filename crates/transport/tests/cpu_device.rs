@@ -298,25 +298,28 @@ fn lazy_doorbells_on_tiny_rings_neither_hang_nor_lose_puts() {
 
 #[test]
 fn lazy_doorbells_ring_per_batch_and_quiet_rings_the_rest() {
-    let w = world_with(WorldConfig { sq_wqebbs: 1024, ncqe: 4096, lazy_nbi_doorbell: true, ..WorldConfig::default() });
-    let dev = Device::new(&w.channels[0]);
-    let heads = || gcrb_page::heads(&w.channels[0].page()).unwrap();
-    for i in 0..40u64 {
-        w.bufs[0].write_bytes(i as usize * 8, &(i + 1).to_le_bytes()).unwrap();
-        dev.put_nbi(1, i * 8, i * 8, 8).unwrap();
-        // prod_idx: what was announced to the NIC. Nothing until the 32nd
-        // put crosses the batch boundary, then nothing more until quiet.
-        let want = if i + 1 < 32 { 0 } else { 32 };
-        assert_eq!((heads().resv_head(), heads().prod_idx()), (i + 1, want), "after put {}", i + 1);
+    // Shared and exclusive alike: the ring per batch, and quiet's NOP.
+    for exclusive in MODES {
+        let w = world_with(WorldConfig { sq_wqebbs: 1024, ncqe: 4096, lazy_nbi_doorbell: true, exclusive, ..WorldConfig::default() });
+        let dev = Device::new(&w.channels[0]);
+        let heads = || gcrb_page::heads(&w.channels[0].page()).unwrap();
+        for i in 0..40u64 {
+            w.bufs[0].write_bytes(i as usize * 8, &(i + 1).to_le_bytes()).unwrap();
+            dev.put_nbi(1, i * 8, i * 8, 8).unwrap();
+            // prod_idx: what was announced to the NIC. Nothing until the 32nd
+            // put crosses the batch boundary, then nothing more until quiet.
+            let want = if i + 1 < 32 { 0 } else { 32 };
+            assert_eq!((heads().resv_head(), heads().prod_idx()), (i + 1, want), "exclusive {exclusive}: after put {}", i + 1);
+        }
+        dev.quiet().unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
+        for i in 0..40u64 {
+            let mut got = [0u8; 8];
+            w.bufs[1].read_bytes(i as usize * 8, &mut got).unwrap();
+            assert_eq!(u64::from_le_bytes(got), i + 1);
+        }
+        let h = heads();
+        assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx()), (41, 41, 41), "exclusive {exclusive}: 40 puts and quiet's NOP, all rung and done");
     }
-    dev.quiet().unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
-    for i in 0..40u64 {
-        let mut got = [0u8; 8];
-        w.bufs[1].read_bytes(i as usize * 8, &mut got).unwrap();
-        assert_eq!(u64::from_le_bytes(got), i + 1);
-    }
-    let h = heads();
-    assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx()), (41, 41, 41), "40 puts and quiet's NOP, all rung and done");
     // Without the flag every lone put_nbi rings.
     let w = world_with(WorldConfig { sq_wqebbs: 1024, ncqe: 4096, ..WorldConfig::default() });
     let dev = Device::new(&w.channels[0]);
