@@ -50,8 +50,8 @@ constexpr uint32_t CACHED_KEYS = 4;
 /* An exclusive channel's heads (gcrb_config.flags.exclusive, DOCA's
  * EXCLUSIVE sharing mode): one owner posts and polls, so they live in the
  * owner's registers and go back to gcrb_heads as stores the owner never
- * waits for: at each doorbell, each CQE, each error, and when the Channel
- * ends, for the host's decoded report and the next Channel on the page.
+ * waits for: with each CQE, each error, and when the Channel ends, for the
+ * host's decoded report and the next Channel on the page.
  * `status` is the sticky gcrb_error.status as the owner knows it: only the
  * owner can record an error on its channel. */
 struct Own {
@@ -81,17 +81,21 @@ struct Channel {
                       load_relaxed(&h->cq_ci), load_relaxed32(&err()->status)};
         }
     }
-    /* An exclusive owner's heads go back to the GCRB when it rings (ring())
-     * and here, when its Channel ends, for the next Channel on the page (a
-     * later call or launch) to start from. One owner, one live Channel: no copies. */
+    /* An exclusive owner's heads go back to the GCRB here, when its Channel
+     * ends, for the next Channel on the page (a later call or launch) to
+     * start from, and with any error. One owner, one live Channel: no copies. */
     Channel(const Channel &) = delete;
     Channel &operator=(const Channel &) = delete;
     MARROW_MEMBER ~Channel() {
-        if (excl) {
-            marrow_gcrb_heads *h = heads();
-            store_relaxed(&h->resv_head, own.resv);
-            store_relaxed(&h->ready_head, own.resv);
-        }
+        if (excl) store_heads();
+    }
+    /* An exclusive owner's heads into gcrb_heads (cons_idx and cq_ci go
+     * there with each CQE). Rung posts are all ready: ready = resv. */
+    MARROW_MEMBER void store_heads() const {
+        marrow_gcrb_heads *h = heads();
+        store_relaxed(&h->resv_head, own.resv);
+        store_relaxed(&h->ready_head, own.resv);
+        store_relaxed(&h->prod_idx, own.prod);
     }
     MARROW_MEMBER const marrow_gcrb_config *cfg() const { return &c; }
     MARROW_MEMBER marrow_gcrb_heads *heads() const { return (marrow_gcrb_heads *)(page + MARROW_GCRB_OFF_HEADS); }
@@ -133,8 +137,7 @@ MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, u
         /* The owner's registers are the heads; the GCRB's copy may lag. */
         const Own &o = ch.own;
         e->resv_head = o.resv, e->ready_head = o.resv, e->prod_idx = o.prod, e->cons_idx = o.cons, e->cq_ci = o.ci;
-        store_relaxed(&h->resv_head, o.resv);
-        store_relaxed(&h->ready_head, o.resv);
+        ch.store_heads();
     } else {
         e->resv_head = load_acquire(&h->resv_head);
         e->ready_head = load_acquire(&h->ready_head);
@@ -473,14 +476,13 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
      * puts no fence after the doorbell store. */
     wc_flush();
 #endif
-    store_relaxed(&ch.heads()->prod_idx, end);
     if (ch.excl) {
-        /* An exclusive owner's heads reach the GCRB here, after the
-         * doorbell, where no fence of this post waits for them (and in
-         * record_error): posts are all ready once rung. */
+        /* An exclusive owner's heads reach the GCRB when its Channel ends
+         * and in record_error: stores here would be waited for by the next
+         * post's fence. */
         ch.own.prod = end;
-        store_relaxed(&ch.heads()->resv_head, end);
-        store_relaxed(&ch.heads()->ready_head, end);
+    } else {
+        store_relaxed(&ch.heads()->prod_idx, end);
     }
     trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
 }
