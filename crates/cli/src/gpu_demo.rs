@@ -634,7 +634,7 @@ fn bench_config() -> WorldConfig {
 
 /// PE 0's channels for the posting-rate runs. Only there: the engine scans
 /// every QP, so extra ones would slow the latency runs' doorbells.
-const RATE_CHANNELS: usize = 16;
+const RATE_CHANNELS: usize = 32;
 
 /// Run everything; an error names what failed with the decoded GCRB.
 pub fn run(o: &mut dyn Write) -> Res<()> {

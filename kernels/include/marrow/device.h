@@ -235,12 +235,16 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
     uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
     uint64_t batch = slack >= 4 ? floor_pow2(slack / 2) : 1; /* a power of two: a mask, not a division */
     int rc = OK;
-    uint32_t idle = 0;
+    /* Starts idle: the first read is of one slot. */
+    uint32_t idle = 1;
     while (cons < upto && rc == OK) {
-        /* A collapsed CQ has one slot; an owner-bit ring, the next n. One
-         * 32-bit load of {wqe_counter, signature, op_own} (CQE bytes
-         * 60..63) each: one PCIe read instead of two (DOCA's pre-sm90 poll). */
-        uint64_t n = c->cq_mode ? 1 : (upto - cons < CQ_LOOKAHEAD ? upto - cons : CQ_LOOKAHEAD);
+        /* A collapsed CQ has one slot; an owner-bit ring, the next n, but
+         * only while CQEs keep coming: a poll that found nothing reads one
+         * slot again, so waiting costs one PCIe read at a time, as before
+         * the look-ahead. One 32-bit load of {wqe_counter, signature,
+         * op_own} (CQE bytes 60..63) each: one PCIe read instead of two
+         * (DOCA's pre-sm90 poll). */
+        uint64_t n = c->cq_mode || idle ? 1 : (upto - cons < CQ_LOOKAHEAD ? upto - cons : CQ_LOOKAHEAD);
         auto tail_at = [&](uint64_t k) {
             return k < n ? load_device_u32((const uint32_t *)(cq + (c->cq_mode ? 0 : ((ci + k) & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60))
                          : 0u;
