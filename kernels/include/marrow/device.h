@@ -18,6 +18,9 @@
  *      then release ready_head past our WQEs;
  *   5. completions: CQEs by owner bit (or slot 0 of a collapsed CQ), consumer
  *      index published in the CQ doorbell record.
+ * An exclusive channel (gcrb_config.flags.exclusive: one owner, a thread or
+ * a warp) keeps the heads in the owner's registers: no atomic in 1, no
+ * chain in 3, no CQ lock in 5.
  * Transport P2P (gcrb_config.transport) replaces 1-5 with the threads' own
  * loads, stores and system-scope atomics on peer-mapped GPU memory.
  * Every wait has a runtime timeout (gcrb_config.timeout_ns): on expiry the
@@ -212,17 +215,17 @@ MARROW_FN uint64_t widen_from(uint64_t from, uint16_t counter) { return from + (
  * the CPU, whose threads may share a core with the engine they wait for. */
 constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
 
-/* The walk itself, from the consumer state (cons, ci) its caller owns:
- * under the poll lock, or an exclusive channel's registers. The heads are
- * published as they move: with a release for the shared protocol, whose
- * waiters acquire cons_idx; relaxed for an exclusive owner, whose copy is
- * only for the host to decode. */
 /* CQE tails read per PCIe round trip when several completions are awaited
  * (a quiet after many put_nbi): one read each, all in flight at once,
  * instead of a round trip per CQE. Eight named words, not an array: an
  * array would need a loop that NVRTC keeps, and local memory with it. */
 constexpr uint64_t CQ_LOOKAHEAD = 8;
 
+/* The walk itself, from the consumer state (cons, ci) its caller owns:
+ * under the poll lock, or an exclusive channel's registers. The heads are
+ * published as they move: with a release for the shared protocol, whose
+ * waiters acquire cons_idx; relaxed for an exclusive owner, whose copy is
+ * only for the host to decode. */
 MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci) {
     marrow_gcrb_heads *h = ch.heads();
     const marrow_gcrb_config *c = ch.cfg();
@@ -546,7 +549,6 @@ MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
     o.ci = g.from_leader64(o.ci);
     o.status = (uint32_t)g.from_leader32((int)o.status);
 }
-
 
 /* The leader's wait, on its registers, until WQEBBs below `upto` completed. */
 MARROW_FN int own_wait_upto(const Channel &ch, uint64_t upto, uint32_t wait) {
