@@ -273,6 +273,22 @@ fn read_table(count: usize, at: impl Fn(usize) -> *const RawField) -> Vec<CField
         .collect()
 }
 
+/// A harness's constant table: `count` entries, each a name and a value.
+fn read_consts(count: usize, at: impl Fn(usize) -> *const RawConst) -> Vec<(String, u64)> {
+    (0..count)
+        .map(|i| {
+            let p = at(i);
+            assert!(!p.is_null(), "harness constant {i} missing");
+            // SAFETY: `p` points into a static table of the harness; the
+            // name is a NUL-terminated literal.
+            let r = unsafe { &*p };
+            // SAFETY: as above.
+            let name = unsafe { CStr::from_ptr(r.name) };
+            (name.to_string_lossy().into_owned(), r.value)
+        })
+        .collect()
+}
+
 /// Every named field of rdma-core's mlx5dv.h structs, as gcc lays them out.
 pub fn rdma_core_fields() -> Vec<CField> {
     // SAFETY: plain calls into the harness, which returns static data.
@@ -287,17 +303,8 @@ pub fn generated_header_fields() -> Vec<CField> {
 
 /// rdma-core's constants by name.
 pub fn rdma_core_consts() -> Vec<(String, u64)> {
-    // SAFETY: plain call into the harness.
-    let n = unsafe { oracle_const_count() };
-    (0..n)
-        .map(|i| {
-            // SAFETY: `i < n`, so the harness returns a pointer into its static table.
-            let r = unsafe { &*oracle_const_at(i) };
-            // SAFETY: the name is a NUL-terminated literal.
-            let name = unsafe { CStr::from_ptr(r.name) };
-            (name.to_string_lossy().into_owned(), r.value)
-        })
-        .collect()
+    // SAFETY: plain calls into the harness, which returns static data.
+    read_consts(unsafe { oracle_const_count() }, |i| unsafe { oracle_const_at(i) })
 }
 
 /// A small deterministic generator (splitmix64) so each run tests the same
@@ -367,17 +374,8 @@ pub fn verbs_abi_fields() -> Vec<CField> {
 
 /// The verbs.h/mlx5dv.h constants marrow-verbs declares, by name.
 pub fn verbs_abi_consts() -> Vec<(String, u64)> {
-    // SAFETY: plain call into the harness.
-    let n = unsafe { verbs_const_count() };
-    (0..n)
-        .map(|i| {
-            // SAFETY: `i < n`, so the harness returns a pointer into its static table.
-            let r = unsafe { &*verbs_const_at(i) };
-            // SAFETY: the name is a NUL-terminated literal.
-            let name = unsafe { CStr::from_ptr(r.name) };
-            (name.to_string_lossy().into_owned(), r.value)
-        })
-        .collect()
+    // SAFETY: plain calls into the harness, which returns static data.
+    read_consts(unsafe { verbs_const_count() }, |i| unsafe { verbs_const_at(i) })
 }
 
 /// A PRM field's place as gcc computed it from an `mlx5_ifc.h`: offset and
@@ -421,17 +419,8 @@ pub fn ifc_linux_fields() -> Vec<IfcFieldOut> {
 
 /// rdma-core mlx5_ifc.h's command constants.
 pub fn ifc_consts() -> Vec<(String, u64)> {
-    // SAFETY: plain call into the harness.
-    let n = unsafe { ifc_const_count() };
-    (0..n)
-        .map(|i| {
-            // SAFETY: `i < n`: a pointer into the static table.
-            let r = unsafe { &*ifc_const_at(i) };
-            // SAFETY: a NUL-terminated literal.
-            let name = unsafe { CStr::from_ptr(r.name) };
-            (name.to_string_lossy().into_owned(), r.value)
-        })
-        .collect()
+    // SAFETY: plain calls into the harness, which returns static data.
+    read_consts(unsafe { ifc_const_count() }, |i| unsafe { ifc_const_at(i) })
 }
 
 /// Room for any devx command the harness builds (create_qp_in is 272 bytes).
