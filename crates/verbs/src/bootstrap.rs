@@ -396,15 +396,11 @@ mod tests {
         assert!(matches!(r, Some(Route::Tcp(_))), "{r:?}");
         assert!(route(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")])).unwrap_err().to_string().contains("does not link libmpi/libpmix"));
         assert!(route(env(&[])).unwrap().is_none());
-        let e = allgather_endpoints(env(&[]), &ep(0), Duration::from_secs(1)).unwrap_err().to_string();
+        let e = allgather_endpoints(env(&[]), &RcEndpoint::sample(0), Duration::from_secs(1)).unwrap_err().to_string();
         assert!(e.contains("no launcher found") && e.contains("mpirun") && e.contains("MARROW_BOOTSTRAP"), "{e}");
         // One rank needs no exchange.
-        let g = allgather_endpoints(env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")]), &ep(0), Duration::from_secs(1)).unwrap();
-        assert_eq!((g.rank, g.size, g.all), (0, 1, vec![ep(0)]));
-    }
-
-    fn ep(rank: u32) -> RcEndpoint {
-        RcEndpoint { qpn: 0x100 + rank, lid: rank as u16, gid: [rank as u8; 16], psn: rank * 7, rkey: 0xabc0 + rank, addr: 0x7f00_0000 + u64::from(rank), len: 4096 }
+        let g = allgather_endpoints(env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")]), &RcEndpoint::sample(0), Duration::from_secs(1)).unwrap();
+        assert_eq!((g.rank, g.size, g.all), (0, 1, vec![RcEndpoint::sample(0)]));
     }
 
     #[test]
@@ -414,11 +410,11 @@ mod tests {
         let peers: Vec<_> = (1..3)
             .map(|r| {
                 let t = token.clone();
-                std::thread::spawn(move || peer_allgather(&t, r, 3, &ep(r as u32), Duration::from_secs(10)))
+                std::thread::spawn(move || peer_allgather(&t, r, 3, &RcEndpoint::sample(r as u32), Duration::from_secs(10)))
             })
             .collect();
-        let at_root = root.allgather(3, &ep(0), Duration::from_secs(10)).unwrap();
-        let want: Vec<RcEndpoint> = (0..3).map(ep).collect();
+        let at_root = root.allgather(3, &RcEndpoint::sample(0), Duration::from_secs(10)).unwrap();
+        let want: Vec<RcEndpoint> = (0..3).map(RcEndpoint::sample).collect();
         assert_eq!(at_root, want);
         for p in peers {
             assert_eq!(p.join().unwrap().unwrap(), want);
@@ -429,14 +425,14 @@ mod tests {
     fn a_wrong_id_is_refused_and_a_missing_rank_times_out() {
         let root = Root::bind("127.0.0.1:0", Some("job-a".into())).unwrap();
         let bad = root.token("127.0.0.1").replace("job-a", "job-b");
-        let h = std::thread::spawn(move || peer_allgather(&bad, 1, 2, &ep(1), Duration::from_secs(5)));
-        let e = root.allgather(2, &ep(0), Duration::from_millis(700)).unwrap_err().to_string();
+        let h = std::thread::spawn(move || peer_allgather(&bad, 1, 2, &RcEndpoint::sample(1), Duration::from_secs(5)));
+        let e = root.allgather(2, &RcEndpoint::sample(0), Duration::from_millis(700)).unwrap_err().to_string();
         assert!(e.contains("waiting for ranks [1]"), "{e}");
         let pe = h.join().unwrap().unwrap_err().to_string();
         assert!(pe.contains("id job-b is not this rendezvous's job-a"), "{pe}");
         // Nobody listening: the peer gives up at its deadline.
         let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let e = peer_allgather(&format!("127.0.0.1:{free}:x"), 1, 2, &ep(1), Duration::from_millis(300)).unwrap_err().to_string();
+        let e = peer_allgather(&format!("127.0.0.1:{free}:x"), 1, 2, &RcEndpoint::sample(1), Duration::from_millis(300)).unwrap_err().to_string();
         assert!(e.contains("connect to the root"), "{e}");
     }
 }

@@ -303,13 +303,13 @@ impl<'c> RcQp<'c> {
         };
         // SAFETY: init is a complete ibv_qp_init_attr (checked by the oracle).
         let qp = unsafe { (c.v.ibv.ibv_create_qp)(pd.raw(), &mut init) };
-        let mut me = RcQp { c, qp, cq, rcq, dv: DvQueues::from_dv(0, &zero_dv_qp(), &zero_dv_cq()) };
+        let mut me = RcQp { c, qp, cq, rcq, dv: DvQueues::from_dv(0, &mlx5dv_qp::default(), &mlx5dv_cq::default()) };
         if qp.is_null() {
             me.qp = core::ptr::null_mut();
             return Err(errno("ibv_create_qp"));
         }
-        let mut dq = zero_dv_qp();
-        let mut dc = zero_dv_cq();
+        let mut dq = mlx5dv_qp::default();
+        let mut dc = mlx5dv_cq::default();
         let null = mlx5dv_obj_pair { r#in: core::ptr::null_mut(), out: core::ptr::null_mut() };
         let mut obj = mlx5dv_obj {
             qp: mlx5dv_obj_pair { r#in: qp, out: (&mut dq as *mut mlx5dv_qp).cast() },
@@ -355,23 +355,3 @@ impl Drop for RcQp<'_> {
     }
 }
 
-fn zero_dv_qp() -> mlx5dv_qp {
-    let w = mlx5dv_wq { buf: core::ptr::null_mut(), wqe_cnt: 0, stride: 0 };
-    mlx5dv_qp {
-        dbrec: core::ptr::null_mut(),
-        sq: w,
-        rq: w,
-        bf: mlx5dv_bf { reg: core::ptr::null_mut(), size: 0 },
-        comp_mask: 0,
-        uar_mmap_offset: 0,
-        tirn: 0,
-        tisn: 0,
-        rqn: 0,
-        sqn: 0,
-        tir_icm_addr: 0,
-    }
-}
-
-fn zero_dv_cq() -> mlx5dv_cq {
-    mlx5dv_cq { buf: core::ptr::null_mut(), dbrec: core::ptr::null_mut(), cqe_cnt: 0, cqe_size: 0, cq_uar: core::ptr::null_mut(), cqn: 0, comp_mask: 0 }
-}

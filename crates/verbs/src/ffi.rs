@@ -325,6 +325,33 @@ pub struct mlx5dv_cq {
     pub comp_mask: u64,
 }
 
+/// All pointers null, all counts zero: what `mlx5dv_init_obj` fills in.
+impl Default for mlx5dv_qp {
+    fn default() -> Self {
+        let w = mlx5dv_wq { buf: core::ptr::null_mut(), wqe_cnt: 0, stride: 0 };
+        mlx5dv_qp {
+            dbrec: core::ptr::null_mut(),
+            sq: w,
+            rq: w,
+            bf: mlx5dv_bf { reg: core::ptr::null_mut(), size: 0 },
+            comp_mask: 0,
+            uar_mmap_offset: 0,
+            tirn: 0,
+            tisn: 0,
+            rqn: 0,
+            sqn: 0,
+            tir_icm_addr: 0,
+        }
+    }
+}
+
+/// All pointers null, all counts zero: what `mlx5dv_init_obj` fills in.
+impl Default for mlx5dv_cq {
+    fn default() -> Self {
+        mlx5dv_cq { buf: core::ptr::null_mut(), dbrec: core::ptr::null_mut(), cqe_cnt: 0, cqe_size: 0, cq_uar: core::ptr::null_mut(), cqn: 0, comp_mask: 0 }
+    }
+}
+
 /// One `{in, out}` pair of [`mlx5dv_obj`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

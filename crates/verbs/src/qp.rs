@@ -36,6 +36,24 @@ pub struct RcEndpoint {
     pub len: u64,
 }
 
+impl RcEndpoint {
+    /// A record only rank `rank` would send, every field different between
+    /// ranks: what the bootstrap tests and the `marrow-mpi-probe` helper
+    /// exchange and check.
+    #[doc(hidden)]
+    pub fn sample(rank: u32) -> RcEndpoint {
+        RcEndpoint {
+            qpn: 0x1_0000 + rank,
+            lid: 0x100 + rank as u16,
+            gid: std::array::from_fn(|i| (rank as u8).wrapping_mul(16).wrapping_add(i as u8)),
+            psn: 0x00ab_cd00 + rank,
+            rkey: 0xdead_0000 + rank,
+            addr: 0x7f00_0000_0000 + u64::from(rank) * 4096,
+            len: 1 << (20 + rank),
+        }
+    }
+}
+
 /// Link-level addressing of the local port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkLayer {

@@ -10,19 +10,6 @@ use std::time::{Duration, Instant};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_marrow-mpi-probe");
 
-/// What the probe's rank `r` sends (the same function as in the probe).
-fn endpoint(r: u32) -> RcEndpoint {
-    RcEndpoint {
-        qpn: 0x1_0000 + r,
-        lid: 0x100 + r as u16,
-        gid: std::array::from_fn(|i| (r as u8).wrapping_mul(16).wrapping_add(i as u8)),
-        psn: 0x00ab_cd00 + r,
-        rkey: 0xdead_0000 + r,
-        addr: 0x7f00_0000_0000 + u64::from(r) * 4096,
-        len: 1 << (20 + r),
-    }
-}
-
 /// A command with the launcher variables of the test's own environment
 /// removed (a CI job might itself run under one).
 fn clean(program: &str) -> Command {
@@ -58,7 +45,7 @@ fn check_two_ranks(o: &Output, via: &str) {
     let mut lines: Vec<serde_json::Value> = out.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     lines.sort_by_key(|v| v["rank"].as_u64());
     assert_eq!(lines.len(), 2, "stdout: {out}\nstderr: {err}");
-    let want: Vec<RcEndpoint> = (0..2).map(endpoint).collect();
+    let want: Vec<RcEndpoint> = (0..2).map(RcEndpoint::sample).collect();
     assert_ne!(want[0], want[1]);
     for (r, v) in lines.iter().enumerate() {
         assert_eq!((v["rank"].as_u64(), v["size"].as_u64()), (Some(r as u64), Some(2)), "{v}");
@@ -67,7 +54,7 @@ fn check_two_ranks(o: &Output, via: &str) {
         assert_eq!(all, want, "rank {r}");
         // Byte for byte: the records' wire form (JSON) is what each rank sent.
         for (p, e) in all.iter().enumerate() {
-            assert_eq!(serde_json::to_vec(e).unwrap(), serde_json::to_vec(&endpoint(p as u32)).unwrap());
+            assert_eq!(serde_json::to_vec(e).unwrap(), serde_json::to_vec(&RcEndpoint::sample(p as u32)).unwrap());
         }
     }
 }

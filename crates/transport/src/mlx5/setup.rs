@@ -126,17 +126,10 @@ mod tests {
             let q = mlx5dv_qp {
                 dbrec: p(&self.dbr, 0).cast(),
                 sq: mlx5dv_wq { buf: p(&self.sq, 0), wqe_cnt: wqebbs, stride: 64 },
-                rq: mlx5dv_wq { buf: core::ptr::null_mut(), wqe_cnt: 0, stride: 0 },
                 bf: mlx5dv_bf { reg: p(&self.uar, 0x800), size: 0x100 },
-                comp_mask: 0,
-                uar_mmap_offset: 0,
-                tirn: 0,
-                tisn: 0,
-                rqn: 0,
-                sqn: 0,
-                tir_icm_addr: 0,
+                ..mlx5dv_qp::default()
             };
-            let c = mlx5dv_cq { buf: p(&self.cq, 0), dbrec: p(&self.dbr, 32).cast(), cqe_cnt: ncqe, cqe_size: 64, cq_uar: core::ptr::null_mut(), cqn: 0x80, comp_mask: 0 };
+            let c = mlx5dv_cq { buf: p(&self.cq, 0), dbrec: p(&self.dbr, 32).cast(), cqe_cnt: ncqe, cqe_size: 64, cqn: 0x80, ..mlx5dv_cq::default() };
             (q, c)
         }
     }
