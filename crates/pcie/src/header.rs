@@ -97,6 +97,22 @@ impl<'a> Config<'a> {
     pub fn len(&self) -> usize {
         self.bytes.len()
     }
+
+    /// Runs every decoder of this crate over the space and drops the
+    /// results: what the fuzz target and the property tests feed arbitrary
+    /// bytes, in one place so that a new decoder joins both at once.
+    #[doc(hidden)]
+    pub fn decode_all(&self) {
+        let _ = (self.caps().count(), self.ext_caps().count());
+        let _ = (self.express(), self.acs(), self.bars().count(), self.bus_numbers(), self.subsystem());
+        let _ = (self.aer(), self.msi(), self.msix(), self.power_management(), self.ats(), self.pri(), self.pasid());
+        let _ = (self.ltr().map(|l| (l.max_snoop_ns(), l.max_no_snoop_ns())), self.serial_number());
+        let _ = self.resizable_bars().map(|r| r.supported().count()).sum::<usize>();
+        let _ = (self.dpc(), self.sriov(), self.secondary_pcie(), self.data_link_feature());
+        let _ = (self.physical_layer_16gt(), self.physical_layer_32gt());
+        let _ = self.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
+        let _ = (self.vsecs().count(), self.vendor_caps().count());
+    }
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }

@@ -112,13 +112,7 @@ proptest! {
         if let Ok(cfg) = Config::new(&bytes) {
             prop_assert!(cfg.caps().count() <= 64 + 1);
             prop_assert!(cfg.ext_caps().count() <= 1024 + 1);
-            let _ = (cfg.express(), cfg.acs(), cfg.bars().count(), cfg.subsystem());
-            let _ = (cfg.aer(), cfg.msi(), cfg.msix(), cfg.power_management(), cfg.ats(), cfg.pri(), cfg.pasid());
-            let _ = (cfg.ltr().map(|l| (l.max_snoop_ns(), l.max_no_snoop_ns())), cfg.serial_number());
-            let _ = cfg.resizable_bars().map(|r| r.supported().count()).sum::<usize>();
-            let _ = (cfg.dpc(), cfg.sriov(), cfg.secondary_pcie(), cfg.data_link_feature());
-            let _ = (cfg.physical_layer_16gt(), cfg.physical_layer_32gt());
-            let _ = cfg.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
+            cfg.decode_all();
             for v in cfg.vsecs() {
                 if let Ok(v) = v && let Ok(body) = v.body {
                     prop_assert!(body.len() + 8 == usize::from(v.len));
