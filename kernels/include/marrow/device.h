@@ -649,8 +649,9 @@ MARROW_FN int quiet_own(const Channel &ch) {
     Own &o = ch.own;
     bool tail = o.prod < o.resv;
     if (tail) {
-        /* Lazy posting left this lane's WQE stores unfenced. */
-        to_device();
+        /* Lazy posting left this lane's WQE stores unfenced; the leader's
+         * are fenced by the NOP's post below. */
+        if (!g.leader()) to_device();
         g.sync();
     }
     int rc = OK;
