@@ -1,0 +1,186 @@
+// Probe: where one thread's exclusive-channel put_nbi spends its time over
+// the posting-rate floor. Each mode adds one layer of marrow's own device
+// code (kernels/include/marrow/device.h), ringing every post into host
+// memory that nothing consumes; the send queue holds every post, so no
+// mode waits for a completion. Not part of marrow: evidence for
+// docs/PERFORMANCE.md. Build and run on the device machine:
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels/include -o /tmp/excl scripts/gpu_probe/exclusive_post.cu && /tmp/excl
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+#include <cuda_runtime.h>
+#include "marrow/device.h"
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr uint32_t N = 1024, SQ = 4096;
+
+const char *names[] = {
+    "0 the floor: 4 x 16 B stores, fence, dbrec, fence, doorbell",
+    "1 write_wqe (fields of an 8 B RDMA write) + to_device + ring",
+    "2 + rw_op (key and window checks) per post",
+    "3 post_own (group, sticky, room, ring decision) with an op built once",
+    "4 put_nbi (rw_op + post_own): what marrow_post_rate_kernel times",
+    "5 the floor again (drift check)",
+    "6 mode 1 + group_of",
+    "7 mode 6 + sticky_error and the room check",
+    "8 mode 7 + the ring decision (g.any, lazy rule) and g.sync",
+    "9 mode 1 with the heads in the Channel's Own (o.resv, o.prod)",
+    "10 mode 9 + __activemask() and %laneid, checked against one lane",
+    "11 mode 9 + a Group from __activemask() alone (no __match_any_sync)",
+};
+
+// post_own taken apart: mode 6..9 add its steps to mode 1 one at a time.
+__device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op &op, int mode) {
+    using namespace marrow;
+    Own &o = ch.own;
+    if (mode == 10) {
+        unsigned lane;
+        asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+        if (__activemask() != (1u << lane)) return E_BAD_CONFIG;
+    }
+    if (mode == 11) {
+        unsigned lane;
+        asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+        unsigned mask = __activemask();
+        Group g;
+        g.mask = mask;
+        g.rank = __popc(mask & ((1u << lane) - 1u));
+        g.size = __popc(mask);
+        g.leader_lane = __ffs(mask) - 1;
+        g.last_lane = 31 - __clz(mask);
+        uint64_t end = o.resv + g.size;
+        uint64_t ctrl = write_wqe(ch, o.resv + g.rank, op, true);
+        to_device();
+        g.sync();
+        if (g.leader()) ring(ch, end, ctrl);
+        o.resv = end;
+        return OK;
+    }
+    if (mode >= 9) {
+        uint64_t end = o.resv + 1;
+        uint64_t ctrl = write_wqe(ch, o.resv, op, true);
+        to_device();
+        ring(ch, end, ctrl);
+        o.resv = end;
+        return OK;
+    }
+    Group g = group_of(ch.page);
+    uint64_t base = o.resv, end = base + g.size;
+    int rc = OK;
+    if (mode >= 7 && g.leader()) {
+        rc = sticky_error(ch);
+        if (rc == OK && end > o.cons + ch.c.sq_wqebbs) rc = E_TIMEOUT;
+    }
+    if (rc != OK) return rc;
+    bool ring_now = true;
+    if (mode >= 8) ring_now = g.any(false) || !ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT) || end / RING_BATCH != base / RING_BATCH ||
+                                   end - o.cons + MAX_GROUP > ch.c.sq_wqebbs / 2;
+    uint64_t ctrl = write_wqe(ch, base + g.rank, op, ring_now);
+    o.resv = end;
+    to_device();
+    if (mode >= 8) g.sync();
+    if (g.leader()) ring(ch, end, ctrl);
+    o.prod = end;
+    return OK;
+}
+
+__global__ void probe(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64_t *db, int mode, uint64_t *ns, int *rc) {
+    marrow::Channel ch{page};
+    int r = marrow::OK;
+    marrow::Op fixed;
+    marrow::rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, 0, 0, 8, &fixed);
+    uint64_t t0 = marrow::now_ns();
+    for (uint32_t i = 0; i < N && r == marrow::OK; i++) {
+        uint64_t off = (uint64_t)i * 8;
+        if (mode == 0 || mode == 5) {
+            uint64_t *w = (uint64_t *)(ring + (i % SQ) * 64);
+            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
+            marrow::to_device();
+            marrow::store_device_u32(dbrec, marrow::be32(i));
+            marrow::wc_start();
+            marrow::mmio_store64(db, i);
+        } else if (mode == 1 || mode == 2) {
+            marrow::Op op = fixed;
+            op.raddr += off, op.laddr += off;
+            if (mode == 2) r = marrow::rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, off, off, 8, &op);
+            marrow::write_wqe(ch, i, op, true);
+            marrow::to_device();
+            marrow::ring(ch, i + 1, 0);
+        } else if (mode == 3) {
+            marrow::Op op = fixed;
+            op.raddr += off, op.laddr += off;
+            r = marrow::post(ch, op, nullptr, false, false);
+        } else if (mode == 4) {
+            r = marrow::put_nbi(ch, 1, off, off, 8);
+        } else {
+            marrow::Op op = fixed;
+            op.raddr += off, op.laddr += off;
+            r = steps(ch, op, mode);
+        }
+    }
+    *ns = (marrow::now_ns() - t0) / N;
+    *rc = r;
+}
+
+int main() {
+    const size_t host_len = SQ * 64 + 8192;
+    uint8_t *h = (uint8_t *)mmap(nullptr, host_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (h == MAP_FAILED) return 1;
+    memset(h, 0, host_len);
+    CK(cudaHostRegister(h, host_len, cudaHostRegisterMapped));
+    uint8_t *hd;
+    CK(cudaHostGetDevicePointer((void **)&hd, h, 0));
+    uint8_t *ring = hd, *dbrec = hd + SQ * 64, *db = dbrec + 4096;
+    uint8_t *page, *local;
+    uint64_t *ns;
+    int *rc;
+    CK(cudaMalloc(&page, 4096 + MARROW_GCRB_TRACE_ENTRIES * 64));
+    CK(cudaMalloc(&local, 1 << 20));
+    CK(cudaMalloc(&ns, 8));
+    CK(cudaMalloc(&rc, 4));
+    printf("# scripts/gpu_probe/exclusive_post.cu: one GPU thread, %u posts ringing each, best of 5, ns per post\n", N);
+    for (int mode = 0; mode < 12; mode++) {
+        uint64_t best = ~0ull;
+        int worst = 0;
+        for (int rep = 0; rep < 5; rep++) {
+            // A fresh exclusive channel each run: heads at zero.
+            static uint8_t img[4096];
+            memset(img, 0, sizeof img);
+            marrow_gcrb_config *c = (marrow_gcrb_config *)(img + MARROW_GCRB_OFF_CONFIG);
+            c->magic = MARROW_GCRB_MAGIC;
+            c->version = MARROW_GCRB_VERSION;
+            c->qpn = 0x100;
+            c->flags = 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT;
+            c->sq_base = (uint64_t)ring;
+            c->sq_wqebbs = SQ;
+            c->sq_stride = 64;
+            c->dbrec_addr = (uint64_t)dbrec;
+            c->db_addr = (uint64_t)db;
+            c->db_size = 8;
+            c->cq_ncqe = SQ;
+            c->cq_base = (uint64_t)(dbrec + 1024);
+            c->local_lkey = 0x11;
+            c->local_base = (uint64_t)local;
+            c->local_len = 1 << 20;
+            c->timeout_ns = 1000000000ull;
+            c->key_count = 2;
+            c->transport = MARROW_GCRB_TRANSPORT_MLX5;
+            marrow_gcrb_key *k = (marrow_gcrb_key *)(img + MARROW_GCRB_OFF_KEYS);
+            for (int p = 0; p < 2; p++) k[p].raddr = 0x10000000ull * (p + 1), k[p].rkey = 0x22 + p, k[p].rlen_pages = 256;
+            CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
+            probe<<<1, 1>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode, ns, rc);
+            CK(cudaDeviceSynchronize());
+            uint64_t v;
+            int r;
+            CK(cudaMemcpy(&v, ns, 8, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(&r, rc, 4, cudaMemcpyDeviceToHost));
+            if (v < best) best = v;
+            if (r) worst = r;
+        }
+        printf("%6llu ns  %s%s\n", (unsigned long long)best, names[mode], worst ? "  (ERROR)" : "");
+    }
+    return 0;
+}
