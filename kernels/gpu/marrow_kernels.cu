@@ -33,6 +33,20 @@ extern "C" __global__ void marrow_put_warp_kernel(uint8_t *page, uint32_t pe, ui
     rc[blockIdx.x * blockDim.x + threadIdx.x] = r == marrow::OK ? marrow::quiet(ch) : r;
 }
 
+// An exclusive channel's owner is fixed when the Channel is made: here a
+// whole warp. Lane 0 alone then puts (refused: it would take the group's
+// next slot for itself), then the warp puts its 8-byte slots together.
+// rc[lane] = the warp's put and quiet; rc[32] = lane 0's lone put.
+extern "C" __global__ void marrow_lone_lane_kernel(uint8_t *page, uint32_t pe, int *rc) {
+    Channel ch{page};
+    uint32_t lane = threadIdx.x % 32;
+    if (lane == 0) rc[32] = marrow::put_nbi(ch, pe, 0, 0, 8);
+    __syncwarp();
+    uint64_t off = (uint64_t)lane * 8;
+    int r = marrow::put_nbi(ch, pe, off, off, 8);
+    rc[lane] = r == marrow::OK ? marrow::quiet(ch) : r;
+}
+
 // Every thread gets its slots of PE `pe` into the local window.
 extern "C" __global__ void marrow_get_kernel(uint8_t *page, uint32_t pe, uint32_t len, uint32_t iters, int *rc) {
     Channel ch{page};
@@ -126,9 +140,10 @@ extern "C" __global__ void marrow_post_rate_kernel(const uint64_t *pages, uint32
     rc[tid] = r;
 }
 
-// Posting rate floor: exactly the stores and fences of a post, into the same
-// kind of memory, without the protocol (no reservation, no ready chain, no
-// CQ): 64 B of WQE in 16-byte stores, the fence before the doorbell record,
+// Posting rate floor: exactly the stores and fences of a post, without the
+// protocol (no reservation, no ready chain, no CQ), the WQEs into `ring`
+// (the bench passes the send queue the posts use): 64 B of WQE in 16-byte
+// stores, the fence before the doorbell record,
 // the 4-byte doorbell record, the fence before the doorbell, the 8-byte
 // doorbell; the last four once per `ring_every` WQEs (lazy doorbells ring
 // per 32). `db` is a scratch word, not a UAR the softnic watches.

@@ -15,7 +15,7 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-constexpr uint32_t N = 1024, SQ = 4096;
+constexpr uint32_t N = 1024, SQ = 32768;
 
 const char *names[] = {
     "0 the floor: 4 x 16 B stores, fence, dbrec, fence, doorbell",
@@ -125,6 +125,71 @@ __global__ void probe(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64_t *d
     *rc = r;
 }
 
+const char *warp_names[] = {
+    "W0 the floor, 32 lanes: each its WQE, fence, dbrec, fence, doorbell",
+    "W1 put_nbi from a whole warp (the owner found when the Channel was made): what marrow_post_rate_kernel times",
+    "W2 group_of, write_wqe, to_device, syncwarp, the leader rings",
+    "W3 W2 + a same-heads check (__match_all_sync; before own_group)",
+    "W4 W3 + the leader's word to the group (__shfl_sync)",
+    "W5 W4 + g.any(force_ring) (__any_sync)",
+};
+
+// post_own's group path taken apart, one warp instruction at a time.
+__device__ __forceinline__ int warp_steps(const marrow::Channel &ch, const marrow::Op &op, int mode) {
+    using namespace marrow;
+    Own &o = ch.own;
+    Group g = group_of(ch.page);
+    if (mode >= 3) {
+        int all;
+        __match_all_sync(g.mask, (unsigned long long)(o.resv ^ (o.ci << 32)), &all);
+        if (!all) return E_BAD_CONFIG;
+    }
+    uint64_t base = o.resv, end = base + g.size;
+    int rc = OK;
+    if (g.leader()) {
+        rc = sticky_error(ch);
+        if (rc == OK && end > o.cons + ch.c.sq_wqebbs) rc = E_TIMEOUT;
+    }
+    if (mode >= 4) rc = (int)(uint32_t)g.from_leader64((uint64_t)(uint32_t)rc);
+    if (rc != OK) return rc;
+    bool force = mode >= 5 ? g.any(false) : false;
+    uint64_t ctrl = write_wqe(ch, base + g.rank, op, true);
+    o.resv = end;
+    to_device();
+    g.sync();
+    if (g.leader()) ring(ch, end, ctrl + force);
+    o.prod = end;
+    return OK;
+}
+
+__global__ void probe_warp(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64_t *db, int mode, uint64_t *ns, int *rc) {
+    marrow::Channel ch{page};
+    int r = marrow::OK;
+    uint32_t lane = threadIdx.x;
+    marrow::Op fixed;
+    marrow::rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, 0, 0, 8, &fixed);
+    uint64_t t0 = marrow::now_ns();
+    for (uint32_t i = 0; i < N && r == marrow::OK; i++) {
+        uint64_t off = ((uint64_t)i * 32 + lane) * 8;
+        if (mode == 0) {
+            uint64_t *w = (uint64_t *)(ring + ((i * 32 + lane) % SQ) * 64);
+            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
+            marrow::to_device();
+            marrow::store_device_u32(dbrec, marrow::be32(i));
+            marrow::wc_start();
+            marrow::mmio_store64(db, i);
+        } else if (mode == 1) {
+            r = marrow::put_nbi(ch, 1, off, off, 8);
+        } else {
+            marrow::Op op = fixed;
+            op.raddr += off, op.laddr += off;
+            r = warp_steps(ch, op, mode);
+        }
+    }
+    if (lane == 0) *ns = (marrow::now_ns() - t0) / N;
+    if (r != marrow::OK) *rc = r;
+}
+
 int main() {
     const size_t host_len = SQ * 64 + 8192;
     uint8_t *h = (uint8_t *)mmap(nullptr, host_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -142,7 +207,8 @@ int main() {
     CK(cudaMalloc(&ns, 8));
     CK(cudaMalloc(&rc, 4));
     printf("# scripts/gpu_probe/exclusive_post.cu: one GPU thread, %u posts ringing each, best of 5, ns per post\n", N);
-    for (int mode = 0; mode < 12; mode++) {
+    for (int mode = 0; mode < 18; mode++) {
+        bool warp = mode >= 12;
         uint64_t best = ~0ull;
         int worst = 0;
         for (int rep = 0; rep < 5; rep++) {
@@ -171,7 +237,11 @@ int main() {
             marrow_gcrb_key *k = (marrow_gcrb_key *)(img + MARROW_GCRB_OFF_KEYS);
             for (int p = 0; p < 2; p++) k[p].raddr = 0x10000000ull * (p + 1), k[p].rkey = 0x22 + p, k[p].rlen_pages = 256;
             CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
-            probe<<<1, 1>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode, ns, rc);
+            CK(cudaMemset(rc, 0, 4));
+            if (warp)
+                probe_warp<<<1, 32>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode - 12, ns, rc);
+            else
+                probe<<<1, 1>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode, ns, rc);
             CK(cudaDeviceSynchronize());
             uint64_t v;
             int r;
@@ -180,7 +250,8 @@ int main() {
             if (v < best) best = v;
             if (r) worst = r;
         }
-        printf("%6llu ns  %s%s\n", (unsigned long long)best, names[mode], worst ? "  (ERROR)" : "");
+        if (mode == 12) printf("# one warp, %u posts per lane, ns per warp-wide post (32 WQEs)\n", N);
+        printf("%6llu ns  %s%s\n", (unsigned long long)best, warp ? warp_names[mode - 12] : names[mode], worst ? "  (ERROR)" : "");
     }
     return 0;
 }

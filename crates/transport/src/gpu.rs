@@ -227,6 +227,19 @@ impl Gpu {
         Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?, self.stream.clone_dtoh(&olds).map_err(cuda)?))
     }
 
+    /// `marrow_lone_lane_kernel` on one warp of an exclusive channel: the
+    /// warp's put-and-quiet result per lane, then lane 0's lone put (33 codes).
+    pub fn lone_lane(&self, page: u64, pe: u32) -> Result<Vec<i32>, TransportError> {
+        let f = self.function("marrow_lone_lane_kernel")?;
+        let mut rc = self.stream.alloc_zeros::<i32>(33).map_err(cuda)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&page).arg(&pe).arg(&mut rc);
+        // SAFETY: matches marrow_lone_lane_kernel (u8*, u32, int*); rc holds 33 ints.
+        unsafe { b.launch(Grid { blocks: 1, threads: 32 }.config()) }.map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        self.stream.clone_dtoh(&rc).map_err(cuda)
+    }
+
     /// `marrow_compare_swap_kernel` on one thread: (result code, old value).
     pub fn compare_swap(&self, page: u64, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64) -> Result<(i32, u64), TransportError> {
         let f = self.function("marrow_compare_swap_kernel")?;

@@ -72,12 +72,18 @@ struct Channel {
     /* Exclusive only; `mutable` because a Channel is passed by const
      * reference and these are the owner's working copies, not its identity. */
     mutable Own own;
+    /* Exclusive only: the owner, the lanes that made this Channel together
+     * on its page (one thread, or a whole warp), found once here instead
+     * of with a match at every call (see own_group). */
+    Group grp;
 
     MARROW_MEMBER explicit Channel(uint8_t *p) : page(p), c(*(const marrow_gcrb_config *)(p + MARROW_GCRB_OFF_CONFIG)) {
         for (uint32_t i = 0; i < CACHED_KEYS; i++) k[i] = *((const marrow_gcrb_key *)(p + MARROW_GCRB_OFF_KEYS) + i);
         excl = flag(MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT) && c.transport != MARROW_GCRB_TRANSPORT_P2P;
         own = Own{0, 0, 0, 0, 0};
+        grp = Group{};
         if (excl) {
+            grp = group_of(p);
             /* Where the last owner left them: five loads in flight at once. */
             marrow_gcrb_heads *h = heads();
             own = Own{load_relaxed(&h->resv_head), load_relaxed(&h->prod_idx), load_relaxed(&h->cons_idx),
@@ -536,9 +542,26 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * Two owners at once on one exclusive channel would corrupt its ring; the
  * host gives each owner a channel of its own. A warp owns one through the
  * warp calls (put_nbi_warp reconverges the warp first): the leader keeps
- * the books and every lane leaves each call with the leader's copy; a
- * group that is only part of the warp, or whose lanes' copies differ, is
- * refused with E_BAD_CONFIG, recorded like any error. */
+ * the books and every lane leaves each call with the leader's copy. The
+ * owner is fixed when the Channel is made (Channel::grp); a call by only
+ * some of its lanes, or an owner that is part of a warp, is refused with
+ * E_BAD_CONFIG (own_group). */
+
+/* The owner's lanes for a call: all of them must be here (other lanes may
+ * be active too: other owners, on other channels). Otherwise the call is
+ * refused before anything is written, so the lanes' copies of the heads
+ * cannot part: a lone lane's post would hand out the group's next slot
+ * twice. The refusal goes to the error block for the host, and sticks for
+ * later Channels on the page as every error does; the owner's own status
+ * stays as it was, since the owner's lanes did not all see it. */
+MARROW_FN bool own_group(const Channel &ch) {
+    const Group &g = ch.grp;
+    if (g.solo() || (g.whole_warp() && g.all_here())) return true;
+    uint32_t kept = ch.own.status;
+    record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
+    ch.own.status = kept;
+    return false;
+}
 
 MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
     if (g.solo()) return;
@@ -566,7 +589,8 @@ MARROW_FN int own_wait_upto(const Channel &ch, uint64_t upto, uint32_t wait) {
 /* Wait until the WQEBBs below `upto` completed: the leader waits for the
  * group's last lane's target (the highest: it posted last). */
 MARROW_FN int wait_own(const Channel &ch, uint64_t upto, uint32_t wait) {
-    Group g = group_of(ch.page);
+    if (!own_group(ch)) return E_BAD_CONFIG;
+    const Group &g = ch.grp;
     upto = g.from_last64(upto);
     int rc = OK;
     if (g.leader()) {
@@ -608,21 +632,13 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
 }
 
 MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
-    Group g = group_of(ch.page);
+    const Group &g = ch.grp;
     if (g.solo()) return post_own_solo(ch, op, idx_out, force_ring, lazy);
+    if (!own_group(ch)) return E_BAD_CONFIG;
     Own &o = ch.own;
     uint64_t depth = ch.c.sq_wqebbs;
-    /* A group must be the whole warp, every lane with the same heads: a
-     * part of a warp (lanes that diverged) or a lane that posted alone in
-     * between would hand out slots twice. Refused before anything is
-     * written. One match covers both heads that move (resv, ci). */
-    if (!g.solo() && !(g.whole_warp() && g.same64(o.resv ^ (o.ci << 32)))) {
-        if (g.leader()) record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
-        own_from_leader(ch, g);
-        return E_BAD_CONFIG;
-    }
-    /* Every lane's copy agrees, so each knows the base and the room; only
-     * the leader acts on the CQ, and says whether it did. */
+    /* Every lane's copy agrees (own_group), so each knows the base and the
+     * room; only the leader acts on the CQ, and says whether it did. */
     uint64_t base = o.resv, end = base + g.size;
     int rc = OK;
     bool waited = false;
@@ -639,15 +655,19 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
             waited = true;
         }
     }
-    if (!g.solo()) {
-        uint64_t said = g.from_leader64((uint64_t)(uint32_t)rc | ((uint64_t)waited << 32));
-        rc = (int)(uint32_t)said;
-        if (said >> 32) own_from_leader(ch, g);
+    /* One reduction tells the group both whether any lane forces a ring
+     * and whether the leader has news (an error, or heads moved by its
+     * wait); its words follow only then. A shuffle and a vote each time
+     * cost a warp's post 80 ns (scripts/gpu_probe/exclusive_post.cu). */
+    uint32_t news = g.or32((force_ring ? 1u : 0u) | (g.leader() && (rc != OK || waited) ? 2u : 0u));
+    if (news & 2u) {
+        rc = g.from_leader32(rc);
+        own_from_leader(ch, g);
     }
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     o.resv = end;
-    bool ring_now = ring_due(g.any(force_ring), lazy, base, end, o.cons, depth);
+    bool ring_now = ring_due((news & 1u) != 0, lazy, base, end, o.cons, depth);
     /* Only the WQEs of a ring get CQEs (selective signaling, rdma-core's
      * sq_sig_all = 0): an RC QP completes in order, so a CQE covers every
      * WQE before it, and unrung lazy posts cost the NIC and the poller no
@@ -674,7 +694,8 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
  * lazy tail is unrung and unsignaled: the leader posts a signaled NOP,
  * which rings it, and whose CQE covers it. */
 MARROW_FN int quiet_own(const Channel &ch) {
-    Group g = group_of(ch.page);
+    if (!own_group(ch)) return E_BAD_CONFIG;
+    const Group &g = ch.grp;
     Own &o = ch.own;
     bool tail = o.prod < o.resv;
     if (tail) {
@@ -690,7 +711,7 @@ MARROW_FN int quiet_own(const Channel &ch) {
             Op nop = Op{};
             nop.opcode = MARROW_MLX5_OPCODE_NOP;
             nop.fm_ce_se = CQ_UPDATE;
-            rc = post_own(ch, nop, nullptr, true, false);
+            rc = post_own_solo(ch, nop, nullptr, true, false);
         }
         if (rc == OK) rc = own_wait_upto(ch, o.resv, MARROW_GCRB_WAIT_CQ);
     }

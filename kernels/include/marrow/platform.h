@@ -458,14 +458,10 @@ struct Group {
     }
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return solo() ? v : __shfl_sync(mask, (unsigned long long)v, last_lane); }
     MARROW_MEMBER bool any(bool p) const { return solo() ? p : __any_sync(mask, p) != 0; }
-    /* Every lane of the group holds the same v. */
-    MARROW_MEMBER bool same64(uint64_t v) const {
-        if (solo()) return true;
-        int all;
-        __match_all_sync(mask, (unsigned long long)v, &all);
-        return all != 0;
-    }
+    MARROW_MEMBER uint32_t or32(uint32_t v) const { return solo() ? v : __reduce_or_sync(mask, v); }
     MARROW_MEMBER bool whole_warp() const { return mask == 0xffffffffu; }
+    /* Every lane of the group is active here (others may be too). */
+    MARROW_MEMBER bool all_here() const { return (__activemask() & mask) == mask; }
     /* Memory ordering among the group: the leader acts after everyone's stores and fences. */
     MARROW_MEMBER void sync() const {
         if (!solo()) __syncwarp(mask);
@@ -478,8 +474,9 @@ struct Group {
     MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return v; }
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return v; }
     MARROW_MEMBER bool any(bool p) const { return p; }
-    MARROW_MEMBER bool same64(uint64_t) const { return true; }
+    MARROW_MEMBER uint32_t or32(uint32_t v) const { return v; }
     MARROW_MEMBER bool whole_warp() const { return false; }
+    MARROW_MEMBER bool all_here() const { return true; }
     MARROW_MEMBER void sync() const {}
 #endif
 };
