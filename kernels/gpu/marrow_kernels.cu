@@ -146,13 +146,15 @@ extern "C" __global__ void marrow_post_rate_kernel(const uint64_t *pages, uint32
 // stores, the fence before the doorbell record,
 // the 4-byte doorbell record, the fence before the doorbell, the 8-byte
 // doorbell; the last four once per `ring_every` WQEs (lazy doorbells ring
-// per 32). `db` is a scratch word, not a UAR the softnic watches.
-extern "C" __global__ void marrow_store_floor_kernel(uint8_t *ring, uint32_t wqebbs, uint32_t *dbrec, uint64_t *db,
-                                                     uint32_t iters, uint32_t ring_every, uint64_t *span) {
+// per 32). `db` is a scratch word, not a UAR the softnic watches. The WQEs
+// start at slot `first`, so that runs walk the ring as posts do, each on
+// pages the last one did not touch.
+extern "C" __global__ void marrow_store_floor_kernel(uint8_t *ring, uint32_t wqebbs, uint32_t first, uint32_t *dbrec,
+                                                     uint64_t *db, uint32_t iters, uint32_t ring_every, uint64_t *span) {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t t0 = marrow::now_ns();
     for (uint32_t i = 0; i < iters; i++) {
-        uint64_t *w = (uint64_t *)(ring + ((tid * iters + i) % wqebbs) * 64);
+        uint64_t *w = (uint64_t *)(ring + ((first + tid * iters + i) % wqebbs) * 64);
         for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
         if ((i + 1) % ring_every && i + 1 < iters) continue;
         marrow::to_device();

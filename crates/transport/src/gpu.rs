@@ -291,17 +291,17 @@ impl Gpu {
     }
 
     /// `marrow_store_floor_kernel` on `grid`: the stores and fences of a post
-    /// (64 B WQE, doorbell record, doorbell) into `ring`, `dbrec` and `db`
-    /// without the protocol, the fences, doorbell record and doorbell once
-    /// per `ring_every` WQEs (1: every post; 32: lazy doorbells): the span
-    /// in GPU-clock ns.
+    /// (64 B WQE, doorbell record, doorbell) into `ring` from slot `first`,
+    /// `dbrec` and `db` without the protocol, the fences, doorbell record
+    /// and doorbell once per `ring_every` WQEs (1: every post; 32: lazy
+    /// doorbells): the span in GPU-clock ns.
     #[allow(clippy::too_many_arguments)]
-    pub fn store_floor(&self, ring: u64, wqebbs: u32, dbrec: u64, db: u64, iters: u32, ring_every: u32, grid: Grid) -> Result<u64, TransportError> {
+    pub fn store_floor(&self, ring: u64, wqebbs: u32, first: u32, dbrec: u64, db: u64, iters: u32, ring_every: u32, grid: Grid) -> Result<u64, TransportError> {
         let f = self.function("marrow_store_floor_kernel")?;
         let mut span = self.stream.clone_htod(&[u64::MAX, 0]).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&ring).arg(&wqebbs).arg(&dbrec).arg(&db).arg(&iters).arg(&ring_every).arg(&mut span);
-        // SAFETY: matches marrow_store_floor_kernel (u8*, u32, u32*, u64*, u32, u32, u64*);
+        b.arg(&ring).arg(&wqebbs).arg(&first).arg(&dbrec).arg(&db).arg(&iters).arg(&ring_every).arg(&mut span);
+        // SAFETY: matches marrow_store_floor_kernel (u8*, u32, u32, u32*, u64*, u32, u32, u64*);
         // `ring`, `dbrec` and `db` are registered host memory.
         unsafe { b.launch(grid.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
