@@ -610,8 +610,8 @@ MARROW_FN bool ring_due(bool force, bool lazy, uint64_t base, uint64_t end, uint
 
 /* post_own for an owner posting alone, in straight-line code: no warp
  * instruction and no branch on the group, each of which the compiler must
- * treat as divergent. One thread's post costs 100-200 ns less this way, an
- * eighth of the floor (scripts/gpu_probe/exclusive_post.cu). */
+ * treat as divergent. One thread's post costs about 120 ns less this way,
+ * a tenth of the floor (scripts/gpu_probe/exclusive_post.cu). */
 MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     Own &o = ch.own;
     uint64_t depth = ch.c.sq_wqebbs, idx = o.resv, end = idx + 1;
