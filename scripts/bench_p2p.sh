@@ -2,7 +2,8 @@
 # The two-GPU comparison in one command, on a machine with two GPUs:
 #   marrow's transport P2P (`marrow bench p2p`: every operation checked,
 #   then the 8-byte round trip and put bandwidth against their floors), then
-#   NVSHMEM, NCCL (through PyTorch) and cudaMemcpyPeer on the same GPUs
+#   NVSHMEM, NCCL (through PyTorch, and its device API through nvcc) and
+#   cudaMemcpyPeer on the same GPUs
 #   (scripts/p2p_compare/run_all.sh). NVLink multicast stays off.
 # Usage: scripts/bench_p2p.sh OUT_DIR [MARROW_BINARY]
 set -u

@@ -161,9 +161,9 @@ def main():
         out(f"FAILED torch_copy_peer: {e}")
         traceback.print_exc()
         rc = 1
-    out("NOTE nccl_device_api not measured: the NCCL 2.28 device API (ncclDevComm, "
-        "LSA load/store and GIN) is a C++/CUDA interface (nccl_device.h) that "
-        "torch.distributed does not expose")
+    out("NOTE the NCCL 2.28 device API (ncclDevComm, LSA load/store) is a C++/CUDA "
+        "interface that torch.distributed does not expose: nccl_device_bench.cu "
+        "measures it (part nccl_device)")
     return rc
 
 

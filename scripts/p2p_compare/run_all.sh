@@ -24,7 +24,8 @@ part() {
 part topo 30 nvidia-smi topo -m
 part nvshmem 400 bash "$HERE/build_and_run_nvshmem.sh" "$OUT/nvshmem_build"
 part nccl 300 python3 "$HERE/nccl_bench.py"
+part nccl_device 300 bash "$HERE/build_and_run_nccl_device.sh" "$OUT/nccl_device_build"
 
 echo "==== summary"
-grep -hE '^(RESULT|NOTE|SKIP|FAILED) ' "$OUT"/topo.txt "$OUT"/nvshmem.txt "$OUT"/nccl.txt 2>/dev/null \
+grep -hE '^(RESULT|NOTE|SKIP|FAILED) ' "$OUT"/topo.txt "$OUT"/nvshmem.txt "$OUT"/nccl.txt "$OUT"/nccl_device.txt 2>/dev/null \
   | tee "$OUT/summary.txt"
