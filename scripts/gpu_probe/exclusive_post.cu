@@ -190,6 +190,56 @@ __global__ void probe_warp(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64
     if (r != marrow::OK) *rc = r;
 }
 
+const char *lazy_names[] = {
+    "L0 the lazy floor: 4 x 16 B stores; every 32nd post also fence, dbrec, fence, doorbell",
+    "L1 put_nbi with flags.lazy_nbi_doorbell: what the lazy (a) and (c) time",
+    "L2 write_wqe with the heads in Own; every 32nd post to_device + ring",
+    "L3 L2 + rw_op per post",
+    "L4 post_own_solo (lazy) with an op built once",
+};
+
+// The lazy path taken apart (flags.lazy_nbi_doorbell set on the channel).
+__global__ void probe_lazy(uint8_t *page, uint8_t *sq, uint32_t *dbrec, uint64_t *db, int mode, uint64_t *ns, int *rc) {
+    using namespace marrow;
+    Channel ch{page};
+    int r = OK;
+    Op fixed;
+    rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, 0, 0, 8, &fixed);
+    Own &o = ch.own;
+    uint64_t t0 = now_ns();
+    for (uint32_t i = 0; i < N && r == OK; i++) {
+        uint64_t off = (uint64_t)i * 8;
+        Op op = fixed;
+        op.raddr += off, op.laddr += off;
+        if (mode == 0) {
+            uint64_t *w = (uint64_t *)(sq + (i % SQ) * 64);
+            for (int k = 0; k < 8; k += 2) store_wqe16(w + k, i + k, i + k + 1);
+            if ((i + 1) % 32 == 0) {
+                to_device();
+                store_device_u32(dbrec, be32(i));
+                wc_start();
+                mmio_store64(db, i);
+            }
+        } else if (mode == 1) {
+            r = put_nbi(ch, 1, off, off, 8);
+        } else if (mode == 2 || mode == 3) {
+            if (mode == 3) r = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, off, off, 8, &op);
+            uint64_t idx = o.resv, end = idx + 1;
+            bool due = end % 32 == 0;
+            write_wqe(ch, idx, op, due);
+            o.resv = end;
+            if (due) {
+                to_device();
+                ring(ch, end, 0);
+            }
+        } else {
+            r = post_own_solo(ch, op, nullptr, false, true);
+        }
+    }
+    *ns = (now_ns() - t0) / N;
+    *rc = r;
+}
+
 int main() {
     const size_t host_len = SQ * 64 + 8192;
     uint8_t *h = (uint8_t *)mmap(nullptr, host_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -207,8 +257,8 @@ int main() {
     CK(cudaMalloc(&ns, 8));
     CK(cudaMalloc(&rc, 4));
     printf("# scripts/gpu_probe/exclusive_post.cu: one GPU thread, %u posts ringing each, best of 5, ns per post\n", N);
-    for (int mode = 0; mode < 18; mode++) {
-        bool warp = mode >= 12;
+    for (int mode = 0; mode < 23; mode++) {
+        bool warp = mode >= 12 && mode < 18, lazy = mode >= 18;
         uint64_t best = ~0ull;
         int worst = 0;
         for (int rep = 0; rep < 5; rep++) {
@@ -219,7 +269,7 @@ int main() {
             c->magic = MARROW_GCRB_MAGIC;
             c->version = MARROW_GCRB_VERSION;
             c->qpn = 0x100;
-            c->flags = 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT;
+            c->flags = 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT | (lazy ? 1u << MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT : 0u);
             c->sq_base = (uint64_t)ring;
             c->sq_wqebbs = SQ;
             c->sq_stride = 64;
@@ -238,7 +288,9 @@ int main() {
             for (int p = 0; p < 2; p++) k[p].raddr = 0x10000000ull * (p + 1), k[p].rkey = 0x22 + p, k[p].rlen_pages = 256;
             CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
             CK(cudaMemset(rc, 0, 4));
-            if (warp)
+            if (lazy)
+                probe_lazy<<<1, 1>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode - 18, ns, rc);
+            else if (warp)
                 probe_warp<<<1, 32>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode - 12, ns, rc);
             else
                 probe<<<1, 1>>>(page, ring, (uint32_t *)dbrec, (uint64_t *)db, mode, ns, rc);
@@ -251,7 +303,9 @@ int main() {
             if (r) worst = r;
         }
         if (mode == 12) printf("# one warp, %u posts per lane, ns per warp-wide post (32 WQEs)\n", N);
-        printf("%6llu ns  %s%s\n", (unsigned long long)best, warp ? warp_names[mode - 12] : names[mode], worst ? "  (ERROR)" : "");
+        if (mode == 18) printf("# one thread, lazy doorbells, %u posts, ns per post\n", N);
+        const char *name = lazy ? lazy_names[mode - 18] : warp ? warp_names[mode - 12] : names[mode];
+        printf("%6llu ns  %s%s\n", (unsigned long long)best, name, worst ? "  (ERROR)" : "");
     }
     return 0;
 }
