@@ -106,28 +106,7 @@ __global__ void count_not(const unsigned char *p, size_t n, unsigned char v, uns
   if (mine) atomicAdd(bad, mine);
 }
 
-static void write_uid(const char *path, const ncclUniqueId *id) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) DIE("cannot create %s", tmp);
-  if (fwrite(id, sizeof *id, 1, f) != 1) DIE("cannot write %s", tmp);
-  fclose(f);
-  if (rename(tmp, path) != 0) DIE("cannot rename %s -> %s", tmp, path);
-}
-
-static void read_uid(const char *path, ncclUniqueId *id) {
-  for (int waited_ms = 0; waited_ms < 60000; waited_ms += 50) {
-    struct stat st;
-    if (stat(path, &st) == 0 && (size_t)st.st_size == sizeof *id) {
-      FILE *f = fopen(path, "rb");
-      if (f && fread(id, sizeof *id, 1, f) == 1) { fclose(f); return; }
-      if (f) fclose(f);
-    }
-    usleep(50 * 1000);
-  }
-  DIE("timed out (60 s) waiting for uid file %s", path);
-}
+#include "uid_file.h"
 
 // Both ranks meet: a 1-element all-reduce, then a stream sync.
 static void barrier(ncclComm_t comm, int *scratch, cudaStream_t st) {
