@@ -33,6 +33,8 @@ pub struct WorldConfig {
     /// `flags.exclusive` on every channel: each has one owner (a thread, or
     /// the lanes of one warp calling together) that keeps the heads in its
     /// registers (DOCA's EXCLUSIVE sharing mode). Give each owner a channel.
+    /// The owner is the lanes that make the device `Channel` together; a
+    /// call by only some of them is refused with `E_BAD_CONFIG`.
     pub exclusive: bool,
 }
 
