@@ -134,10 +134,10 @@ MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1
     if (ch.flag(MARROW_GCRB_CONFIG_TRACE_SHIFT)) trace_append(ch, event, a0, a1);
 }
 
-/* Record the first failure, with the heads as they are now. Always traced. */
-MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
+/* The first failure into the error block, with the heads as they are now,
+ * for the host. Always traced. */
+MARROW_FN void report_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
     marrow_gcrb_error *e = ch.err();
-    if (ch.excl && ch.own.status == MARROW_GCRB_STATUS_OK) ch.own.status = status;
     if (!cas32(&e->status, MARROW_GCRB_STATUS_OK, 0xffffffffu)) return; /* someone else reported first */
     marrow_gcrb_heads *h = ch.heads();
     e->wait = wait;
@@ -166,6 +166,13 @@ MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, u
     trace_append(ch, status == MARROW_GCRB_STATUS_TIMEOUT ? MARROW_GCRB_EVENT_TIMEOUT : MARROW_GCRB_EVENT_ERROR,
                  cqe ? be16(((const marrow_mlx5_err_cqe *)cqe)->wqe_counter) : wait,
                  cqe ? ((const marrow_mlx5_err_cqe *)cqe)->syndrome : elapsed);
+}
+
+/* A failure of this channel's calls: reported, and sticky for its later
+ * calls (an exclusive owner keeps the status in its registers). */
+MARROW_FN void record_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
+    if (ch.excl && ch.own.status == MARROW_GCRB_STATUS_OK) ch.own.status = status;
+    report_error(ch, status, wait, elapsed, cqe);
 }
 
 /* A deadline for one wait, started by its first unsuccessful check: a wait
@@ -551,15 +558,13 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * be active too: other owners, on other channels). Otherwise the call is
  * refused before anything is written, so the lanes' copies of the heads
  * cannot part: a lone lane's post would hand out the group's next slot
- * twice. The refusal goes to the error block for the host, and sticks for
- * later Channels on the page as every error does; the owner's own status
- * stays as it was, since the owner's lanes did not all see it. */
+ * twice. The refusal is reported to the error block for the host, and
+ * sticks for later Channels on the page as every error does; the owner's
+ * own status stays as it was, since the owner's lanes did not all see it. */
 MARROW_FN bool own_group(const Channel &ch) {
     const Group &g = ch.grp;
     if (g.solo() || (g.whole_warp() && g.all_here())) return true;
-    uint32_t kept = ch.own.status;
-    record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
-    ch.own.status = kept;
+    report_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
     return false;
 }
 
@@ -608,19 +613,34 @@ MARROW_FN bool ring_due(bool force, bool lazy, uint64_t base, uint64_t end, uint
     return force || !lazy || end / RING_BATCH != base / RING_BATCH || end - cons + MAX_GROUP > depth / 2;
 }
 
+/* Room in the send queue for the WQEBBs below `end`, after the sticky
+ * status: the owner (a group's leader) polls the CQ if the ring is full.
+ * Room comes from CQEs, and only rung, signaled WQEs make them. Lazy
+ * posting rings, and signals, at least once per RING_BATCH and whenever
+ * the ring is over half full, so with a full ring a rung, signaled WQE lies
+ * within RING_BATCH past the slot needed (rings under 2 * RING_BATCH ring
+ * every post). Were that broken, this wait would end in a decoded timeout.
+ * `*waited`: the heads moved. */
+MARROW_FN int own_room(const Channel &ch, uint64_t end, bool *waited) {
+    uint64_t depth = ch.c.sq_wqebbs;
+    int rc = sticky_error(ch);
+    *waited = rc == OK && end > ch.own.cons + depth;
+    if (*waited) rc = own_wait_upto(ch, end - depth, MARROW_GCRB_WAIT_SLOT);
+    return rc;
+}
+
 /* post_own for an owner posting alone, in straight-line code: no warp
  * instruction and no branch on the group, each of which the compiler must
  * treat as divergent. One thread's post costs about 120 ns less this way,
  * a tenth of the floor (scripts/gpu_probe/exclusive_post.cu). */
 MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     Own &o = ch.own;
-    uint64_t depth = ch.c.sq_wqebbs, idx = o.resv, end = idx + 1;
-    int rc = sticky_error(ch);
-    /* Room: as in post_own below. */
-    if (rc == OK && end > o.cons + depth) rc = own_wait_upto(ch, end - depth, MARROW_GCRB_WAIT_SLOT);
+    uint64_t idx = o.resv, end = idx + 1;
+    bool waited;
+    int rc = own_room(ch, end, &waited);
     if (rc != OK) return rc;
     o.resv = end;
-    bool ring_now = ring_due(force_ring, lazy, idx, end, o.cons, depth);
+    bool ring_now = ring_due(force_ring, lazy, idx, end, o.cons, ch.c.sq_wqebbs);
     uint64_t ctrl = write_wqe(ch, idx, op, ring_now);
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
@@ -636,25 +656,12 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     if (g.solo()) return post_own_solo(ch, op, idx_out, force_ring, lazy);
     if (!own_group(ch)) return E_BAD_CONFIG;
     Own &o = ch.own;
-    uint64_t depth = ch.c.sq_wqebbs;
     /* Every lane's copy agrees (own_group), so each knows the base and the
      * room; only the leader acts on the CQ, and says whether it did. */
     uint64_t base = o.resv, end = base + g.size;
     int rc = OK;
     bool waited = false;
-    if (g.leader()) {
-        rc = sticky_error(ch);
-        if (rc == OK && end > o.cons + depth) {
-            /* Room comes from CQEs, and only rung, signaled WQEs make them.
-             * Lazy posting rings, and signals, at least once per RING_BATCH
-             * and whenever the ring is over half full, so with a full ring
-             * a rung, signaled WQE lies within RING_BATCH past the slot
-             * needed (rings under 2 * RING_BATCH ring every post). Were
-             * that broken, this wait would end in a decoded timeout. */
-            rc = own_wait_upto(ch, end - depth, MARROW_GCRB_WAIT_SLOT);
-            waited = true;
-        }
-    }
+    if (g.leader()) rc = own_room(ch, end, &waited);
     /* One reduction tells the group both whether any lane forces a ring
      * and whether the leader has news (an error, or heads moved by its
      * wait); its words follow only then. A shuffle and a vote each time
@@ -667,7 +674,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     o.resv = end;
-    bool ring_now = ring_due((news & 1u) != 0, lazy, base, end, o.cons, depth);
+    bool ring_now = ring_due((news & 1u) != 0, lazy, base, end, o.cons, ch.c.sq_wqebbs);
     /* Only the WQEs of a ring get CQEs (selective signaling, rdma-core's
      * sq_sig_all = 0): an RC QP completes in order, so a CQE covers every
      * WQE before it, and unrung lazy posts cost the NIC and the poller no
@@ -706,13 +713,11 @@ MARROW_FN int quiet_own(const Channel &ch) {
     }
     int rc = OK;
     if (g.leader()) {
-        rc = sticky_error(ch);
-        if (rc == OK && tail) {
-            Op nop = Op{};
-            nop.opcode = MARROW_MLX5_OPCODE_NOP;
-            nop.fm_ce_se = CQ_UPDATE;
-            rc = post_own_solo(ch, nop, nullptr, true, false);
-        }
+        Op nop = Op{};
+        nop.opcode = MARROW_MLX5_OPCODE_NOP;
+        nop.fm_ce_se = CQ_UPDATE;
+        /* The NOP's post checks the sticky status itself. */
+        rc = tail ? post_own_solo(ch, nop, nullptr, true, false) : sticky_error(ch);
         if (rc == OK) rc = own_wait_upto(ch, o.resv, MARROW_GCRB_WAIT_CQ);
     }
     rc = g.from_leader32(rc);
