@@ -339,7 +339,7 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
     // made its figure move by 10% between runs while the posts' did not.
     // Safe: the engine reads a slot only after a doorbell names it, the
     // floor rings none, and each run's posts rewrite their slots first.
-    let sq = marrow_transport::gcrb_page::config(&r.world.channels[0].page()).ok_or("channel 0's GCRB config is unreadable")?.sq_base();
+    let base = marrow_transport::gcrb_page::config(&r.world.channels[0].page()).ok_or("channel 0's GCRB config is unreadable")?.sq_base();
     // Its doorbell record and doorbell are scratch words: the real ones
     // would be read by the engine.
     let shm = marrow_softnic::Shm::create("floor", 64).map_err(e)?;
@@ -347,7 +347,6 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
     r.gpu.register(&region).map_err(e)?;
     let _unregister = Unregister(r.gpu, region);
     let (dbrec, db) = (region.base_addr() as u64, region.base_addr() as u64 + 8);
-    let base = sq;
     // The shared protocol's steps one at a time (an exclusive post has none of them).
     if !exclusive {
         let mut prof = [u64::MAX; 6];
@@ -615,10 +614,7 @@ fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     if rc.iter().any(|c| *c != -22) {
         return Err(format!("part of a warp on an exclusive channel: expected -22 on every lane, got {rc:?}"));
     }
-    let report = r.report();
-    if !report.contains("BAD_CONFIG") {
-        return Err(format!("part of a warp on an exclusive channel: the GCRB does not say BAD_CONFIG:\n{report}"));
-    }
+    let report = bad_config_report(&r, "part of a warp on an exclusive channel")?;
     writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:").map_err(e)?;
     for line in report.lines() {
         writeln!(o, "      {line}").map_err(e)?;
@@ -646,12 +642,18 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     if got != data {
         return Err("the warp's put after the lone lane's refusal: bytes differ".into());
     }
-    let report = r.report();
-    if !report.contains("BAD_CONFIG") {
-        return Err(format!("lane 0 alone on a warp's exclusive channel: the GCRB does not say BAD_CONFIG:\n{report}"));
-    }
+    bad_config_report(&r, "lane 0 alone on a warp's exclusive channel")?;
     writeln!(o, "  lane 0 alone on its warp's channel: refused with -22 (EINVAL), nothing written; the warp's 32 puts after it: every byte checked").map_err(e)?;
     Ok(())
+}
+
+/// The decoded GCRB after a refused call, which must say BAD_CONFIG.
+fn bad_config_report(r: &Rig, what: &str) -> Res<String> {
+    let report = r.report();
+    if !report.contains("BAD_CONFIG") {
+        return Err(format!("{what}: the GCRB does not say BAD_CONFIG:\n{report}"));
+    }
+    Ok(report)
 }
 
 /// The correctness runs: a traced channel, so an error report shows what
