@@ -9,23 +9,13 @@
 #include <nccl.h>
 #include <nccl_device.h>
 #include <cuda_runtime.h>
+#include "two_rank.h"
 #include <cuda/atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
-#include <unistd.h>
-#include <sys/stat.h>
 
-#define CUDA_CHECK(x)                                                          \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "ERROR %s:%d: %s -> %s\n", __FILE__, __LINE__, #x,       \
-              cudaGetErrorString(e_));                                         \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 #define NCCL_CHECK(x)                                                          \
   do {                                                                         \
     ncclResult_t r_ = (x);                                                     \
@@ -34,13 +24,6 @@
               ncclGetErrorString(r_));                                         \
       exit(1);                                                                 \
     }                                                                          \
-  } while (0)
-#define DIE(...)                                                               \
-  do {                                                                         \
-    fprintf(stderr, "ERROR %s:%d: ", __FILE__, __LINE__);                      \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
   } while (0)
 
 // The same shapes as nvshmem_bench.cu and `marrow bench p2p`.
@@ -106,7 +89,6 @@ __global__ void count_not(const unsigned char *p, size_t n, unsigned char v, uns
   if (mine) atomicAdd(bad, mine);
 }
 
-#include "uid_file.h"
 
 // Both ranks meet: a 1-element all-reduce, then a stream sync.
 static void barrier(ncclComm_t comm, int *scratch, cudaStream_t st) {

@@ -6,31 +6,11 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 #include <cuda_runtime.h>
+#include "two_rank.h"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
-#include <unistd.h>
-#include <sys/stat.h>
-
-// Any failure exits the process: the peer then stalls in a barrier, and the
-// runner's `timeout` is what ends it, so the message must say where it died.
-#define CUDA_CHECK(x)                                                          \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "ERROR %s:%d: %s -> %s\n", __FILE__, __LINE__, #x,       \
-              cudaGetErrorString(e_));                                         \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
-#define DIE(...)                                                               \
-  do {                                                                         \
-    fprintf(stderr, "ERROR %s:%d: ", __FILE__, __LINE__);                      \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
-  } while (0)
 
 static const int kWarm = 1000, kIters = 10000;      // ping-pong
 static const int kBwWarm = 3, kBwIters = 20;        // bandwidth
@@ -75,7 +55,6 @@ __global__ void put_bw(char *dst, const char *src, size_t bytes, size_t slice,
   if (threadIdx.x == 0) nvshmem_quiet();
 }
 
-#include "uid_file.h"
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
