@@ -2,15 +2,19 @@
 // A one-thread kernel on GPU 0 device-launches (CUDA device graph launch,
 // fire-and-forget) a pre-built graph: REPS memcpy nodes, then a one-thread
 // kernel node that counts the run in managed memory. The host times from
-// just before the launcher until it sees the count move (wall clock, launch
+// just before the launch until it sees the count move (wall clock, launch
 // included), against REPS x cudaMemcpyPeerAsync timed the same way.
 //
-// Status: a first version on 2 x H200 (2026-11-29) saw the device-side
-// cudaGraphLaunch return cudaSuccess, but the count did not move within
-// 10 s, and the launcher's own completion event fired first. This version
-// first tries a graph whose memcpy stays on GPU 0 (is device graph launch
-// working at all?), then the peer copy, and after a timeout reports what
-// the context says. Not part of marrow; nothing in docs/ rests on it yet.
+// History: a first version on 2 x H200 (2026-11-29) launched the launcher
+// kernel with <<<>>>: the device-side cudaGraphLaunch returned cudaSuccess,
+// but the count did not move within 10 s. The CUDA programming guide's
+// "Device Graph Launch" allows device launches only from a kernel that
+// itself runs as a node of a graph, so the launcher is now a kernel node of
+// a host-launched graph. The probe also asks whether the launching kernel
+// can wait for its own copy (a quiet): the launcher spins on the count
+// for up to 2 ms and says whether it moved. First a graph whose memcpy
+// stays on GPU 0 (does device graph launch work at all?), then the peer copy.
+// Not part of marrow; nothing in docs/ rests on it yet.
 //   nvcc -O3 -arch=sm_90 -rdc=true -o /tmp/dg scripts/gpu_probe/p2p_device_graph.cu -lcudadevrt && /tmp/dg
 #include <chrono>
 #include <cstdio>
@@ -22,8 +26,24 @@
 
 constexpr int REPS = 20;
 
-// One thread decides to put: it launches the device graph and returns.
-__global__ void launcher(cudaGraphExec_t g, int *rc) { *rc = (int)cudaGraphLaunch(g, cudaStreamGraphFireAndForget); }
+__device__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+
+// One thread decides to put: it launches the device graph, then, if asked,
+// waits up to wait_ns for the count to move. rc[0]: what cudaGraphLaunch
+// said; rc[1]: 1 if the count moved while this kernel still ran, 0 if not.
+__global__ void launcher(cudaGraphExec_t g, int *rc, const unsigned *count, unsigned long long wait_ns) {
+    unsigned before = *(volatile const unsigned *)count;
+    rc[0] = (int)cudaGraphLaunch(g, cudaStreamGraphFireAndForget);
+    rc[1] = 0;
+    if (!wait_ns) return;
+    unsigned long long t0 = now_ns();
+    while (now_ns() - t0 < wait_ns)
+        if (*(volatile const unsigned *)count != before) { rc[1] = 1; return; }
+}
 
 // The graph's last node: counts finished runs.
 __global__ void finished(unsigned *count) { atomicAdd(count, 1u); }
@@ -59,25 +79,46 @@ static cudaGraphExec_t build(void *dst, const void *src, size_t len, unsigned *d
     return exec;
 }
 
+// A host-launched graph of one node, the launcher: device graph launch is
+// allowed only from a kernel running as part of a graph.
+static cudaGraphExec_t outer(cudaGraphExec_t inner, int *rc, const unsigned *count, unsigned long long wait_ns) {
+    cudaGraph_t graph;
+    CK(cudaGraphCreate(&graph, 0));
+    cudaKernelNodeParams kp = {};
+    void *args[] = {&inner, &rc, &count, &wait_ns};
+    kp.func = (void *)launcher;
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = args;
+    cudaGraphNode_t node;
+    CK(cudaGraphAddKernelNode(&node, graph, nullptr, 0, &kp));
+    cudaGraphExec_t exec;
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphDestroy(graph));
+    return exec;
+}
+
 // One device-launched run: ms from launch to the count moving, or < 0 on a
 // timeout (after printing what the launch and the context said).
-static double run(cudaGraphExec_t exec, unsigned *done, int *rc, cudaStream_t st) {
+static double run(cudaGraphExec_t exec, unsigned *done, int *rc, cudaStream_t st, unsigned long long wait_ns = 0) {
+    cudaGraphExec_t out = outer(exec, rc, done, wait_ns);
     unsigned before = *(volatile unsigned *)done;
     CK(cudaStreamSynchronize(st));
     auto t0 = std::chrono::steady_clock::now();
-    launcher<<<1, 1, 0, st>>>(exec, rc);
+    CK(cudaGraphLaunch(out, st));
     while (*(volatile unsigned *)done == before) {
         if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
             cudaError_t sync = cudaStreamSynchronize(st);
-            int h_rc = -1;
-            cudaMemcpy(&h_rc, rc, sizeof h_rc, cudaMemcpyDeviceToHost);
-            printf("  no completion in 10 s: device cudaGraphLaunch said %d (%s); stream sync says %s; count %u\n", h_rc,
-                   cudaGetErrorString((cudaError_t)h_rc), cudaGetErrorString(sync), *(volatile unsigned *)done);
+            int h_rc[2] = {-1, -1};
+            cudaMemcpy(h_rc, rc, sizeof h_rc, cudaMemcpyDeviceToHost);
+            printf("  no completion in 10 s: device cudaGraphLaunch said %d (%s); stream sync says %s; count %u\n", h_rc[0],
+                   cudaGetErrorString((cudaError_t)h_rc[0]), cudaGetErrorString(sync), *(volatile unsigned *)done);
             return -1;
         }
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     CK(cudaStreamSynchronize(st));
+    CK(cudaGraphExecDestroy(out));
     return ms;
 }
 
@@ -97,7 +138,7 @@ int main() {
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     int *rc;
-    CK(cudaMalloc(&rc, sizeof(int)));
+    CK(cudaMallocManaged(&rc, 2 * sizeof(int)));
     unsigned *done;
     CK(cudaMallocManaged(&done, sizeof(unsigned)));
     *done = 0;
@@ -105,8 +146,11 @@ int main() {
     // 1. Does device graph launch complete at all, with a copy inside GPU 0?
     cudaGraphExec_t lg = build(local, src, 1 << 20, done, st);
     double ms = run(lg, done, rc, st);
-    printf("graph of GPU 0 -> GPU 0 memcpys (1 MiB): %s\n", ms < 0 ? "did not complete" : "completed");
+    printf("graph of GPU 0 -> GPU 0 memcpys (1 MiB): %s (%.3f ms), device launch said %d\n", ms < 0 ? "did not complete" : "completed", ms, rc[0]);
     if (ms < 0) return 1;
+    // Can the launching kernel see its own fire-and-forget graph finish?
+    ms = run(lg, done, rc, st, 2000000ull);
+    printf("launcher waiting up to 2 ms for its graph: %s\n", ms < 0 ? "timed out" : rc[1] ? "saw it finish (a kernel can quiet a copy-engine put)" : "did not see it finish while running (children start after the parent)");
     CK(cudaGraphExecDestroy(lg));
     // 2. The peer copy, against the copy engine launched from the host.
     for (size_t len : sizes) {

@@ -217,8 +217,9 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// channel with `flags.trace` on: the last puts' POST -> DOORBELL -> CQE ->
 /// next POST gaps. Tracing costs time itself, so the latency figure comes
 /// from an untraced channel (`latency`).
-fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
-    let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, exclusive, ..WorldConfig::default() };
+fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()> {
+    let exclusive = flags.exclusive;
+    let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, ..flags };
     let r = rig(gpu, cfg)?;
     let iters = 200u32;
     let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters).map_err(e)?;
@@ -240,8 +241,9 @@ fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
     let mean = |x: u64| x as f64 / n as f64 / 1e3;
     writeln!(
         o,
-        "  traced {} channel: {:.2} us per put; per put (mean of the last {n} in the device trace): WQE written -> doorbell rung {:.2} us, doorbell -> CQE consumed {:.2} us, CQE -> next WQE written {:.2} us",
+        "  traced {} channel{}: {:.2} us per put; per put (mean of the last {n} in the device trace): WQE written -> doorbell rung {:.2} us, doorbell -> CQE consumed {:.2} us, CQE -> next WQE written {:.2} us",
         if exclusive { "exclusive" } else { "shared" },
+        if flags.early_doorbell { ", early doorbells (the trace's doorbell is the second ring)" } else { "" },
         ns as f64 / iters as f64 / 1e3,
         mean(sums[0]),
         mean(sums[1]),
@@ -708,7 +710,7 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     writeln!(o, "shared channels (any thread posts; reservation atomic, ready chain, CQ lock):").map_err(e)?;
     writeln!(o, "latency:").map_err(e)?;
-    latency_breakdown(gpu, o, false)?;
+    latency_breakdown(gpu, o, WorldConfig::default())?;
     let r = rig(gpu, bench_config())?;
     latency(&r, o)?;
     loop_bench(&r, o)?;
@@ -726,7 +728,7 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     loop_bench(&rig(gpu, lazy)?, o)?;
     writeln!(o, "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode):")
         .map_err(e)?;
-    latency_breakdown(gpu, o, true)?;
+    latency_breakdown(gpu, o, WorldConfig { exclusive: true, ..WorldConfig::default() })?;
     let exclusive = WorldConfig { exclusive: true, ..bench_config() };
     let r = rig(gpu, exclusive)?;
     latency(&r, o)?;
@@ -737,6 +739,17 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
     loop_bench(&r, o)?;
     rates(&r, o, true, true)?;
+    drop(r);
+    writeln!(
+        o,
+        "exclusive with early doorbells (flags.early_doorbell, DOCA's early ringing: doorbell once the WQE is fenced, then the record, a fence, the doorbell again):"
+    )
+    .map_err(e)?;
+    let early = WorldConfig { early_doorbell: true, ..exclusive };
+    latency_breakdown(gpu, o, WorldConfig { early_doorbell: true, exclusive: true, ..WorldConfig::default() })?;
+    let r = rig(gpu, early)?;
+    latency(&r, o)?;
+    rates(&r, o, true, false)?;
     Ok(())
 }
 

@@ -27,6 +27,10 @@ pub struct WorldConfig {
     /// `flags.lazy_nbi_doorbell`: put_nbi rings only per batch (DeepEP's
     /// rule), quiet posts a NOP to ring the rest.
     pub lazy_nbi_doorbell: bool,
+    /// `flags.early_doorbell`: ring as soon as the WQEs are fenced, then
+    /// write the doorbell record and ring again (DOCA's early ringing), so
+    /// the NIC starts one system-scope fence sooner.
+    pub early_doorbell: bool,
     /// More channels from PE 0 to PE 1 (QP pairs of their own, as NVSHMEM
     /// gives warps or CTAs QPs of their own), in [`World::more`].
     pub extra_channels: usize,
@@ -40,7 +44,7 @@ pub struct WorldConfig {
 
 impl Default for WorldConfig {
     fn default() -> Self {
-        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false, extra_channels: 0, exclusive: false }
+        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false, early_doorbell: false, extra_channels: 0, exclusive: false }
     }
 }
 
@@ -163,6 +167,7 @@ impl World {
                 gcrb_page::fill(&page.region(), &setup)?;
                 gcrb_page::edit_config(&page.region(), |c| {
                     c.set_lazy_nbi_doorbell(cfg.lazy_nbi_doorbell);
+                    c.set_early_doorbell(cfg.early_doorbell);
                     c.set_exclusive(cfg.exclusive);
                 })?;
                 let ch = Channel { qpn: qpns[k][pe], cqn: cqs[k][pe], page };

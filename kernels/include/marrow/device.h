@@ -482,12 +482,21 @@ constexpr uint64_t MAX_GROUP = 32;
  * last WQE's first 8 bytes, the doorbell with flags.db_ctrl_bytes. */
 MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
     uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
-    store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & 0xffffu));
-    /* Doorbell record before the doorbell that makes the NIC read it. */
-    wc_start();
     uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
                       ? last_ctrl
                       : (uint64_t)be32((uint32_t)(end & 0xffff) << 8) | ((uint64_t)be32(ch.c.qpn << 8) << 32);
+    if (ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT)) {
+        /* DOCA's early ringing (doca_gpu_dev_verbs_submit_db): the WQEs are
+         * fenced already, and the doorbell itself says how far to go, so
+         * the NIC can start one system-scope fence sooner. The record and
+         * the second ring below cover a NIC that reads the record instead
+         * (doorbell recovery); a NIC that already went that far ignores
+         * the repeat. */
+        mmio_store64((uint64_t *)ch.c.db_addr, db);
+    }
+    store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & 0xffffu));
+    /* Doorbell record before the doorbell that makes the NIC read it. */
+    wc_start();
     mmio_store64((uint64_t *)ch.c.db_addr, db);
 #if !MARROW_GPU
     /* Out of the write-combining buffer before the chain moves on, so
