@@ -1,20 +1,23 @@
-// Probe (work in progress): can a GPU-initiated put ride the copy engine?
+// Probe: can a GPU-initiated put ride the copy engine?
 // A one-thread kernel on GPU 0 device-launches (CUDA device graph launch,
 // fire-and-forget) a pre-built graph: REPS memcpy nodes, then a one-thread
 // kernel node that counts the run in managed memory. The host times from
 // just before the launch until it sees the count move (wall clock, launch
 // included), against REPS x cudaMemcpyPeerAsync timed the same way.
 //
-// History: a first version on 2 x H200 (2026-11-29) launched the launcher
-// kernel with <<<>>>: the device-side cudaGraphLaunch returned cudaSuccess,
-// but the count did not move within 10 s. The CUDA programming guide's
-// "Device Graph Launch" allows device launches only from a kernel that
-// itself runs as a node of a graph, so the launcher is now a kernel node of
-// a host-launched graph. The probe also asks whether the launching kernel
-// can wait for its own copy (a quiet): the launcher spins on the count
-// for up to 2 ms and says whether it moved. First a graph whose memcpy
-// stays on GPU 0 (does device graph launch work at all?), then the peer copy.
-// Not part of marrow; nothing in docs/ rests on it yet.
+// The CUDA programming guide's "Device Graph Launch" allows device launches
+// only from a kernel that itself runs as a node of a graph: a first version
+// that launched the launcher with <<<>>> saw cudaGraphLaunch return
+// cudaSuccess and the graph never run. Here the launcher is a kernel node
+// of a host-launched graph. It also asks whether the launching kernel can
+// wait for its own copy (a quiet): the launcher spins on the count for up
+// to 2 ms. First a graph whose memcpy stays on GPU 0, then the peer copy.
+//
+// Answer on 2 x H200, 2026-11-29 (docs/p2p-probe-device-graph.txt): it
+// works, and a kernel does see its graph finish, but the peer memcpy nodes
+// run at SM-store speed, not the copy engine's: 256 MiB 367.4 GB/s against
+// cudaMemcpyPeerAsync's 394.7 (0.931), 64 MiB 0.912. A put cannot reach
+// the copy engine's rate from the GPU this way either.
 //   nvcc -O3 -arch=sm_90 -rdc=true -o /tmp/dg scripts/gpu_probe/p2p_device_graph.cu -lcudadevrt && /tmp/dg
 #include <chrono>
 #include <cstdio>
