@@ -542,7 +542,11 @@ fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
             writeln!(o, "  first doorbell dropped: the second ring carried the put, which completed; the 8 bytes checked").map_err(e)?;
         }
         -110 => {
-            writeln!(o, "  first doorbell dropped: both rings reached the register as one, which was dropped; host decoded:").map_err(e)?;
+            writeln!(
+                o,
+                "  first doorbell dropped: the engine found one doorbell (both rings landed between two of its scans; an idle engine sleeps 50 us) and dropped it; host decoded:"
+            )
+            .map_err(e)?;
             for line in r.report().lines() {
                 writeln!(o, "      {line}").map_err(e)?;
             }
