@@ -517,11 +517,12 @@ fn softnic_trace(r: &Rig, o: &mut dyn Write) -> Res<()> {
 }
 
 /// DOCA's reason for ringing twice: a NIC that misses the early doorbell
-/// gets the second. The softnic drops the first doorbell it finds. Two
-/// rings a fence apart usually arrive as two, and the put completes; were
-/// they to land between two scans, the register would hold one, that one
-/// would be dropped, and the put would end in a decoded timeout. Either is
-/// right; anything else is an error.
+/// gets the second. The softnic drops the first doorbell it finds. An
+/// engine that scans between the two rings (a fence apart) finds two, and
+/// the put completes; one that sleeps through both (an idle engine sleeps
+/// 50 us, as on the H200 runs so far) finds one in the register, drops it,
+/// and the put ends in a decoded timeout. A NIC's UAR would see two writes
+/// either way. Both outcomes are right; anything else is an error.
 fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, timeout: Duration::from_millis(200), exclusive: true, early_doorbell: true, ..WorldConfig::default() };
     let r = rig(gpu, cfg)?;
