@@ -9,6 +9,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT_DIR="${1:-$(mktemp -d /tmp/p2p_nccl_device.XXXXXX)}"
 mkdir -p "$OUT_DIR" || { echo "FAILED nccl_device: cannot create $OUT_DIR"; exit 1; }
 fail() { echo "FAILED nccl_device: $*"; exit 1; }
+. "$HERE/two_rank.sh"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
 
 # --- locate NCCL: a root holding include/nccl.h and lib/libnccl.so*
@@ -55,14 +56,5 @@ cat "$OUT_DIR/nccl_device_build.txt"
 
 # --- run
 export LD_LIBRARY_PATH="$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-UID_FILE="$(mktemp -u "$OUT_DIR/nccl_uid.XXXXXX")"
-timeout 120 "$BIN" 0 "$UID_FILE" > "$OUT_DIR/rank0.txt" 2>&1 & p0=$!
-timeout 120 "$BIN" 1 "$UID_FILE" > "$OUT_DIR/rank1.txt" 2>&1 & p1=$!
-wait $p0; rc0=$?
-wait $p1; rc1=$?
-rm -f "$UID_FILE"
-echo "---- rank 0 (exit $rc0)"; cat "$OUT_DIR/rank0.txt"
-echo "---- rank 1 (exit $rc1)"; cat "$OUT_DIR/rank1.txt"
-[ $rc0 -eq 124 ] || [ $rc1 -eq 124 ] && fail "timed out (120 s): exit codes $rc0/$rc1"
-[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "rank exit codes $rc0/$rc1"
+run_two_ranks "$BIN" "$OUT_DIR" rank rank
 echo "INFO nccl_device run ok"

@@ -8,6 +8,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT_DIR="${1:-$(mktemp -d /tmp/p2p_nvshmem.XXXXXX)}"
 mkdir -p "$OUT_DIR" || { echo "FAILED nvshmem: cannot create $OUT_DIR"; exit 1; }
 fail() { echo "FAILED nvshmem: $*"; exit 1; }
+. "$HERE/two_rank.sh"
 
 # The machine's rules: no NVLink multicast (NVLS) anywhere.
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -82,14 +83,5 @@ export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME="${NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME:-l
 export NVSHMEM_SYMMETRIC_SIZE="${NVSHMEM_SYMMETRIC_SIZE:-2G}"
 env | grep -E '^NVSHMEM_|^LD_LIBRARY_PATH=' | sort
 
-UID_FILE="$(mktemp -u "$OUT_DIR/nvshmem_uid.XXXXXX")"
-timeout 120 "$BIN" 0 "$UID_FILE" > "$OUT_DIR/nvshmem_pe0.txt" 2>&1 & p0=$!
-timeout 120 "$BIN" 1 "$UID_FILE" > "$OUT_DIR/nvshmem_pe1.txt" 2>&1 & p1=$!
-wait $p0; rc0=$?
-wait $p1; rc1=$?
-rm -f "$UID_FILE"
-echo "---- PE 0 (exit $rc0)"; cat "$OUT_DIR/nvshmem_pe0.txt"
-echo "---- PE 1 (exit $rc1)"; cat "$OUT_DIR/nvshmem_pe1.txt"
-[ $rc0 -eq 124 ] || [ $rc1 -eq 124 ] && fail "timed out (120 s) — exit codes $rc0/$rc1"
-[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "PE exit codes $rc0/$rc1"
+run_two_ranks "$BIN" "$OUT_DIR" nvshmem_pe PE
 echo "INFO nvshmem run ok"
