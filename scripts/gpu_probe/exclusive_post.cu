@@ -37,20 +37,10 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
     using namespace marrow;
     Own &o = ch.own;
     if (mode == 10) {
-        unsigned lane;
-        asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-        if (__activemask() != (1u << lane)) return E_BAD_CONFIG;
+        if (__activemask() != (1u << lane_id())) return E_BAD_CONFIG;
     }
     if (mode == 11) {
-        unsigned lane;
-        asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-        unsigned mask = __activemask();
-        Group g;
-        g.mask = mask;
-        g.rank = __popc(mask & ((1u << lane) - 1u));
-        g.size = __popc(mask);
-        g.leader_lane = __ffs(mask) - 1;
-        g.last_lane = 31 - __clz(mask);
+        Group g = group_of_mask(__activemask(), lane_id());
         uint64_t end = o.resv + g.size;
         uint64_t ctrl = write_wqe(ch, o.resv + g.rank, op, true);
         to_device();

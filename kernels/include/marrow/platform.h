@@ -481,13 +481,15 @@ struct Group {
 #endif
 };
 
-MARROW_FN Group group_of(const void *key) {
 #if MARROW_GPU
+MARROW_FN unsigned lane_id() {
     unsigned lane;
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    unsigned active = __activemask();
-    /* Alone in the warp: no match needed. */
-    unsigned mask = active == (1u << lane) ? active : __match_any_sync(active, (unsigned long long)key);
+    return lane;
+}
+
+/* The group of lanes `mask`, as seen from `lane` (one of them). */
+MARROW_FN Group group_of_mask(unsigned mask, unsigned lane) {
     Group g;
     g.mask = mask;
     g.rank = __popc(mask & ((1u << lane) - 1u));
@@ -495,6 +497,16 @@ MARROW_FN Group group_of(const void *key) {
     g.leader_lane = __ffs(mask) - 1;
     g.last_lane = 31 - __clz(mask);
     return g;
+}
+#endif
+
+MARROW_FN Group group_of(const void *key) {
+#if MARROW_GPU
+    unsigned lane = lane_id();
+    unsigned active = __activemask();
+    /* Alone in the warp: no match needed. */
+    unsigned mask = active == (1u << lane) ? active : __match_any_sync(active, (unsigned long long)key);
+    return group_of_mask(mask, lane);
 #else
     (void)key;
     return Group{};
