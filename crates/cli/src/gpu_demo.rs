@@ -216,7 +216,8 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// Where a blocking put's time goes, from the device trace (GPU clock) of a
 /// channel with `flags.trace` on: the last puts' POST -> DOORBELL -> CQE ->
 /// next POST gaps. Tracing costs time itself, so the latency figure comes
-/// from an untraced channel (`latency`).
+/// from an untraced channel (`latency`). `flags` gives the channel's kind
+/// (exclusive, early doorbells); sizes, timeout and tracing are set here.
 fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()> {
     let exclusive = flags.exclusive;
     let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, ..flags };
@@ -759,7 +760,7 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     writeln!(o, "shared channels (any thread posts; reservation atomic, ready chain, CQ lock):").map_err(e)?;
     writeln!(o, "latency:").map_err(e)?;
-    latency_breakdown(gpu, o, WorldConfig::default())?;
+    latency_breakdown(gpu, o, bench_config())?;
     let r = rig(gpu, bench_config())?;
     latency(&r, o)?;
     loop_bench(&r, o)?;
@@ -777,8 +778,8 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     loop_bench(&rig(gpu, lazy)?, o)?;
     writeln!(o, "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode):")
         .map_err(e)?;
-    latency_breakdown(gpu, o, WorldConfig { exclusive: true, ..WorldConfig::default() })?;
     let exclusive = WorldConfig { exclusive: true, ..bench_config() };
+    latency_breakdown(gpu, o, exclusive)?;
     let r = rig(gpu, exclusive)?;
     latency(&r, o)?;
     loop_bench(&r, o)?;
@@ -795,7 +796,7 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     )
     .map_err(e)?;
     let early = WorldConfig { early_doorbell: true, ..exclusive };
-    latency_breakdown(gpu, o, WorldConfig { early_doorbell: true, exclusive: true, ..WorldConfig::default() })?;
+    latency_breakdown(gpu, o, early)?;
     let r = rig(gpu, early)?;
     latency(&r, o)?;
     rates(&r, o, true, false)?;
