@@ -91,13 +91,18 @@ impl CqPoller {
     }
 
     fn poll_collapsed(&mut self) -> Result<Option<Completion>, PollError> {
-        let mut cqe = [0u8; CQE];
-        self.buf.read_bytes(0, &mut cqe).map_err(PollError::Mmio)?;
-        // A new CQE changes the slot (its wqe_counter or owner differs).
-        if cqe == self.last || cqe[CQE - 1] >> 4 == 0xf {
+        // The owner byte first, as in normal mode: the device writes it
+        // last, and each CQE into slot 0 flips its owner bit, so a new
+        // op_own means a whole new CQE. Comparing the whole slot instead
+        // took a CQE whose payload was half written, then took it again
+        // once its op_own landed (seen as a repeated wqe_counter).
+        let op_own = self.buf.read_u8(CQE - 1).map_err(PollError::Mmio)?;
+        if op_own == self.last[CQE - 1] || op_own >> 4 == 0xf {
             return Ok(None);
         }
         barrier::from_device();
+        let mut cqe = [0u8; CQE];
+        self.buf.read_bytes(0, &mut cqe).map_err(PollError::Mmio)?;
         self.last = cqe;
         let c = decode_cqe(&cqe).map_err(PollError::Cqe)?;
         self.ci = self.ci.wrapping_add(1);
