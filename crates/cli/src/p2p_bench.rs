@@ -9,6 +9,8 @@ use marrow_softnic::Shm;
 use marrow_transport::gpu::Gpu;
 use marrow_transport::gpu::Grid;
 use marrow_transport::p2p::{self, IpcHandle};
+use marrow_transport::gcrb_page;
+use marrow_transport::p2p_relay::{Relay, RelayBounds};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc;
@@ -32,6 +34,9 @@ const CAS_WORD: u64 = FLAGS + 192;
 const SCRATCH: u64 = FLAGS + 256;
 const RESULTS: u64 = FLAGS + 4096;
 const BW_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
+/// The relay GCRB's ring, and the smallest put it takes.
+const RELAY_ENTRIES: u32 = 64;
+const RELAY_MIN_KIB: u32 = 1024;
 
 /// One block of 512 threads per 64 KiB, at most 528 (4 per SM of an
 /// H200, all resident at once). One per 8 KiB measured slower at 1 and
@@ -233,51 +238,90 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     let peer_hex = l.trim().strip_prefix("peer ").ok_or_else(|| format!("expected the peer's handle, got {l:?}"))?;
     let peer = gpu.import(&unhex(peer_hex)?).map_err(e)?;
     let me = rank as usize;
-    let other = 1 - rank;
     let mut keys = [(0u64, 0u64); 2];
     keys[me] = (win.addr, WINDOW as u64);
     keys[1 - me] = (peer.addr, WINDOW as u64);
     let page_shm = Shm::create("p2p-gcrb", 4096).map_err(e)?;
     let page = page_shm.region();
-    p2p::fill(&page, &p2p::P2pSetup { local: (win.addr, WINDOW as u64), keys, timeout_ns: 10_000_000_000 }).map_err(e)?;
+    let setup = p2p::P2pSetup { local: (win.addr, WINDOW as u64), keys, timeout_ns: 10_000_000_000, relay: None };
+    p2p::fill(&page, &setup).map_err(e)?;
     let gcrb = gpu.upload(&page).map_err(e)?;
     let pg = gcrb.addr;
+    // A second GCRB on the same windows whose puts of 1 MiB and more go to
+    // the copy-engine relay (crates/transport/src/p2p_relay.rs).
+    let ring_shm = Shm::create("p2p-relay-ring", RELAY_ENTRIES as usize * 32).map_err(e)?;
+    gpu.register(&ring_shm.region()).map_err(e)?;
+    let relay = p2p::RelaySetup { ring: ring_shm.region().base_addr() as u64, entries: RELAY_ENTRIES, min_kib: RELAY_MIN_KIB };
+    let relay_page_shm = Shm::create("p2p-gcrb-relay", 4096).map_err(e)?;
+    let relay_page = relay_page_shm.region();
+    p2p::fill(&relay_page, &p2p::P2pSetup { relay: Some(relay), ..setup }).map_err(e)?;
+    // In cuMemAlloc memory, not a stream-ordered pool's like `upload`'s:
+    // the relay's stream writes the copy count into it (cuStreamWriteValue64).
+    let relay_gcrb = gpu.window(4096).map_err(e)?;
+    let mut bytes = vec![0u8; 4096];
+    relay_page.read_bytes(0, &mut bytes).map_err(e)?;
+    gpu.write_window(&relay_gcrb, 0, &bytes).map_err(e)?;
+    let rpg = relay_gcrb.addr;
+    let bounds = RelayBounds { src: (win.addr, WINDOW as u64), dst: vec![(peer.addr, WINDOW as u64)] };
+    let relay_thread = Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg).map_err(e)?)).map_err(e)?;
+    let r = pe_checks_and_figures(rank, link, sweep, &gpu, &win, &peer, pg, rpg);
+    let made = relay_thread.stop();
+    gpu.unregister(&ring_shm.region()).map_err(e)?;
+    match (r, made) {
+        (Ok(()), Ok(made)) => link.say(&format!("copy-engine relay: {made} copies made, none refused"))?,
+        (r, made) => {
+            // What the relay GCRB recorded (a RELAY wait's heads), and why the relay stopped.
+            let report = gpu.read_window(&relay_gcrb, 0, &mut bytes).and_then(|_| Ok(relay_page.write_bytes(0, &bytes)?)).map(|_| gcrb_page::report(&relay_page));
+            let why = [r.err(), made.err().map(|m| m.to_string()), report.ok()];
+            return Err(why.into_iter().flatten().collect::<Vec<_>>().join("; "));
+        }
+    }
+    link.barrier("end")?;
+    Ok(())
+}
+
+/// Every operation's check, then (rank 0) the figures; `pg` stores only,
+/// `rpg` with the relay.
+#[allow(clippy::too_many_arguments)]
+fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win: &p2p::Window, peer: &p2p::PeerWindow, pg: u64, rpg: u64) -> Res<()> {
+    let other = 1 - rank;
     link.say(&format!("{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}", gpu.name, gpu.arch, WINDOW >> 20, win.addr, peer.addr))?;
 
     // Sources: 256 MiB of our seeded pattern (the largest bandwidth message).
-    gpu.write_window(&win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
+    gpu.write_window(win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
     link.barrier("filled")?;
 
-    // Puts, by the threads' stores and by TMA bulk stores (with a size
-    // that is not a multiple of 16, which TMA leaves to the threads): ours
-    // land in the peer's DST, the peer's in ours, checked here on a
-    // cleared DST.
-    for tma in [false, true] {
-        for len in [8u64, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20] {
-            let grid = bw_grid(len);
-            gpu.write_window(&win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
-            link.barrier(&format!("put {len} {tma} cleared"))?;
-            let (_, rc) = gpu.p2p_put(pg, other, DST, SRC, len, grid, 1, 1, tma).map_err(e)?;
+    // Puts, by the threads' stores, by TMA bulk stores (with a size that
+    // is not a multiple of 16, which TMA leaves to the threads) and through
+    // the copy-engine relay (one block, one descriptor per put): ours land
+    // in the peer's DST, the peer's in ours, checked here on a cleared DST.
+    let ways = [("thread stores", false, false), ("TMA bulk stores", true, false), ("copy-engine relay", false, true)];
+    for (how, tma, relayed) in ways {
+        let lens: &[u64] = if relayed { &[1 << 20, (1 << 20) + 5, 64 << 20] } else { &[8, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20] };
+        for &len in lens {
+            let (page, grid) = if relayed { (rpg, Grid { blocks: 1, threads: 32 }) } else { (pg, bw_grid(len)) };
+            gpu.write_window(win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
+            link.barrier(&format!("put {len} {how} cleared"))?;
+            let (_, rc) = gpu.p2p_put(page, other, DST, SRC, len, grid, 1, 1, tma).map_err(e)?;
             ok("put", rc)?;
-            link.barrier(&format!("put {len} {tma}"))?;
+            link.barrier(&format!("put {len} {how}"))?;
             let mut got = vec![0u8; len as usize];
-            gpu.read_window(&win, DST as usize, &mut got).map_err(e)?;
+            gpu.read_window(win, DST as usize, &mut got).map_err(e)?;
             if got != pattern(len, other) {
                 let at = got.iter().zip(pattern(len, other)).position(|(a, b)| *a != b).unwrap_or(0);
-                return Err(format!("put of {len} B from PE {other} (tma {tma}): byte {at} differs"));
+                return Err(format!("put of {len} B from PE {other} ({how}): byte {at} differs"));
             }
-            let how = if tma { "TMA bulk stores" } else { "thread stores" };
-            link.say(&format!("put {len:>9} B from PE {other} ({how}, grid {} x 512): every byte checked here", grid.blocks))?;
+            link.say(&format!("put {len:>9} B from PE {other} ({how}, grid {} x {}): every byte checked here", grid.blocks, grid.threads))?;
         }
     }
     link.barrier("puts checked")?;
 
     // Gets: the peer's SRC into our DST, one thread.
     for len in [8u32, 4096, 1 << 20] {
-        gpu.write_window(&win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
+        gpu.write_window(win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
         ok("get", gpu.get_at(pg, other, SRC, DST, len).map_err(e)?)?;
         let mut got = vec![0u8; len as usize];
-        gpu.read_window(&win, DST as usize, &mut got).map_err(e)?;
+        gpu.read_window(win, DST as usize, &mut got).map_err(e)?;
         if got != pattern(u64::from(len), other) {
             return Err(format!("get of {len} B from PE {other}: bytes differ"));
         }
@@ -295,7 +339,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     link.barrier("fetch_add")?;
     if rank == 0 {
         let mut c = [0u8; 8];
-        gpu.read_window(&win, COUNTER as usize, &mut c).map_err(e)?;
+        gpu.read_window(win, COUNTER as usize, &mut c).map_err(e)?;
         let want = 2 * grid.size() as u64 * 2;
         if u64::from_le_bytes(c) != want {
             return Err(format!("PE 0's counter is {} after both PEs' {want} adds", u64::from_le_bytes(c)));
@@ -313,31 +357,34 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     link.barrier("cas")?;
     if rank == 0 {
         let mut c = [0u8; 8];
-        gpu.read_window(&win, CAS_WORD as usize, &mut c).map_err(e)?;
+        gpu.read_window(win, CAS_WORD as usize, &mut c).map_err(e)?;
         if u64::from_le_bytes(c) != 77 {
             return Err(format!("PE 1's compare_swaps left {} in PE 0's word, expected 77", u64::from_le_bytes(c)));
         }
         link.say("compare_swap from PE 1: a failed compare left 0, a hit swapped in 77")?;
     }
 
-    // put_signal: PE 0 puts 1 MiB and signals; PE 1 waits for the signal,
-    // then checks every byte on the GPU.
+    // put_signal: PE 0 puts 1 MiB and signals, by its stores and then
+    // through the relay; PE 1 waits for each signal, then checks every byte
+    // on the GPU.
     let sig_len = 1u64 << 20;
-    if rank == 1 {
-        gpu.write_window(&win, DST as usize, &vec![0u8; sig_len as usize]).map_err(e)?;
-    }
-    link.barrier("signal")?;
-    if rank == 0 {
-        ok("put_signal", gpu.put_signal(pg, 1, DST, SRC, sig_len as u32, SIGNAL, 1, SCRATCH).map_err(e)?)?;
-    } else {
-        let (rc, bad) = gpu.p2p_wait_check(pg, SIGNAL, 1, DST, sig_len, 0).map_err(e)?;
-        ok("wait_until_ge", rc)?;
-        if bad != 0 {
-            return Err(format!("put_signal: {bad} of {sig_len} bytes were not there when the signal was"));
+    for (round, page, how) in [(1u64, pg, "thread stores"), (2, rpg, "copy-engine relay")] {
+        if rank == 1 {
+            gpu.write_window(win, DST as usize, &vec![0u8; sig_len as usize]).map_err(e)?;
         }
-        link.say("put_signal from PE 0: all 1 MiB there when the signal was (checked on the GPU after wait_until_ge)")?;
+        link.barrier(&format!("signal {round}"))?;
+        if rank == 0 {
+            ok("put_signal", gpu.put_signal(page, 1, DST, SRC, sig_len as u32, SIGNAL, 1, SCRATCH).map_err(e)?)?;
+        } else {
+            let (rc, bad) = gpu.p2p_wait_check(pg, SIGNAL, round, DST, sig_len, 0).map_err(e)?;
+            ok("wait_until_ge", rc)?;
+            if bad != 0 {
+                return Err(format!("put_signal ({how}): {bad} of {sig_len} bytes were not there when the signal was"));
+            }
+            link.say(&format!("put_signal from PE 0 ({how}): all 1 MiB there when the signal was (checked on the GPU after wait_until_ge)"))?;
+        }
+        link.barrier(&format!("signal {round} done"))?;
     }
-    link.barrier("signal done")?;
 
     // Round trips: the API (p + wait_until_ge) and the floor (plain stores
     // and loads on the mapped addresses), best of 3 each, interleaved.
@@ -369,27 +416,33 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     if rank == 0 {
         for len in BW_SIZES {
             let grid = bw_grid(len);
-            gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 3).map_err(e)?;
-            let ft = gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 20).map_err(e)?;
+            gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 3).map_err(e)?;
+            let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20).map_err(e)?;
             let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
             // Launched per put (thread stores, then TMA), and GPU-initiated as
             // NVSHMEM's shmem_put_bw measures: one launch puts the message 20
             // times back to back, then quiets. Wall time around 20 puts, as
             // for the copy engine's 20.
+            // Through the relay, one block posts the 20 descriptors and quiets.
             let shapes = [
-                ("thread stores", grid, 20, 1, false),
-                ("TMA bulk stores", grid, 20, 1, true),
-                ("20 puts in one launch, one quiet", loop_grid(len), 1, 20, false),
+                ("thread stores", pg, grid, 20, 1, false),
+                ("TMA bulk stores", pg, grid, 20, 1, true),
+                ("20 puts in one launch, one quiet", pg, loop_grid(len), 1, 20, false),
+                ("copy-engine relay, 20 puts in one launch, one quiet", rpg, Grid { blocks: 1, threads: 32 }, 1, 20, false),
             ];
-            for (label, grid, launches, inner, tma) in shapes {
-                gpu.p2p_put(pg, 1, DST, SRC, len, grid, launches.min(3), inner.min(3), tma).map_err(e)?;
-                let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, launches, inner, tma).map_err(e)?;
+            for (label, page, grid, launches, inner, tma) in shapes {
+                if page == rpg && len < u64::from(RELAY_MIN_KIB) << 10 {
+                    continue;
+                }
+                gpu.p2p_put(page, 1, DST, SRC, len, grid, launches.min(3), inner.min(3), tma).map_err(e)?;
+                let (dt, rc) = gpu.p2p_put(page, 1, DST, SRC, len, grid, launches, inner, tma).map_err(e)?;
                 ok("put (bandwidth)", rc)?;
                 let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                 link.say(&format!(
-                    "RESULT p2p put bandwidth {:>9} B ({label}, grid {} x 512): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
+                    "RESULT p2p put bandwidth {:>9} B ({label}, grid {} x {}): marrow {bw:.1} GB/s; copy engine into the peer's window (cudaMemcpyPeer's path) {floor:.1} GB/s; ratio {:.3}{}",
                     len,
                     grid.blocks,
+                    grid.threads,
                     bw / floor,
                     if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
                 ))?;
@@ -397,7 +450,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
         }
         if sweep {
             for len in [16u64 << 20, 256 << 20] {
-                let ft = gpu.copy_to_peer(&peer, DST, &win, SRC, len as usize, 20).map_err(e)?;
+                let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20).map_err(e)?;
                 let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
                 for (blocks, threads) in [(132u32, 1024u32), (264, 512), (264, 1024), (528, 256), (1056, 256), (1056, 512), (2112, 256)] {
                     let grid = Grid { blocks, threads };
@@ -410,11 +463,10 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
             }
         }
         let mut got = vec![0u8; 4096];
-        gpu.read_window(&win, SRC as usize, &mut got).map_err(e)?;
+        gpu.read_window(win, SRC as usize, &mut got).map_err(e)?;
         if got != pattern(4096, 0) {
             return Err("PE 0's source changed during the bandwidth runs".into());
         }
     }
-    link.barrier("end")?;
     Ok(())
 }

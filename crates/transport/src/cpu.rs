@@ -19,6 +19,7 @@ unsafe extern "C" {
     fn marrow_cpu_quiet(page: *mut u8) -> i32;
     fn marrow_cpu_p(page: *mut u8, pe: u32, roff: u64, value: u64) -> i32;
     fn marrow_cpu_wait_until_ge(page: *mut u8, loff: u64, value: u64) -> i32;
+    fn marrow_cpu_fence(page: *mut u8);
 }
 
 fn rc(code: i32) -> Result<(), DeviceError> {
@@ -129,5 +130,12 @@ impl Device {
     pub fn wait_until_ge(&self, loff: u64, value: u64) -> Result<(), DeviceError> {
         // SAFETY: as in `put_nbi`.
         rc(unsafe { marrow_cpu_wait_until_ge(self.page, loff, value) })
+    }
+
+    /// Order this thread's earlier puts before its later ones (P2P with a
+    /// relay: wait for the relay's copies; a timeout sticks in the GCRB).
+    pub fn fence(&self) {
+        // SAFETY: as in `put_nbi`.
+        unsafe { marrow_cpu_fence(self.page) }
     }
 }

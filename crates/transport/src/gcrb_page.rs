@@ -136,6 +136,17 @@ pub fn report(page: &Region) -> String {
             h.cons_idx(),
             h.cq_ci()
         );
+        if let Some(c) = config(page).filter(|c| c.relay_ring() != 0) {
+            let _ = write!(
+                o,
+                "\n  P2P relay (ring {:#x}, {} descriptors, puts from {} KiB): {} handed over (resv_head), {} copies made (cons_idx)",
+                c.relay_ring(),
+                c.relay_entries(),
+                c.relay_min_kib(),
+                h.resv_head(),
+                h.cons_idx()
+            );
+        }
     }
     let t = trace(page);
     if !t.is_empty() {

@@ -14,6 +14,7 @@ pub mod gcrb_page;
 pub mod gpu;
 pub mod mlx5;
 pub mod p2p;
+pub mod p2p_relay;
 pub mod remote;
 pub mod world;
 
@@ -40,6 +41,9 @@ pub enum TransportError {
     /// The softnic daemon refused or failed.
     #[error("softnic daemon: {0}")]
     Daemon(String),
+    /// A configuration the device code would refuse.
+    #[error("configuration: {0}")]
+    Config(String),
     /// The CUDA driver or NVRTC refused.
     #[error("CUDA: {0}")]
     Cuda(String),

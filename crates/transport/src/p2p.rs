@@ -213,6 +213,46 @@ impl Gpu {
     }
 }
 
+/// The relay's copy engine on a GPU: copies on a stream of their own (so
+/// they run while the posting kernel waits), each followed in that stream
+/// by a write of the count of copies made into the GCRB's `cons_idx`.
+#[derive(Debug)]
+pub struct CudaCopyEngine {
+    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    done_addr: u64,
+    bound: bool,
+}
+
+impl Gpu {
+    /// A copy engine for a relay whose device GCRB is at `page`.
+    pub fn relay_engine(&self, page: u64) -> Result<CudaCopyEngine, TransportError> {
+        let stream = self.ctx.new_stream().map_err(cuda)?;
+        Ok(CudaCopyEngine { ctx: self.ctx.clone(), stream, done_addr: page + crate::p2p_relay::done_offset() as u64, bound: false })
+    }
+}
+
+impl crate::p2p_relay::CopyEngine for CudaCopyEngine {
+    fn copy(&mut self, dst: u64, src: u64, len: u64) -> Result<(), String> {
+        if !self.bound {
+            self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
+            self.bound = true;
+        }
+        // SAFETY: the relay checked both ranges against the local window
+        // and the peer windows mapped in this process, which outlive it.
+        unsafe { cu::cuMemcpyDtoDAsync_v2(dst, src, len as usize, self.stream.cu_stream()) }.result().map_err(|e| format!("cuMemcpyDtoDAsync: {e:?}"))
+    }
+
+    fn done(&mut self, count: u64) -> Result<(), String> {
+        // SAFETY: `done_addr` is the cons_idx word of a GCRB in this GPU's
+        // memory (`Gpu::upload`), live while the relay runs; the write is
+        // ordered after the stream's earlier copies.
+        unsafe { cu::cuStreamWriteValue64_v2(self.stream.cu_stream(), self.done_addr, count, 0) }
+            .result()
+            .map_err(|e| format!("cuStreamWriteValue64: {e:?}"))
+    }
+}
+
 fn check(w: &Window, off: usize, len: usize) -> Result<(), TransportError> {
     if off.checked_add(len).is_none_or(|end| end > w.len) {
         return Err(TransportError::Window(marrow_mmio::OutOfBounds { offset: off, len, size: w.len }));
@@ -231,6 +271,20 @@ pub struct P2pSetup {
     pub keys: [(u64, u64); 2],
     /// Timeout of every device-side wait.
     pub timeout_ns: u64,
+    /// The copy-engine relay, if any (`gcrb_config.relay_*`).
+    pub relay: Option<RelaySetup>,
+}
+
+/// Where the device code hands large puts to the host relay
+/// ([`crate::p2p_relay`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RelaySetup {
+    /// Device address of the descriptor ring (host memory the GPU maps).
+    pub ring: u64,
+    /// Descriptors in it (a power of two).
+    pub entries: u32,
+    /// Puts of at least this many KiB go to the relay.
+    pub min_kib: u32,
 }
 
 /// Fill `page` as a P2P GCRB: no queues, `transport` = P2P, the windows in
@@ -250,6 +304,9 @@ pub fn fill(page: &Region, s: &P2pSetup) -> Result<(), marrow_mmio::OutOfBounds>
     crate::gcrb_page::fill(page, &setup)?;
     crate::gcrb_page::edit_config(page, |c| {
         c.set_transport(GcrbTransport::P2P.0);
+        if let Some(r) = s.relay {
+            c.set_relay_ring(r.ring).set_relay_entries(r.entries).set_relay_min_kib(r.min_kib);
+        }
     })?;
     for (pe, (_, len)) in s.keys.iter().enumerate() {
         let koff = GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE;

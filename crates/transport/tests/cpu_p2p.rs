@@ -7,31 +7,67 @@
 use marrow_gcrb::{GcrbStatus, GcrbWait};
 use marrow_softnic::Shm;
 use marrow_transport::cpu::Device;
+use marrow_transport::p2p_relay::{MemcpyEngine, Relay, RelayBounds, RelayError};
 use marrow_transport::{DeviceError, gcrb_page, p2p};
 
 const WIN: usize = 1 << 20;
 
-/// Two windows and, for each PE, a GCRB that names both.
+/// Two windows and, for each PE, a GCRB that names both; with a relay,
+/// PE 0's GCRB names a relay ring too.
 struct Pair {
     wins: [Shm; 2],
     pages: [Shm; 2],
+    ring: Shm,
 }
 
 impl Pair {
     fn new(timeout_ns: u64) -> Pair {
+        Pair::build(timeout_ns, None)
+    }
+
+    /// PE 0 hands puts of at least `min_kib` KiB to a relay ring of
+    /// `entries` descriptors (no relay thread yet: see `start_relay`).
+    fn with_relay(timeout_ns: u64, entries: u32, min_kib: u32) -> Pair {
+        Pair::build(timeout_ns, Some((entries, min_kib)))
+    }
+
+    fn build(timeout_ns: u64, relay: Option<(u32, u32)>) -> Pair {
         let wins = [Shm::create("p2p-w0", WIN).unwrap(), Shm::create("p2p-w1", WIN).unwrap()];
         let pages = [Shm::create("p2p-g0", 4096).unwrap(), Shm::create("p2p-g1", 4096).unwrap()];
+        let ring = Shm::create("p2p-ring", 4096).unwrap();
         let keys = [(wins[0].region().base_addr() as u64, WIN as u64), (wins[1].region().base_addr() as u64, WIN as u64)];
         for pe in 0..2 {
-            let setup = p2p::P2pSetup { local: (keys[pe].0, WIN as u64), keys, timeout_ns };
+            let relay = relay
+                .filter(|_| pe == 0)
+                .map(|(entries, min_kib)| p2p::RelaySetup { ring: ring.region().base_addr() as u64, entries, min_kib });
+            let setup = p2p::P2pSetup { local: (keys[pe].0, WIN as u64), keys, timeout_ns, relay };
             p2p::fill(&pages[pe].region(), &setup).unwrap();
         }
-        Pair { wins, pages }
+        Pair { wins, pages, ring }
     }
 
     fn dev(&self, pe: usize) -> Device {
         Device::on_page(&self.pages[pe].region())
     }
+
+    /// PE 0's relay thread, copying with memcpy.
+    fn start_relay(&self, entries: u32) -> Relay {
+        let win = |pe: usize| (self.wins[pe].region().base_addr() as u64, WIN as u64);
+        let bounds = RelayBounds { src: win(0), dst: vec![win(1)] };
+        let engine = MemcpyEngine { windows: vec![self.wins[0].region(), self.wins[1].region()], page: self.pages[0].region() };
+        Relay::start(self.ring.region(), entries, bounds, Box::new(engine)).unwrap()
+    }
+
+    /// PE 0's (descriptors handed over, copies made).
+    fn relay_heads(&self) -> (u64, u64) {
+        let h = gcrb_page::heads(&self.pages[0].region()).unwrap();
+        (h.resv_head(), h.cons_idx())
+    }
+}
+
+/// `len` bytes of a pattern seeded `seed`.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed).wrapping_add((i >> 9) as u8)).collect()
 }
 
 #[test]
@@ -168,4 +204,152 @@ fn value_puts_are_refused_on_mlx5_by_name() {
     let e = Device::new(&world.channels[0]).p(1, 0, 5).unwrap_err();
     assert_eq!(e, DeviceError(-95));
     assert!(e.to_string().contains("inline"), "{e}");
+}
+
+#[test]
+fn large_puts_go_through_the_relay_and_small_ones_stay_stores() {
+    let w = Pair::with_relay(2_000_000_000, 4, 4);
+    let relay = w.start_relay(4);
+    let d0 = w.dev(0);
+    d0.check_config().unwrap();
+    // Blocking: the bytes are there when put returns.
+    let big = pattern(10_000, 1);
+    w.wins[0].region().write_bytes(0, &big).unwrap();
+    d0.put(1, 4096, 0, big.len() as u32).unwrap();
+    let mut got = vec![0u8; big.len()];
+    w.wins[1].region().read_bytes(4096, &mut got).unwrap();
+    assert_eq!(got, big, "a blocking relayed put is complete when it returns");
+    assert_eq!(w.relay_heads(), (1, 1));
+    // Under relay_min_kib: the thread's own stores, no descriptor.
+    d0.put(1, 0, 0, 4095).unwrap();
+    assert_eq!(w.relay_heads(), (1, 1), "a 4095-byte put is not relayed");
+    // Ten non-blocking puts through a ring of 4: the posts wait for room.
+    for i in 0..10u64 {
+        let data = pattern(8192, i as u8);
+        w.wins[0].region().write_bytes(65536 + i as usize * 8192, &data).unwrap();
+    }
+    for i in 0..10u64 {
+        d0.put_nbi(1, 131072 + i * 8192, 65536 + i * 8192, 8192).unwrap();
+    }
+    d0.quiet().unwrap();
+    assert_eq!(w.relay_heads(), (11, 11), "quiet waits for every copy handed over");
+    for i in 0..10u64 {
+        let mut got = vec![0u8; 8192];
+        w.wins[1].region().read_bytes(131072 + i as usize * 8192, &mut got).unwrap();
+        assert_eq!(got, pattern(8192, i as u8), "relayed put {i}");
+    }
+    assert_eq!(relay.stop(), Ok(11));
+}
+
+#[test]
+fn relayed_put_signals_come_after_their_data() {
+    const SIG: u64 = WIN as u64 - 4096;
+    let w = Pair::with_relay(2_000_000_000, 2, 16);
+    let _relay = w.start_relay(2);
+    let rounds = 12u64;
+    let len = 60_000usize;
+    std::thread::scope(|s| {
+        let d1 = w.dev(1);
+        let win1 = w.wins[1].region();
+        let waiter = s.spawn(move || {
+            for r in 1..=rounds {
+                d1.wait_until_ge(SIG, r).unwrap();
+                let mut got = vec![0u8; len];
+                win1.read_bytes((r as usize - 1) * 65536, &mut got).unwrap();
+                assert_eq!(got, pattern(len, r as u8), "round {r}: the data is there when the signal is");
+            }
+        });
+        let d0 = w.dev(0);
+        for r in 1..=rounds {
+            let off = (r - 1) * 65536;
+            w.wins[0].region().write_bytes(off as usize, &pattern(len, r as u8)).unwrap();
+            d0.put_signal(1, off, off, len as u32, SIG, 1, SIG).unwrap();
+        }
+        waiter.join().unwrap();
+    });
+    assert_eq!(w.relay_heads(), (rounds, rounds));
+}
+
+#[test]
+fn fence_keeps_a_later_store_behind_a_relayed_put() {
+    let w = Pair::with_relay(2_000_000_000, 4, 4);
+    let _relay = w.start_relay(4);
+    let data = pattern(200_000, 9);
+    w.wins[0].region().write_bytes(0, &data).unwrap();
+    std::thread::scope(|s| {
+        let d1 = w.dev(1);
+        let win1 = w.wins[1].region();
+        let reader = s.spawn(move || {
+            d1.wait_until_ge(WIN as u64 - 8, 1).unwrap();
+            let mut got = vec![0u8; data.len()];
+            win1.read_bytes(0, &mut got).unwrap();
+            got == pattern(200_000, 9)
+        });
+        let d0 = w.dev(0);
+        d0.put_nbi(1, 0, 0, 200_000).unwrap();
+        d0.fence();
+        d0.p(1, WIN as u64 - 8, 1).unwrap();
+        assert!(reader.join().unwrap(), "the flag stored after fence was seen before the relayed bytes");
+    });
+}
+
+#[test]
+fn without_a_relay_thread_waits_time_out_decoded() {
+    let w = Pair::with_relay(30_000_000, 2, 4);
+    let d0 = w.dev(0);
+    // Two descriptors fit the ring; nobody takes them.
+    d0.put_nbi(1, 0, 0, 8192).unwrap();
+    d0.put_nbi(1, 8192, 8192, 8192).unwrap();
+    // A third needs room that never comes.
+    assert_eq!(d0.put_nbi(1, 16384, 16384, 8192), Err(DeviceError(-110)));
+    let page = w.pages[0].region();
+    let err = gcrb_page::error(&page).unwrap();
+    assert_eq!((GcrbStatus(err.status()), GcrbWait(err.wait())), (GcrbStatus::TIMEOUT, GcrbWait::RELAY));
+    assert!(err.elapsed_ns() >= 30_000_000);
+    let report = gcrb_page::report(&page);
+    assert!(report.contains("wait RELAY"), "{report}");
+    assert!(report.contains("3 handed over (resv_head), 0 copies made (cons_idx)"), "{report}");
+    // Sticky: quiet reports it instead of waiting again.
+    assert_eq!(d0.quiet(), Err(DeviceError(-110)));
+}
+
+#[test]
+fn the_relay_refuses_a_descriptor_outside_the_windows_and_copies_nothing() {
+    let w = Pair::with_relay(2_000_000_000, 4, 4);
+    // A descriptor the device code would never write: its destination is
+    // PE 0's own window, which is no peer's.
+    let src = w.wins[0].region().base_addr() as u64;
+    let dst = src + 65536;
+    w.wins[0].region().fill(0, 4096, 0x5a).unwrap();
+    w.wins[0].region().fill(65536, 4096, 0xA5).unwrap();
+    let mut d = vec![0u8; 32];
+    for (i, v) in [1u64, dst, src, 4096].iter().enumerate() {
+        d[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    w.ring.region().write_bytes(0, &d).unwrap();
+    let relay = w.start_relay(4);
+    let t = std::time::Instant::now();
+    while relay.made() == 0 && t.elapsed() < std::time::Duration::from_millis(200) {
+        std::thread::yield_now();
+    }
+    match relay.stop() {
+        Err(RelayError::Refused { seq: 1, dst: d, len: 4096, why, .. }) => {
+            assert_eq!(d, dst);
+            assert!(why.contains("destination outside every peer window"), "{why}");
+        }
+        other => panic!("the relay said {other:?}"),
+    }
+    assert_eq!(w.relay_heads().1, 0, "no copy counted");
+    let mut after = vec![0u8; 4096];
+    w.wins[0].region().read_bytes(65536, &mut after).unwrap();
+    assert!(after.iter().all(|&b| b == 0xA5), "nothing copied");
+}
+
+#[test]
+fn a_relay_ring_whose_size_is_not_a_power_of_two_is_refused() {
+    let w = Pair::with_relay(1_000_000_000, 3, 4);
+    assert_eq!(w.dev(0).check_config(), Err(DeviceError(-22)));
+    let bounds = RelayBounds { src: (0, 0), dst: vec![] };
+    let engine = MemcpyEngine { windows: vec![], page: w.pages[0].region() };
+    assert!(Relay::start(w.ring.region(), 3, bounds, Box::new(engine)).is_err());
 }

@@ -22,7 +22,9 @@
  * a warp) keeps the heads in the owner's registers: no atomic in 1, no
  * chain in 3, no CQ lock in 5.
  * Transport P2P (gcrb_config.transport) replaces 1-5 with the threads' own
- * loads, stores and system-scope atomics on peer-mapped GPU memory.
+ * loads, stores and system-scope atomics on peer-mapped GPU memory, and
+ * with a relay (gcrb_config.relay_ring) hands large puts to a host thread
+ * that has the copy engine make them.
  * Every wait has a runtime timeout (gcrb_config.timeout_ns): on expiry the
  * decoded state goes into gcrb_error and the call returns MARROW_E_TIMEOUT.
  * An error CQE returns MARROW_E_CQE_BASE - syndrome with the CQE decoded
@@ -196,7 +198,10 @@ MARROW_FN int check_config(const Channel &ch) {
      * (as mlx5 makes them: log_wq_sz, log_cq_size). */
     uint32_t sq = ch.c.sq_wqebbs, cq = ch.c.cq_ncqe;
     bool pow2 = sq && !(sq & (sq - 1)) && cq && !(cq & (cq - 1));
-    if (ch.c.magic != MARROW_GCRB_MAGIC || ch.c.version != MARROW_GCRB_VERSION || (!pow2 && ch.c.transport != MARROW_GCRB_TRANSPORT_P2P)) {
+    uint32_t re = ch.c.relay_entries;
+    bool relay_ok = ch.c.relay_ring ? re && !(re & (re - 1)) && ch.c.transport == MARROW_GCRB_TRANSPORT_P2P : re == 0;
+    if (ch.c.magic != MARROW_GCRB_MAGIC || ch.c.version != MARROW_GCRB_VERSION || !relay_ok ||
+        (!pow2 && ch.c.transport != MARROW_GCRB_TRANSPORT_P2P)) {
         record_error(ch, MARROW_GCRB_STATUS_BAD_CONFIG, MARROW_GCRB_WAIT_NONE, 0, nullptr);
         return E_BAD_CONFIG;
     }
@@ -819,6 +824,74 @@ MARROW_FN int p2p_ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t l
     return rc;
 }
 
+/* The copy-engine relay (gcrb_config.relay_ring). SM stores over the H200
+ * pair's NVLinks stop near 370 GB/s where the copy engine reaches 395
+ * (docs/PERFORMANCE.md, scripts/gpu_probe/p2p_relay.cu), and only the host
+ * can start the copy engine. So a put of at least relay_min_kib KiB goes to
+ * a host relay thread as one gcrb_relay_desc in host memory, as NVSHMEM's
+ * device code hands work to its proxy thread: a ticket from
+ * gcrb_heads.resv_head, room in the ring (tickets - copies done <
+ * relay_entries), the descriptor, a system-scope fence, then its seq. The
+ * relay has the copy engine copy, and the same stream then store the count
+ * of copies done into gcrb_heads.cons_idx. The CPU never touches the
+ * bytes; it is on these puts' control path. Blocking puts, put_signal,
+ * fence and quiet wait for the count, under the channel's timeout. */
+MARROW_FN bool relayed(const Channel &ch, uint64_t len) {
+    return ch.c.relay_ring != 0 && len >= ((uint64_t)ch.c.relay_min_kib << 10);
+}
+
+/* Wait until the relay has made `upto` copies. */
+MARROW_FN int relay_wait(const Channel &ch, uint64_t upto) {
+    const uint64_t *done = &ch.heads()->cons_idx;
+    Deadline d;
+    /* Acquire at system scope: the copy engine wrote the bytes before the
+     * count, and what the caller does next (a signal) must follow them. */
+    while (load_acquire_sys(done) < upto) {
+        int rc = sticky_error(ch);
+        if (rc != OK) return rc;
+        if (d.expired(ch, MARROW_GCRB_WAIT_RELAY)) return E_TIMEOUT;
+    }
+    return OK;
+}
+
+/* Hand one copy to the relay; *done_at = the count of copies done that
+ * includes it. */
+MARROW_FN int relay_post(const Channel &ch, uint64_t dst, uint64_t src, uint64_t len, uint64_t *done_at) {
+    uint64_t t = atomic_add(&ch.heads()->resv_head, 1);
+    uint64_t n = ch.c.relay_entries;
+    /* Slot t % n is free once copy t - n is done (taken, then made). */
+    if (t >= n) {
+        int rc = relay_wait(ch, t - n + 1);
+        if (rc != OK) return rc;
+    }
+    volatile marrow_gcrb_relay_desc *d = (volatile marrow_gcrb_relay_desc *)ch.c.relay_ring + (t & (n - 1));
+    d->dst = dst;
+    d->src = src;
+    d->len = len;
+    /* The source bytes and the descriptor before its seq, for the host. */
+    to_device();
+    d->seq = t + 1;
+    if (done_at) *done_at = t + 1;
+    return OK;
+}
+
+/* A P2P put: the threads' own stores, or one relay descriptor. *done_at
+ * (if asked) is the relay's count that covers it, 0 for stores. */
+MARROW_FN int p2p_put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, uint64_t *done_at) {
+    uint8_t *r, *l;
+    if (done_at) *done_at = 0;
+    int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
+    if (rc != OK) return rc;
+    if (relayed(ch, len)) return relay_post(ch, (uint64_t)r, (uint64_t)l, len, done_at);
+    copy_strided(r, l, len, 0, 1);
+    return OK;
+}
+
+/* Every relay copy handed over so far made (nothing to wait for without a relay). */
+MARROW_FN int relay_drain(const Channel &ch) {
+    return ch.c.relay_ring ? relay_wait(ch, load_acquire(&ch.heads()->resv_head)) : OK;
+}
+
 /* ------------------------------------------------------------ the API */
 
 
@@ -836,21 +909,20 @@ MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t rof
 
 /* Non-blocking put: `len` bytes from local offset `loff` to PE `pe`'s window at `roff`. */
 MARROW_FN int put_nbi(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    if (p2p(ch)) {
-        uint8_t *r, *l;
-        int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
-        if (rc == OK) copy_strided(r, l, len, 0, 1);
-        return rc;
-    }
+    if (p2p(ch)) return p2p_put(ch, pe, roff, loff, len, nullptr);
     Op op;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
     return rc != OK ? rc : post(ch, op, nullptr, false, ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT));
 }
 
 /* Blocking put: returns when the source may be reused (the WQE completed;
- * with P2P, once the stores are issued). */
+ * with P2P, once the stores are issued or the relay's copy is made). */
 MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    if (p2p(ch)) return put_nbi(ch, pe, roff, loff, len);
+    if (p2p(ch)) {
+        uint64_t at;
+        int rc = p2p_put(ch, pe, roff, loff, len, &at);
+        return rc != OK || at == 0 ? rc : relay_wait(ch, at);
+    }
     Op op;
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
@@ -937,17 +1009,21 @@ MARROW_FN int atomic_compare_swap(const Channel &ch, uint32_t pe, uint64_t roff,
  * the write (rdma-core's IBV_SEND_FENCE, MLX5_FENCE_MODE_SMALL_AND_FENCE). */
 MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, uint64_t sig_roff,
                          uint64_t sig_add, uint64_t scratch_loff) {
-    int rc = put_nbi(ch, pe, roff, loff, len);
-    if (rc != OK) return rc;
     if (p2p(ch)) {
         uint8_t *r, *l;
-        rc = p2p_ends(ch, pe, sig_roff, scratch_loff, 8, &r, &l);
+        int rc = p2p_ends(ch, pe, sig_roff, scratch_loff, 8, &r, &l);
+        uint64_t at = 0;
+        if (rc == OK) rc = p2p_put(ch, pe, roff, loff, len, &at);
+        /* A relayed put's bytes are the copy engine's: the signal waits for them. */
+        if (rc == OK && at) rc = relay_wait(ch, at);
         if (rc != OK) return rc;
         /* The data before the signal, for whoever sees the signal. */
         to_device();
         atomic_add_sys((uint64_t *)r, sig_add);
         return OK;
     }
+    int rc = put_nbi(ch, pe, roff, loff, len);
+    if (rc != OK) return rc;
     Op op;
     rc = atomic_op(ch, MARROW_MLX5_OPCODE_ATOMIC_FA, pe, sig_roff, scratch_loff, sig_add, 0,
                    CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << 5), &op);
@@ -956,8 +1032,13 @@ MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t
 }
 
 /* Order this thread's earlier puts before its later ones: a no-op on one RC
- * QP, which executes in order; kept so code ports from NVSHMEM unchanged. */
-MARROW_FN void fence(const Channel &) { to_device(); }
+ * QP, which executes in order; kept so code ports from NVSHMEM unchanged.
+ * P2P with a relay: stores after it must not overtake a relayed put, so it
+ * waits for the relay's copies (a timeout sticks for the next call). */
+MARROW_FN void fence(const Channel &ch) {
+    to_device();
+    if (p2p(ch)) (void)relay_drain(ch);
+}
 
 /* Wait for every WQE reserved so far to complete. The last of them was
  * rung by its holder of the ready chain (it saw itself last, or a later
@@ -965,7 +1046,8 @@ MARROW_FN void fence(const Channel &) { to_device(); }
 MARROW_FN int quiet(const Channel &ch) {
     if (p2p(ch)) {
         fence_quiet();
-        return sticky_error(ch);
+        int rc = relay_drain(ch);
+        return rc != OK ? rc : sticky_error(ch);
     }
     if (ch.excl) return quiet_own(ch);
     marrow_gcrb_heads *h = ch.heads();
@@ -1028,11 +1110,19 @@ MARROW_FN int wait_until_ge(const Channel &ch, uint64_t loff, uint64_t value) {
 /* Block-cooperative put of one message (NVSHMEM's nvshmemx_putmem_nbi_block):
  * every thread of the CTA calls with the same arguments. P2P: the threads
  * copy it together, coalesced, or with `tma` through shared memory and
- * bulk asynchronous stores. MLX5: thread 0 posts one WQE. */
+ * bulk asynchronous stores; a message the relay takes is one descriptor
+ * from thread 0. MLX5: thread 0 posts one WQE. */
 MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, bool tma = false) {
     __shared__ int block_rc;
     uint32_t t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     uint32_t n = blockDim.x * blockDim.y * blockDim.z;
+    if (p2p(ch) && relayed(ch, len)) {
+        /* One descriptor for the block, after every thread's source writes. */
+        __syncthreads();
+        if (t == 0) block_rc = p2p_put(ch, pe, roff, loff, len, nullptr);
+        __syncthreads();
+        return block_rc;
+    }
     if (p2p(ch)) {
         uint8_t *r, *l;
         int rc = p2p_ends(ch, pe, roff, loff, len, &r, &l);
