@@ -36,7 +36,7 @@ const RESULTS: u64 = FLAGS + 4096;
 const BW_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
 /// The relay GCRB's ring, and the smallest put it takes.
 const RELAY_ENTRIES: u32 = 64;
-const RELAY_MIN_KIB: u32 = 1024;
+const RELAY_MIN_KIB: u32 = p2p::RELAY_MIN_KIB_DEFAULT;
 
 /// One block of 512 threads per 64 KiB, at most 528 (4 per SM of an
 /// H200, all resident at once). One per 8 KiB measured slower at 1 and
@@ -247,8 +247,9 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     p2p::fill(&page, &setup).map_err(e)?;
     let gcrb = gpu.upload(&page).map_err(e)?;
     let pg = gcrb.addr;
-    // A second GCRB on the same windows whose puts of 1 MiB and more go to
-    // the copy-engine relay (crates/transport/src/p2p_relay.rs).
+    // A second GCRB on the same windows whose puts of 32 MiB and more go to
+    // the copy-engine relay (crates/transport/src/p2p_relay.rs); smaller
+    // ones are its threads' stores, as on the first.
     let ring_shm = Shm::create("p2p-relay-ring", RELAY_ENTRIES as usize * 32).map_err(e)?;
     gpu.register(&ring_shm.region()).map_err(e)?;
     let relay = p2p::RelaySetup { ring: ring_shm.region().base_addr() as u64, entries: RELAY_ENTRIES, min_kib: RELAY_MIN_KIB };
@@ -297,7 +298,7 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
     // in the peer's DST, the peer's in ours, checked here on a cleared DST.
     let ways = [("thread stores", false, false), ("TMA bulk stores", true, false), ("copy-engine relay", false, true)];
     for (how, tma, relayed) in ways {
-        let lens: &[u64] = if relayed { &[1 << 20, (1 << 20) + 5, 64 << 20] } else { &[8, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20] };
+        let lens: &[u64] = if relayed { &[32 << 20, (32 << 20) + 5, 64 << 20] } else { &[8, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20] };
         for &len in lens {
             let (page, grid) = if relayed { (rpg, Grid { blocks: 1, threads: 32 }) } else { (pg, bw_grid(len)) };
             gpu.write_window(win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
@@ -364,11 +365,10 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
         link.say("compare_swap from PE 1: a failed compare left 0, a hit swapped in 77")?;
     }
 
-    // put_signal: PE 0 puts 1 MiB and signals, by its stores and then
+    // put_signal: PE 0 puts and signals, 1 MiB by its stores, then 32 MiB
     // through the relay; PE 1 waits for each signal, then checks every byte
     // on the GPU.
-    let sig_len = 1u64 << 20;
-    for (round, page, how) in [(1u64, pg, "thread stores"), (2, rpg, "copy-engine relay")] {
+    for (round, page, how, sig_len) in [(1u64, pg, "thread stores", 1u64 << 20), (2, rpg, "copy-engine relay", u64::from(RELAY_MIN_KIB) << 10)] {
         if rank == 1 {
             gpu.write_window(win, DST as usize, &vec![0u8; sig_len as usize]).map_err(e)?;
         }
@@ -381,7 +381,7 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
             if bad != 0 {
                 return Err(format!("put_signal ({how}): {bad} of {sig_len} bytes were not there when the signal was"));
             }
-            link.say(&format!("put_signal from PE 0 ({how}): all 1 MiB there when the signal was (checked on the GPU after wait_until_ge)"))?;
+            link.say(&format!("put_signal from PE 0 ({how}): all {} MiB there when the signal was (checked on the GPU after wait_until_ge)", sig_len >> 20))?;
         }
         link.barrier(&format!("signal {round} done"))?;
     }

@@ -275,6 +275,12 @@ pub struct P2pSetup {
     pub relay: Option<RelaySetup>,
 }
 
+/// The smallest put the relay takes unless told otherwise: 32 MiB. On two
+/// H200s (NV18), 20 puts in one launch measured against the copy engine:
+/// SM stores 1.95 at 1 MiB, 0.985 at 16 MiB, 0.954 at 64 MiB, 0.941 at 256
+/// MiB; the relay 0.61, 0.936, 0.986, 0.996 (`docs/p2p-h200x2-relay.txt`).
+pub const RELAY_MIN_KIB_DEFAULT: u32 = 32 << 10;
+
 /// Where the device code hands large puts to the host relay
 /// ([`crate::p2p_relay`]).
 #[derive(Clone, Copy, Debug)]
