@@ -263,7 +263,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     relay_page.read_bytes(0, &mut bytes).map_err(e)?;
     gpu.write_window(&relay_gcrb, 0, &bytes).map_err(e)?;
     let rpg = relay_gcrb.addr;
-    let bounds = RelayBounds { src: (win.addr, WINDOW as u64), dst: vec![(peer.addr, WINDOW as u64)] };
+    let bounds = RelayBounds { src: (win.addr, WINDOW as u64), dst: keys.to_vec() };
     let relay_thread = Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg).map_err(e)?)).map_err(e)?;
     let r = pe_checks_and_figures(rank, link, sweep, &gpu, &win, &peer, pg, rpg);
     let made = relay_thread.stop();

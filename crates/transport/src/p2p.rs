@@ -251,6 +251,13 @@ impl crate::p2p_relay::CopyEngine for CudaCopyEngine {
             .result()
             .map_err(|e| format!("cuStreamWriteValue64: {e:?}"))
     }
+
+    fn finish(&mut self) -> Result<(), String> {
+        if !self.bound {
+            return Ok(());
+        }
+        self.stream.synchronize().map_err(|e| format!("synchronizing the relay's stream: {e:?}"))
+    }
 }
 
 fn check(w: &Window, off: usize, len: usize) -> Result<(), TransportError> {

@@ -30,13 +30,14 @@ pub fn done_offset() -> usize {
     GCRB_OFF_HEADS as usize + gcrb_heads::LAYOUT.field("cons_idx").map_or(24, |f| f.offset)
 }
 
-/// Where the relay's copies may go: from the local window into the peer
-/// windows, as mapped in this process, each `(address, bytes)`.
+/// Where the relay's copies may go: from the local window into the
+/// windows of the key table (the peers', and this PE's own for a put to
+/// itself), as mapped in this process, each `(address, bytes)`.
 #[derive(Clone, Debug)]
 pub struct RelayBounds {
     /// The local window (sources).
     pub src: (u64, u64),
-    /// The peer windows (destinations).
+    /// Every PE's window (destinations).
     pub dst: Vec<(u64, u64)>,
 }
 
@@ -53,7 +54,7 @@ impl RelayBounds {
             return Err(format!("source outside the local window {:#x}+{:#x}", self.src.0, self.src.1));
         }
         if !self.dst.iter().any(|&w| inside(w, d.dst(), d.len())) {
-            return Err("destination outside every peer window".into());
+            return Err("destination outside every PE's window".into());
         }
         Ok(())
     }
@@ -67,6 +68,9 @@ pub trait CopyEngine: Send {
     /// Once every copy started so far is made, store `count` (little
     /// endian) into the GCRB's `cons_idx`.
     fn done(&mut self, count: u64) -> Result<(), String>;
+    /// Wait until every copy started so far is made: the relay stops only
+    /// then, so the windows may be freed after [`Relay::stop`].
+    fn finish(&mut self) -> Result<(), String>;
 }
 
 /// Why the relay stopped taking descriptors.
@@ -117,7 +121,11 @@ impl Relay {
         let (s, m) = (stop.clone(), made.clone());
         let thread = std::thread::Builder::new()
             .name("marrow-p2p-relay".into())
-            .spawn(move || take(&ring, entries, &bounds, engine.as_mut(), &s, &m))?;
+            .spawn(move || {
+                let r = take(&ring, entries, &bounds, engine.as_mut(), &s, &m);
+                let f = engine.finish().map_err(RelayError::Engine);
+                r.and(f)
+            })?;
         Ok(Relay { stop, made, thread: Some(thread) })
     }
 
@@ -126,7 +134,8 @@ impl Relay {
         self.made.load(Ordering::Acquire)
     }
 
-    /// Stop the thread: the copies it started, or why it stopped early.
+    /// Stop the thread once its copies are made: how many it made, or why
+    /// it stopped early.
     pub fn stop(mut self) -> Result<u64, RelayError> {
         self.halt().unwrap_or(Ok(()))?;
         Ok(self.made())
@@ -210,6 +219,10 @@ impl CopyEngine for MemcpyEngine {
     fn done(&mut self, count: u64) -> Result<(), String> {
         // Release: the copy's bytes before the count that says they are there.
         self.page.atomic_u64(done_offset()).map_err(|e| e.to_string())?.store(count.to_le(), Ordering::Release);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
         Ok(())
     }
 }
