@@ -41,8 +41,10 @@ pub struct RelayBounds {
     pub dst: Vec<(u64, u64)>,
 }
 
+/// `addr..addr + len` lies in window `w` (`(base, bytes)`), with no sum
+/// that could wrap.
 fn inside(w: (u64, u64), addr: u64, len: u64) -> bool {
-    addr >= w.0 && addr.checked_add(len).is_some_and(|end| end <= w.0.saturating_add(w.1))
+    addr >= w.0 && addr - w.0 <= w.1 && len <= w.1 - (addr - w.0)
 }
 
 impl RelayBounds {
@@ -224,5 +226,43 @@ impl CopyEngine for MemcpyEngine {
 
     fn finish(&mut self) -> Result<(), String> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use zerocopy::FromZeros;
+
+    const SRC: (u64, u64) = (0x7000_0000_0000, 1 << 20);
+    const DST: [(u64, u64); 2] = [(0x7f00_0000_0000, 1 << 20), (u64::MAX - (1 << 20) + 1, 1 << 20)];
+
+    /// Near a window's ends, or anywhere.
+    fn addr() -> impl Strategy<Value = u64> {
+        let near = |b: u64, l: u64| (0u64..3, -64i64..64).prop_map(move |(end, d)| [b, b + l / 2, b.wrapping_add(l)][end as usize].wrapping_add_signed(d));
+        prop_oneof![near(SRC.0, SRC.1), near(DST[0].0, DST[0].1), near(DST[1].0, DST[1].1), any::<u64>()]
+    }
+
+    fn len() -> impl Strategy<Value = u64> {
+        prop_oneof![0u64..128, (1u64 << 20) - 64..(1 << 20) + 64, any::<u64>()]
+    }
+
+    /// The same judgement in 128-bit arithmetic, where nothing wraps.
+    fn holds(w: (u64, u64), a: u64, l: u64) -> bool {
+        u128::from(a) >= u128::from(w.0) && u128::from(a) + u128::from(l) <= u128::from(w.0) + u128::from(w.1)
+    }
+
+    proptest! {
+        /// Any descriptor is refused, or names only bytes inside the
+        /// windows, and checking it never panics.
+        #[test]
+        fn any_descriptor_is_refused_or_inside_the_windows(dst in addr(), src in addr(), len in len()) {
+            let b = RelayBounds { src: SRC, dst: DST.to_vec() };
+            let mut d = gcrb_relay_desc::new_zeroed();
+            d.set_seq(1).set_dst(dst).set_src(src).set_len(len);
+            let want = len > 0 && holds(SRC, src, len) && DST.iter().any(|&w| holds(w, dst, len));
+            prop_assert_eq!(b.check(&d).is_ok(), want);
+        }
     }
 }
