@@ -34,8 +34,9 @@ const CAS_WORD: u64 = FLAGS + 192;
 const SCRATCH: u64 = FLAGS + 256;
 const RESULTS: u64 = FLAGS + 4096;
 const BW_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
-/// The relay GCRB's ring, and the smallest put it takes.
+/// Descriptors in the relay GCRB's ring.
 const RELAY_ENTRIES: u32 = 64;
+/// The smallest put the relay GCRB hands to the relay.
 const RELAY_MIN_KIB: u32 = p2p::RELAY_MIN_KIB_DEFAULT;
 
 /// One block of 512 threads per 64 KiB, at most 528 (4 per SM of an
@@ -250,7 +251,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     // A second GCRB on the same windows whose puts of 32 MiB and more go to
     // the copy-engine relay (crates/transport/src/p2p_relay.rs); smaller
     // ones are its threads' stores, as on the first.
-    let ring_shm = Shm::create("p2p-relay-ring", RELAY_ENTRIES as usize * 32).map_err(e)?;
+    let ring_shm = Shm::create("p2p-relay-ring", marrow_transport::p2p_relay::ring_bytes(RELAY_ENTRIES)).map_err(e)?;
     gpu.register(&ring_shm.region()).map_err(e)?;
     let relay = p2p::RelaySetup { ring: ring_shm.region().base_addr() as u64, entries: RELAY_ENTRIES, min_kib: RELAY_MIN_KIB };
     let relay_page_shm = Shm::create("p2p-gcrb-relay", 4096).map_err(e)?;

@@ -30,6 +30,11 @@ pub fn done_offset() -> usize {
     GCRB_OFF_HEADS as usize + gcrb_heads::LAYOUT.field("cons_idx").map_or(24, |f| f.offset)
 }
 
+/// Bytes of a ring of `entries` descriptors.
+pub fn ring_bytes(entries: u32) -> usize {
+    entries as usize * gcrb_relay_desc::SIZE
+}
+
 /// Where the relay's copies may go: from the local window into the
 /// windows of the key table (the peers', and this PE's own for a put to
 /// itself), as mapped in this process, each `(address, bytes)`.
@@ -114,7 +119,7 @@ impl Relay {
         if entries == 0 || !entries.is_power_of_two() {
             return Err(TransportError::Config(format!("relay ring of {entries} descriptors: not a power of two")));
         }
-        let need = entries as usize * gcrb_relay_desc::SIZE;
+        let need = ring_bytes(entries);
         if ring.len() < need {
             return Err(TransportError::Window(marrow_mmio::OutOfBounds { offset: 0, len: need, size: ring.len() }));
         }
