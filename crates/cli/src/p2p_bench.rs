@@ -257,12 +257,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     let relay_page_shm = Shm::create("p2p-gcrb-relay", 4096).map_err(e)?;
     let relay_page = relay_page_shm.region();
     p2p::fill(&relay_page, &p2p::P2pSetup { relay: Some(relay), ..setup }).map_err(e)?;
-    // In cuMemAlloc memory, not a stream-ordered pool's like `upload`'s:
-    // the relay's stream writes the copy count into it (cuStreamWriteValue64).
-    let relay_gcrb = gpu.window(4096).map_err(e)?;
-    let mut bytes = vec![0u8; 4096];
-    relay_page.read_bytes(0, &mut bytes).map_err(e)?;
-    gpu.write_window(&relay_gcrb, 0, &bytes).map_err(e)?;
+    let relay_gcrb = gpu.upload(&relay_page).map_err(e)?;
     let rpg = relay_gcrb.addr;
     let bounds = RelayBounds { src: (win.addr, WINDOW as u64), dst: keys.to_vec() };
     let relay_thread = Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg).map_err(e)?)).map_err(e)?;
@@ -273,7 +268,7 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
         (Ok(()), Ok(made)) => link.say(&format!("copy-engine relay: {made} copies made, none refused"))?,
         (r, made) => {
             // What the relay GCRB recorded (a RELAY wait's heads), and why the relay stopped.
-            let report = gpu.read_window(&relay_gcrb, 0, &mut bytes).and_then(|_| Ok(relay_page.write_bytes(0, &bytes)?)).map(|_| gcrb_page::report(&relay_page));
+            let report = gpu.download(&relay_gcrb, &relay_page).map(|_| gcrb_page::report(&relay_page));
             let why = [r.err(), made.err().map(|m| m.to_string()), report.ok()];
             return Err(why.into_iter().flatten().collect::<Vec<_>>().join("; "));
         }

@@ -350,29 +350,32 @@ impl Gpu {
 /// reads and writes them.
 #[derive(Debug)]
 pub struct DeviceGcrb {
-    buf: cudarc::driver::CudaSlice<u8>,
+    win: crate::p2p::Window,
     /// The device address kernels take.
     pub addr: u64,
 }
 
 impl Gpu {
-    /// Copy a filled GCRB page (host) into GPU memory.
+    /// Copy a filled GCRB page (host) into GPU memory. The memory comes
+    /// from `cuMemAlloc`, not a stream-ordered pool: the P2P relay's stream
+    /// writes its copy count into the GCRB (`cuStreamWriteValue64`), which
+    /// refuses pool memory with CUDA_ERROR_INVALID_VALUE (measured on the
+    /// H200, `docs/p2p-h200x2-relay.txt`).
     pub fn upload(&self, page: &Region) -> Result<DeviceGcrb, TransportError> {
-        use cudarc::driver::DevicePtr;
         let mut host = vec![0u8; page.len()];
         page.read_bytes(0, &mut host)?;
-        let buf = self.stream.clone_htod(&host).map_err(cuda)?;
-        let addr = {
-            let (p, _sync) = buf.device_ptr(&self.stream);
-            p
-        };
-        Ok(DeviceGcrb { buf, addr })
+        let win = self.window(host.len())?;
+        self.write_window(&win, 0, &host)?;
+        Ok(DeviceGcrb { addr: win.addr, win })
     }
 
-    /// Copy a GCRB back from GPU memory into `page` (after a kernel), so the
-    /// host can decode its error block, heads and trace.
+    /// Copy a GCRB back from GPU memory into `page` once the kernels on the
+    /// stream are done, so the host can decode its error block, heads and
+    /// trace.
     pub fn download(&self, d: &DeviceGcrb, page: &Region) -> Result<(), TransportError> {
-        let host = self.stream.clone_dtoh(&d.buf).map_err(cuda)?;
+        self.stream.synchronize().map_err(cuda)?;
+        let mut host = vec![0u8; d.win.len];
+        self.read_window(&d.win, 0, &mut host)?;
         page.write_bytes(0, &host)?;
         Ok(())
     }

@@ -19,9 +19,10 @@ use zerocopy::{FromBytes, IntoBytes};
 /// The 64 bytes of a `CUipcMemHandle`, as sent between PEs.
 pub type IpcHandle = [u8; 64];
 
-/// A PE's window: GPU memory its peer maps. Allocated with `cuMemAlloc`,
-/// not from a stream-ordered pool: `cuIpcGetMemHandle` refuses pool
-/// memory (CUDA_ERROR_INVALID_VALUE) unless the pool was made for IPC.
+/// A PE's window: GPU memory its peer maps (and the memory of a
+/// `DeviceGcrb`). Allocated with `cuMemAlloc`, not from a stream-ordered
+/// pool: `cuIpcGetMemHandle` refuses pool memory (CUDA_ERROR_INVALID_VALUE)
+/// unless the pool was made for IPC, and so does `cuStreamWriteValue64`.
 #[derive(Debug)]
 pub struct Window {
     ctx: std::sync::Arc<cudarc::driver::CudaContext>,
