@@ -13,33 +13,10 @@
 #include <thread>
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include "p2p_sm_put.cuh"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 #define CKD(x) do { CUresult e_ = (x); if (e_ != CUDA_SUCCESS) { printf("%s: %d\n", #x, (int)e_); exit(1); } } while (0)
-
-struct __align__(16) V16 { uint32_t a, b, c, d; };
-
-// SM stores: the best shape of p2p_stores.cu (plain, 4 in flight, 528x512).
-__global__ void sm_put(V16 *dst, const V16 *src, uint64_t len, int reps) {
-    uint64_t per = ((len + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
-    uint64_t start = per * blockIdx.x;
-    if (start >= len) return;
-    uint64_t n = (len - start < per ? len - start : per) / 16;
-    const V16 *s = src + start / 16;
-    V16 *d = dst + start / 16;
-    for (int r = 0; r < reps; r++) {
-        uint64_t i = threadIdx.x, step = blockDim.x;
-        for (; i + 3 * step < n; i += 4 * step) {
-            V16 v[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) v[k] = s[i + k * step];
-#pragma unroll
-            for (int k = 0; k < 4; k++) d[i + k * step] = v[k];
-        }
-        for (; i < n; i += step) d[i] = s[i];
-    }
-    __threadfence_system();
-}
 
 // The relay's ring: one descriptor per put, published by its seq.
 struct Desc { uint64_t seq, dst, src, len; };
@@ -97,12 +74,13 @@ int main() {
     for (uint64_t len : {1ull << 20, 16ull << 20, 64ull << 20, 256ull << 20}) {
         double gb = 20.0 * len / 1e9;
         double ce = gb / wall_best([&] { for (int r = 0; r < 20; r++) CK(cudaMemcpyPeerAsync(dst, 1, src, 0, len, cs)); });
-        double sm = gb / wall_best([&] { sm_put<<<528, 512, 0, s0>>>(dst, src, len, 20); });
+        // SM stores: p2p_stores.cu's best shape (plain, 4 in flight, 528x512).
+        double sm = gb / wall_best([&] { put<0, 0, 4><<<528, 512, 0, s0>>>(dst, src, len, 20); });
         printf("%4llu MiB: copy engine x20 %.1f GB/s; SM stores %.1f (%.3f)\n", (unsigned long long)(len >> 20), ce, sm, sm / ce);
         for (double f : {0.3, 0.5, 0.6, 0.7, 0.8, 0.9}) {
             uint64_t ce_len = (uint64_t)(len * f) & ~4095ull;
             double bw = gb / wall_best([&] {
-                sm_put<<<528, 512, 0, s0>>>(dst + ce_len / 16, src + ce_len / 16, len - ce_len, 20);
+                put<0, 0, 4><<<528, 512, 0, s0>>>(dst + ce_len / 16, src + ce_len / 16, len - ce_len, 20);
                 for (int r = 0; r < 20; r++) CK(cudaMemcpyPeerAsync(dst, 1, src, 0, ce_len, cs));
             });
             printf("%4llu MiB: split %.0f%% copy engine + rest SM stores concurrently %.1f GB/s (%.3f)\n",
