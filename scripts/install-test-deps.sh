@@ -4,10 +4,11 @@
 #   g++:            compiles the generated C header as C++ in the oracle tests.
 #   linux-libc-dev: Linux's <linux/pci_regs.h>, the oracle for marrow-pcie's constants.
 #   pciutils:       lspci, which the marrow-pcie differential test runs on every fixture.
+#   binutils:       objdump, which crates/mmio/tests/barrier_insns.rs reads the barriers with.
 #   ibverbs-providers, libibverbs1: rdma-core's runtime (libmlx5.so.1, libibverbs.so.1),
 #                   which marrow-verbs dlopens; its tests check the no-device errors.
 #   openmpi-bin, libopenmpi3: mpirun and libmpi.so.40, which marrow-verbs dlopens
-#                   for the bootstrap under mpirun; tests/mpi_bootstrap.rs runs 2 ranks.
+#                   for the bootstrap under mpirun; crates/verbs/tests/mpi_bootstrap.rs runs 2 ranks.
 # Plus two sources, unpacked under target/ (never installed):
 #   rdma-core 56.1 (Debian source tarball, sha256 pinned): providers/mlx5/mlx5_ifc.h
 #                   and tests/mlx5_prm_structs.py, the oracles for the PRM layouts.
@@ -21,6 +22,7 @@ command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/include/linux/pci_regs.h ] || need+=(linux-libc-dev)
 command -v lspci >/dev/null || need+=(pciutils)
 command -v cc >/dev/null || need+=(gcc)
+command -v objdump >/dev/null || need+=(binutils)
 [ -e /usr/lib/x86_64-linux-gnu/libmlx5.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libmlx5.so.1 ] || need+=(ibverbs-providers)
 command -v curl >/dev/null || need+=(curl)
 command -v mpirun >/dev/null || need+=(openmpi-bin)

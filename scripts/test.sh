@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # The project's test command (README "Test"): installs test dependencies,
-# checks generated code against hw-specs, runs every workspace test, then
-# tests the kernel module under QEMU.
+# checks formatting, lints and docs, checks generated code against hw-specs,
+# runs every workspace test, then tests the kernel module under QEMU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-test-deps.sh
+# The house rules first: each fails the run on the first file or warning
+# that breaks them (rustfmt.toml; the workspace lints in Cargo.toml).
+echo "== cargo fmt --check"
+cargo fmt --all --check
+# Outside the workspace: the guest test program, the fuzz targets, and the
+# module (built by kbuild, formatted by the same rules).
+cargo fmt --check --manifest-path kmod/guest/Cargo.toml
+cargo fmt --check --manifest-path fuzz/Cargo.toml
+rustfmt --edition 2024 --check kmod/module/marrow.rs
+echo "== cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc --workspace --no-deps (warnings are errors)"
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked
+echo "== every repository path the docs and comments name exists"
+python3 scripts/check-paths.py
 echo "== cargo xtask codegen --check"
 cargo xtask codegen --check
 echo "== NVRTC 13.0: the GPU kernels compile for sm_90"

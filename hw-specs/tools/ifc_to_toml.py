@@ -9,7 +9,7 @@ into big-endian 32-bit words (`dw_<byte offset>` with bit ranges, or one
 be32/be64 when a field fills the word), splits reserved runs at word
 boundaries (each piece named by its own bit offset), and keeps nested structs
 and byte arrays as `bytes`. Its output is checked, field by field, against
-gcc's offsetof() on the same headers (tests/oracle/c/mlx5_ifc_harness.c), so a
+gcc's offsetof() on the same headers (the harness tests/oracle/build.rs generates), so a
 transcription error here cannot pass the tests.
 
 usage: ifc_to_toml.py HEADER:TAG:STRUCT[:DIRECTION] ...   (TOML on stdout)

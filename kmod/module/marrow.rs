@@ -28,15 +28,15 @@
 //! the bus notifier with `unmap_mapping_range()` (no abstraction).
 
 use core::ffi::c_void;
-use kernel::ffi::{c_int, c_ulong};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::ffi::{c_int, c_ulong};
 use kernel::{
     bindings,
     error::to_result,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
-    mm::virt::{flags as vmflags, VmaNew},
+    mm::virt::{VmaNew, flags as vmflags},
     new_mutex,
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
@@ -86,13 +86,9 @@ module! {
 
 // The ioctl numbers of uapi.rs are the ones the kernel's own _IOWR/_IOW
 // (rust/kernel/ioctl.rs, include/uapi/asm-generic/ioctl.h) give.
-const _: () = assert!(
-    uapi::MARROW_IOC_ADD_WINDOW == kernel::ioctl::_IOWR::<MarrowWindow>(uapi::MARROW_IOC_TYPE, 1)
-);
+const _: () = assert!(uapi::MARROW_IOC_ADD_WINDOW == kernel::ioctl::_IOWR::<MarrowWindow>(uapi::MARROW_IOC_TYPE, 1));
 const _: () = assert!(uapi::MARROW_IOC_SELECT_WINDOW == kernel::ioctl::_IOW::<u32>(uapi::MARROW_IOC_TYPE, 2));
-const _: () = assert!(
-    uapi::MARROW_IOC_WINDOW_INFO == kernel::ioctl::_IOWR::<MarrowWindow>(uapi::MARROW_IOC_TYPE, 3)
-);
+const _: () = assert!(uapi::MARROW_IOC_WINDOW_INFO == kernel::ioctl::_IOWR::<MarrowWindow>(uapi::MARROW_IOC_TYPE, 3));
 const _: () = assert!(uapi::MARROW_IOC_ALLOC == kernel::ioctl::_IOWR::<MarrowAlloc>(uapi::MARROW_IOC_TYPE, 4));
 // Window pages are 4 KiB in the ABI; so are x86_64's.
 const _: () = assert!(PAGE_SIZE == 4096);
@@ -312,7 +308,9 @@ fn revoke(dev: *mut bindings::device, why: &str) {
             // valid. unmap_mapping_range (mm/memory.c) may sleep; bus
             // notifiers run in process context. even_cows = 1: there are
             // no private copies to keep (MAP_PRIVATE is refused).
-            unsafe { bindings::unmap_mapping_range(*mapping as *mut bindings::address_space, *start as i64, *len as i64, 1) };
+            unsafe {
+                bindings::unmap_mapping_range(*mapping as *mut bindings::address_space, *start as i64, *len as i64, 1)
+            };
         }
     }
 }
@@ -723,11 +721,7 @@ impl MiscDevice for MarrowFile {
         let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff } as u64;
         let pages = ((vma.end() - vma.start()) >> PAGE_SHIFT) as u64;
         let base = uapi::MARROW_MMAP_ALLOC_BASE >> PAGE_SHIFT;
-        if pgoff >= base {
-            me.mmap_alloc(vma, pgoff - base, pages)
-        } else {
-            me.mmap_window(vma, pgoff, pages)
-        }
+        if pgoff >= base { me.mmap_alloc(vma, pgoff - base, pages) } else { me.mmap_window(vma, pgoff, pages) }
     }
 }
 

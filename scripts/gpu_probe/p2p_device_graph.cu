@@ -13,7 +13,7 @@
 // wait for its own copy (a quiet): the launcher spins on the count for up
 // to 2 ms. First a graph whose memcpy stays on GPU 0, then the peer copy.
 //
-// Answer on 2 x H200, 2026-11-29 (docs/p2p-probe-device-graph.txt): it
+// Answer on 2 x H200, 2026-11-29 (docs/runs/2026-11-29-p2p-probe-device-graph-8eb28c1.txt): it
 // works, and a kernel does see its graph finish, but the peer memcpy nodes
 // run at SM-store speed, not the copy engine's: 256 MiB 367.4 GB/s against
 // cudaMemcpyPeerAsync's 394.7 (0.931), 64 MiB 0.912. A put cannot reach

@@ -49,7 +49,9 @@ fn main() {
 /// (providers/mlx5/mlx5_ifc.h) and the kernel's include/linux/mlx5/mlx5_ifc.h.
 fn ifc_dirs() -> (std::path::PathBuf, std::path::PathBuf) {
     let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-    let rdma = std::env::var_os("MARROW_RDMA_CORE_SRC").map(Into::into).unwrap_or_else(|| target.join("rdma-core-src/rdma-core-56.1"));
+    let rdma = std::env::var_os("MARROW_RDMA_CORE_SRC")
+        .map(Into::into)
+        .unwrap_or_else(|| target.join("rdma-core-src/rdma-core-56.1"));
     let linux = std::env::var_os("MARROW_LINUX_IFC").map(Into::into).unwrap_or_else(|| target.join("linux-ifc"));
     (rdma.join("providers/mlx5"), linux)
 }
@@ -73,7 +75,8 @@ const PRM_STRUCTS: [(&str, bool); 11] = [
 
 /// Fields the spec names that the kernel header leaves reserved; checked
 /// against rdma-core's tests/mlx5_prm_structs.py instead (tests/mlx5_ifc.rs).
-pub const NOT_IN_KERNEL_IFC: [(&str, &str); 3] = [("create_cq_in", "cq_umem_offset"), ("create_cq_in", "cq_umem_id"), ("cqc", "dbr_umem_id")];
+pub const NOT_IN_KERNEL_IFC: [(&str, &str); 3] =
+    [("create_cq_in", "cq_umem_offset"), ("create_cq_in", "cq_umem_id"), ("cqc", "dbr_umem_id")];
 
 /// Writes and compiles one C table per header: every named field and bit
 /// range of the generated PRM layouts, as `offsetof`/`sizeof` of the
@@ -106,7 +109,10 @@ fn mlx5_ifc_harness() {
             if on_linux != linux_side {
                 continue;
             }
-            let l = marrow_mlx5::raw::ALL_LAYOUTS.iter().find(|l| l.name == name).unwrap_or_else(|| panic!("{name} not generated"));
+            let l = marrow_mlx5::raw::ALL_LAYOUTS
+                .iter()
+                .find(|l| l.name == name)
+                .unwrap_or_else(|| panic!("{name} not generated"));
             let _ = writeln!(c, "\tS({name}),");
             for f in l.fields {
                 if f.reserved || NOT_IN_KERNEL_IFC.contains(&(name, f.name)) {
@@ -122,7 +128,10 @@ fn mlx5_ifc_harness() {
         }
         let _ = writeln!(c, "}};");
         let _ = writeln!(c, "size_t {prefix}_count(void) {{ return sizeof(fields) / sizeof(fields[0]); }}");
-        let _ = writeln!(c, "const struct ifc_field *{prefix}_at(size_t i) {{ return i < {prefix}_count() ? &fields[i] : NULL; }}");
+        let _ = writeln!(
+            c,
+            "const struct ifc_field *{prefix}_at(size_t i) {{ return i < {prefix}_count() ? &fields[i] : NULL; }}"
+        );
         if !linux_side {
             c.push_str("struct ifc_const { const char *name; uint64_t value; };\n#define C(n) { #n, (uint64_t)(n) }\n");
             c.push_str("static const struct ifc_const consts[] = {\n\tC(MLX5_CMD_OP_CREATE_CQ), C(MLX5_CMD_OP_DESTROY_CQ), C(MLX5_CMD_OP_CREATE_QP), C(MLX5_CMD_OP_DESTROY_QP),\n\tC(MLX5_CMD_OP_RST2INIT_QP), C(MLX5_CMD_OP_INIT2RTR_QP), C(MLX5_CMD_OP_RTR2RTS_QP), C(MLX5_QPC_ST_RC), C(MLX5_QPC_PM_STATE_MIGRATED),\n};\n");
@@ -138,8 +147,18 @@ fn mlx5_ifc_harness() {
             .compile(&format!("{prefix}_harness"));
     }
     // The devx command mailboxes built with rdma-core's DEVX_SET (mlx5dv.h).
-    cc::Build::new().file("c/devx_commands_rdma.c").include(&rdma).flag("-std=gnu11").warnings_into_errors(true).compile("devx_commands_rdma");
-    cc::Build::new().file("c/devx_commands_linux.c").include(&linux).flag("-std=gnu11").warnings_into_errors(true).compile("devx_commands_linux");
+    cc::Build::new()
+        .file("c/devx_commands_rdma.c")
+        .include(&rdma)
+        .flag("-std=gnu11")
+        .warnings_into_errors(true)
+        .compile("devx_commands_rdma");
+    cc::Build::new()
+        .file("c/devx_commands_linux.c")
+        .include(&linux)
+        .flag("-std=gnu11")
+        .warnings_into_errors(true)
+        .compile("devx_commands_linux");
     println!("cargo:rerun-if-env-changed=MARROW_RDMA_CORE_SRC");
     println!("cargo:rerun-if-env-changed=MARROW_LINUX_IFC");
     println!("cargo:rerun-if-changed=../../crates/mlx5/src/generated/mlx5.rs");

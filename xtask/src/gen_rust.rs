@@ -37,7 +37,31 @@ pub fn generate(spec: &Spec, header: &str) -> String {
         writeln!(o, "    &{}::LAYOUT,", s.name).unwrap();
     }
     o.push_str("];\n");
-    o
+    escape_doc_brackets(&o)
+}
+
+/// Spec prose writes bit ranges as `Tag[7:0]`, which rustdoc would read as
+/// intra-doc links: escape `[` and `]` in doc comments, outside code spans.
+fn escape_doc_brackets(o: &str) -> String {
+    let mut out = String::with_capacity(o.len() + o.len() / 64);
+    for line in o.split_inclusive('\n') {
+        let Some(at) = line.find("///").filter(|&i| line[..i].trim().is_empty()) else {
+            out.push_str(line);
+            continue;
+        };
+        let (head, text) = line.split_at(at + 3);
+        out.push_str(head);
+        let mut in_code = false;
+        for ch in text.chars() {
+            match ch {
+                '`' => in_code = !in_code,
+                '[' | ']' if !in_code => out.push('\\'),
+                _ => {}
+            }
+            out.push(ch);
+        }
+    }
+    out
 }
 
 fn hex_or_dec(v: u64) -> String {
@@ -124,11 +148,8 @@ fn gen_struct(o: &mut String, spec: &Spec, s: &Struct) {
     let n = &s.name;
     writeln!(o, "/// {}\n///\n/// Source: {}\n///", s.doc, s.cite).unwrap();
     writeln!(o, "/// Direction: {}. Size: {} bytes.", direction_name(s.direction), s.size).unwrap();
-    writeln!(
-        o,
-        "#[derive(Clone, Copy, PartialEq, Eq, Hash, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]"
-    )
-    .unwrap();
+    writeln!(o, "#[derive(Clone, Copy, PartialEq, Eq, Hash, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]")
+        .unwrap();
     writeln!(o, "#[repr(C)]\npub struct {n} {{").unwrap();
     for f in &s.fields {
         writeln!(o, "    {}: {},", f.name, rust_field_type(f)).unwrap();
@@ -151,9 +172,16 @@ fn gen_struct(o: &mut String, spec: &Spec, s: &Struct) {
     writeln!(o, "        fields: &[").unwrap();
     for f in &s.fields {
         writeln!(o, "            FieldLayout {{").unwrap();
-        writeln!(o, "                name: \"{}\",\n                offset: {},\n                size: {},", f.name, f.offset, f.size())
+        writeln!(
+            o,
+            "                name: \"{}\",\n                offset: {},\n                size: {},",
+            f.name,
+            f.offset,
+            f.size()
+        )
+        .unwrap();
+        writeln!(o, "                endian: Endian::{},\n                reserved: {},", endian_name(f), f.reserved)
             .unwrap();
-        writeln!(o, "                endian: Endian::{},\n                reserved: {},", endian_name(f), f.reserved).unwrap();
         writeln!(o, "                doc: {:?},\n                cite: {:?},", f.doc, f.cite).unwrap();
         writeln!(o, "                bits: &[").unwrap();
         for b in &f.bits {
@@ -181,8 +209,9 @@ fn gen_struct(o: &mut String, spec: &Spec, s: &Struct) {
     for f in s.fields.iter().filter(|f| !f.reserved) {
         match f.ty {
             FieldType::Bytes => writeln!(o, "            .field(\"{0}\", &self.{0})", f.name).unwrap(),
-            FieldType::U8 => writeln!(o, "            .field(\"{0}\", &format_args!(\"{{:#04x}}\", self.{0}))", f.name)
-                .unwrap(),
+            FieldType::U8 => {
+                writeln!(o, "            .field(\"{0}\", &format_args!(\"{{:#04x}}\", self.{0}))", f.name).unwrap()
+            }
             _ => writeln!(
                 o,
                 "            .field(\"{0}\", &format_args!(\"{{:#0{1}x}}\", self.{0}.get()))",
@@ -202,8 +231,12 @@ fn gen_field_accessors(o: &mut String, spec: &Spec, f: &Field) {
     match f.ty {
         FieldType::Bytes => {
             writeln!(o, "    /// {} ({}: bytes {:#x}..{:#x}).", f.doc, f.cite, f.offset, f.offset + f.size()).unwrap();
-            writeln!(o, "    #[inline]\n    pub fn {name}(&self) -> &[u8; {}] {{\n        &self.{name}\n    }}\n", f.size())
-                .unwrap();
+            writeln!(
+                o,
+                "    #[inline]\n    pub fn {name}(&self) -> &[u8; {}] {{\n        &self.{name}\n    }}\n",
+                f.size()
+            )
+            .unwrap();
             if !f.reserved {
                 writeln!(o, "    /// Set `{name}`.").unwrap();
                 writeln!(

@@ -22,8 +22,8 @@
 //! softnic on it, boots QEMU (KVM when `/dev/kvm` opens and the CPU has
 //! vmx/svm, TCG otherwise), and counts the guest's `ok -`/`not ok -` lines.
 //!
-//! The recipe this follows was proven on a 2-core Debian 12 machine
-//! (`../shared/kmod/NOTES.md`): the kernel build is about 5 minutes there.
+//! The recipe was proven on a 2-core Debian 12 machine; `kmod/README.md`
+//! gives the timings measured there.
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
@@ -48,8 +48,20 @@ const LLVM: &str = "19";
 const CACHE_SCHEMA: &str = "marrow kmod kernel cache v1";
 /// Bookworm packages the build and the test need.
 const HOST_PACKAGES: &[&str] = &[
-    "clang-19", "lld-19", "llvm-19", "libclang-19-dev", "make", "bc", "flex", "bison", "libelf-dev", "cpio",
-    "xz-utils", "gcc", "libc6-dev", "busybox-static",
+    "clang-19",
+    "lld-19",
+    "llvm-19",
+    "libclang-19-dev",
+    "make",
+    "bc",
+    "flex",
+    "bison",
+    "libelf-dev",
+    "cpio",
+    "xz-utils",
+    "gcc",
+    "libc6-dev",
+    "busybox-static",
 ];
 /// The guest's busybox applets (kmod/guest/init uses these).
 const APPLETS: &[&str] = &[
@@ -146,11 +158,7 @@ fn sh(cmd: &mut Command) -> Result<()> {
 /// Run, capturing stdout+stderr into `log`; on failure show its tail.
 fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
     let f = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let status = cmd
-        .stdout(f.try_clone()?)
-        .stderr(f)
-        .status()
-        .with_context(|| format!("running {cmd:?}"))?;
+    let status = cmd.stdout(f.try_clone()?).stderr(f).status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
@@ -240,9 +248,7 @@ fn host_packages(work: &Path, no_apt: bool) -> Result<()> {
     if !missing.is_empty() {
         println!("   installing {missing:?}");
         sh(apt_get().args(["update", "-qq"]))?;
-        sh(apt_get()
-            .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing))?;
+        sh(apt_get().args(["install", "-y", "-qq", "--no-install-recommends"]).args(&missing))?;
     }
     if !qemu {
         // QEMU 10 from bookworm-backports: bookworm's own 7.2 would replace a
@@ -265,17 +271,20 @@ fn host_packages(work: &Path, no_apt: bool) -> Result<()> {
         let opts = private_apt(&dir, &list);
         println!("   installing qemu-system-x86 from bookworm-backports");
         sh(apt_get().args(&opts).arg("update"))?;
-        sh(apt_get()
-            .args(&opts)
-            .args(["install", "-y", "--no-install-recommends", "-t", "bookworm-backports", "qemu-system-x86"]))?;
+        sh(apt_get().args(&opts).args([
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-t",
+            "bookworm-backports",
+            "qemu-system-x86",
+        ]))?;
     }
     Ok(())
 }
 
 fn which(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-        .unwrap_or(false)
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file())).unwrap_or(false)
 }
 
 /// `rustc --version` → "1.95.0".
@@ -365,10 +374,11 @@ fn bindgen(work: &Path) -> Result<PathBuf> {
         println!("   bindgen {BINDGEN_VERSION} present");
         return Ok(tools.join("bin"));
     }
-    sh(Command::new("cargo")
-        .args(["install", "-q", "--locked", "--root"])
-        .arg(&tools)
-        .args(["bindgen-cli", "--version", BINDGEN_VERSION]))?;
+    sh(Command::new("cargo").args(["install", "-q", "--locked", "--root"]).arg(&tools).args([
+        "bindgen-cli",
+        "--version",
+        BINDGEN_VERSION,
+    ]))?;
     Ok(tools.join("bin"))
 }
 
@@ -551,7 +561,8 @@ fn build(a: &BuildArgs, t: &mut Timings) -> Result<Built> {
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
     t.time("host packages (Debian bookworm, QEMU from bookworm-backports)", || host_packages(&work, a.no_apt))?;
     let rustc = rustc_version()?;
-    let src = t.time(&format!("{KERNEL_PKG} and rust-src {rustc} (trixie-backports, unpacked)"), || sources(&work, &rustc))?;
+    let src =
+        t.time(&format!("{KERNEL_PKG} and rust-src {rustc} (trixie-backports, unpacked)"), || sources(&work, &rustc))?;
     let tools_bin = t.time(&format!("bindgen-cli {BINDGEN_VERSION}"), || bindgen(&work))?;
     let kb = t.time(&format!("kernel {KERNEL_VERSION} (-j{jobs}, cached by config)"), || {
         kernel(&root, &work, &src, &tools_bin, &rustc, jobs)
@@ -586,7 +597,8 @@ struct Watched {
 }
 
 fn spawn_watched(cmd: &mut Command, echo: &'static str) -> Result<Watched> {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().with_context(|| format!("starting {cmd:?}"))?;
+    let mut child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().with_context(|| format!("starting {cmd:?}"))?;
     let out = child.stdout.take().expect("piped");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l2 = lines.clone();
@@ -616,9 +628,19 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> Result<Option<std::proces
 
 /// Kernel log lines that fail the run wherever they appear on the console.
 const KERNEL_BAD: &[&str] = &[
-    "BUG:", "WARNING:", "Oops", "Kernel panic", "suspected memory leak", "marrow: leak", "refcount_t:",
-    "general protection fault", "Call Trace:", "possible circular locking", "possible recursive locking",
-    "sleeping function called", "UBSAN:",
+    "BUG:",
+    "WARNING:",
+    "Oops",
+    "Kernel panic",
+    "suspected memory leak",
+    "marrow: leak",
+    "refcount_t:",
+    "general protection fault",
+    "Call Trace:",
+    "possible circular locking",
+    "possible recursive locking",
+    "sleeping function called",
+    "UBSAN:",
 ];
 
 fn test(b: &Built, t: &mut Timings) -> Result<()> {
@@ -706,10 +728,8 @@ fn test(b: &Built, t: &mut Timings) -> Result<()> {
         failed += 1;
         println!("not ok - host softnic: {nic_status:?} (see its lines above)");
     }
-    let summary = format!(
-        "kmod test: {passed} passed, {failed} failed; accelerator {accel}; serial log {}",
-        serial.display()
-    );
+    let summary =
+        format!("kmod test: {passed} passed, {failed} failed; accelerator {accel}; serial log {}", serial.display());
     let timings = t.text();
     std::fs::write(run.join("timings.txt"), format!("{timings}{summary}\n"))?;
     t.print();

@@ -109,10 +109,7 @@ fn codegen(check: bool) -> Result<()> {
         }
     }
     if !stale.is_empty() {
-        bail!(
-            "generated files differ from hw-specs (run `cargo xtask codegen`):\n  {}",
-            stale.join("\n  ")
-        );
+        bail!("generated files differ from hw-specs (run `cargo xtask codegen`):\n  {}", stale.join("\n  "));
     }
     if check {
         println!("codegen --check: {} spec(s), generated files up to date", specs.len());

@@ -109,7 +109,13 @@ fn puts(r: &Rig, o: &mut dyn Write) -> Res<()> {
             let at = got.iter().zip(&data).position(|(x, y)| x != y).unwrap_or(0);
             return Err(format!("put of {len} B: byte {at} differs"));
         }
-        writeln!(o, "  put {:>9} B from 1 thread: every byte checked ({:.1} ms launch to sync)", len, dt.as_secs_f64() * 1e3).map_err(e)?;
+        writeln!(
+            o,
+            "  put {:>9} B from 1 thread: every byte checked ({:.1} ms launch to sync)",
+            len,
+            dt.as_secs_f64() * 1e3
+        )
+        .map_err(e)?;
     }
     for (grid, block, kernel) in [
         (1u32, 1u32, RwKernel::Put),
@@ -174,7 +180,8 @@ fn gets(r: &Rig, o: &mut dyn Write) -> Res<()> {
     if got != data {
         return Err("grid gets: bytes differ".into());
     }
-    writeln!(o, "  get grid {grid} x {block}: {} gets of {len} B, every byte checked", grid * block * iters).map_err(e)?;
+    writeln!(o, "  get grid {grid} x {block}: {} gets of {len} B, every byte checked", grid * block * iters)
+        .map_err(e)?;
     Ok(())
 }
 
@@ -185,7 +192,8 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let roff = 1u64 << 20;
     b.write_bytes(roff as usize, &0u64.to_ne_bytes()).map_err(e)?;
     let (page, pe, result_base) = (r.page(0), 1u32, 2u64 << 20);
-    let (rc, mut olds) = r.gpu.fetch_add(page, pe, roff, iters, result_base, Grid { blocks: grid, threads: block }).map_err(e)?;
+    let (rc, mut olds) =
+        r.gpu.fetch_add(page, pe, roff, iters, result_base, Grid { blocks: grid, threads: block }).map_err(e)?;
     check_rc(r, "fetch_add", &rc)?;
     olds.sort_unstable();
     if olds != (0..n as u64).collect::<Vec<_>>() {
@@ -196,7 +204,8 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
     if u64::from_ne_bytes(v) != n as u64 {
         return Err(format!("fetch_add: final value {} != {n}", u64::from_ne_bytes(v)));
     }
-    writeln!(o, "  fetch_add grid {grid} x {block} x {iters}: every fetched value 0..{n} exactly once, final {n}").map_err(e)?;
+    writeln!(o, "  fetch_add grid {grid} x {block} x {iters}: every fetched value 0..{n} exactly once, final {n}")
+        .map_err(e)?;
 
     for (compare, expect_swap) in [(7u64, false), (n as u64, true)] {
         let (swap, loff) = (0xabcdu64, 3u64 << 20);
@@ -220,7 +229,14 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// (exclusive, early doorbells); sizes, timeout and tracing are set here.
 fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()> {
     let exclusive = flags.exclusive;
-    let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, ..flags };
+    let cfg = WorldConfig {
+        buf_len: 1 << 20,
+        sq_wqebbs: 1024,
+        ncqe: CQ_DEPTH,
+        timeout: Duration::from_secs(10),
+        trace: true,
+        ..flags
+    };
     let r = rig(gpu, cfg)?;
     let iters = 200u32;
     let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters).map_err(e)?;
@@ -342,7 +358,9 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
     // made its figure move by 10% between runs while the posts' did not.
     // Safe: the engine reads a slot only after a doorbell names it, the
     // floor rings none, and each run's posts rewrite their slots first.
-    let base = marrow_transport::gcrb_page::config(&r.world.channels[0].page()).ok_or("channel 0's GCRB config is unreadable")?.sq_base();
+    let base = marrow_transport::gcrb_page::config(&r.world.channels[0].page())
+        .ok_or("channel 0's GCRB config is unreadable")?
+        .sq_base();
     // Its doorbell record and doorbell are scratch words: the real ones
     // would be read by the engine.
     let shm = marrow_softnic::Shm::create("floor", 64).map_err(e)?;
@@ -395,7 +413,9 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
             check_rc(r, "post rate", &rc)?;
             best = best.min(ns.max(1));
             let first = (trial * puts % u64::from(wqebbs)) as u32;
-            floor_best = floor_best.min(r.gpu.store_floor(base, wqebbs, first, dbrec, db, iters, ring_every(grid), grid).map_err(e)?.max(1));
+            floor_best = floor_best.min(
+                r.gpu.store_floor(base, wqebbs, first, dbrec, db, iters, ring_every(grid), grid).map_err(e)?.max(1),
+            );
         }
         let rate = puts as f64 / (best as f64 / 1e9);
         let floor = puts as f64 / (floor_best as f64 / 1e9);
@@ -479,15 +499,22 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
 fn faults(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
     let cases: [(&str, Faults); 4] = [
         ("dropped doorbell", Faults { drop_doorbells: 1, ..Faults::default() }),
-        ("error CQE (REMOTE_ACCESS_ERR injected on WQE 0)", Faults {
-            fail_wqe: Some((0, marrow_mlx5::raw::Syndrome::REMOTE_ACCESS_ERR, 0x88)),
-            ..Faults::default()
-        }),
+        (
+            "error CQE (REMOTE_ACCESS_ERR injected on WQE 0)",
+            Faults { fail_wqe: Some((0, marrow_mlx5::raw::Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() },
+        ),
         ("stalled engine", Faults { stall: true, ..Faults::default() }),
         ("CQ overflow", Faults { overflow_cq: true, ..Faults::default() }),
     ];
     for (what, fault) in cases {
-        let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, timeout: Duration::from_millis(200), exclusive, ..WorldConfig::default() };
+        let cfg = WorldConfig {
+            buf_len: 1 << 20,
+            sq_wqebbs: 64,
+            ncqe: 64,
+            timeout: Duration::from_millis(200),
+            exclusive,
+            ..WorldConfig::default()
+        };
         let r = rig(gpu, cfg)?;
         r.world.nic.enable_trace(1 << 20);
         r.world.set_faults(0, fault).map_err(e)?;
@@ -525,7 +552,15 @@ fn softnic_trace(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// and the put ends in a decoded timeout. A NIC's UAR would see two writes
 /// either way. Both outcomes are right; anything else is an error.
 fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
-    let cfg = WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, timeout: Duration::from_millis(200), exclusive: true, early_doorbell: true, ..WorldConfig::default() };
+    let cfg = WorldConfig {
+        buf_len: 1 << 20,
+        sq_wqebbs: 64,
+        ncqe: 64,
+        timeout: Duration::from_millis(200),
+        exclusive: true,
+        early_doorbell: true,
+        ..WorldConfig::default()
+    };
     let r = rig(gpu, cfg)?;
     r.world.nic.enable_trace(1 << 20);
     r.world.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).map_err(e)?;
@@ -539,9 +574,15 @@ fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
             let mut got = [0u8; 8];
             b.read_bytes(0, &mut got).map_err(e)?;
             if got[..] != data[..] {
-                return Err(format!("early doorbell with the first dropped: the put completed but PE 1 holds {got:02x?}, not {data:02x?}"));
+                return Err(format!(
+                    "early doorbell with the first dropped: the put completed but PE 1 holds {got:02x?}, not {data:02x?}"
+                ));
             }
-            writeln!(o, "  first doorbell dropped: the second ring carried the put, which completed; the 8 bytes checked").map_err(e)?;
+            writeln!(
+                o,
+                "  first doorbell dropped: the second ring carried the put, which completed; the 8 bytes checked"
+            )
+            .map_err(e)?;
         }
         -110 => {
             writeln!(
@@ -553,7 +594,13 @@ fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
                 writeln!(o, "      {line}").map_err(e)?;
             }
         }
-        other => return Err(format!("early doorbell with the first dropped: kernel returned {other} ({})\n{}", DeviceError(other), r.report())),
+        other => {
+            return Err(format!(
+                "early doorbell with the first dropped: kernel returned {other} ({})\n{}",
+                DeviceError(other),
+                r.report()
+            ));
+        }
     }
     softnic_trace(&r, o)
 }
@@ -566,8 +613,16 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let len = 16usize << 20;
     let b0 = Arc::new(gpu.buffer(len).map_err(e)?);
     let b1 = Arc::new(gpu.buffer(len).map_err(e)?);
-    let cfg = WorldConfig { buf_len: 4096, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), ..WorldConfig::default() };
-    let world = World::with_device_buffers(cfg, [(b0.clone() as Arc<dyn DeviceMemory>, b0.addr), (b1.clone(), b1.addr)]).map_err(e)?;
+    let cfg = WorldConfig {
+        buf_len: 4096,
+        sq_wqebbs: 1024,
+        ncqe: CQ_DEPTH,
+        timeout: Duration::from_secs(10),
+        ..WorldConfig::default()
+    };
+    let world =
+        World::with_device_buffers(cfg, [(b0.clone() as Arc<dyn DeviceMemory>, b0.addr), (b1.clone(), b1.addr)])
+            .map_err(e)?;
     world.nic.set_idle_spin(Duration::from_secs(1));
     let registered = world.shared_regions();
     for reg in &registered {
@@ -608,8 +663,12 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     if got != data {
         return Err("grid puts between GPU buffers: bytes differ".into());
     }
-    writeln!(o, "  grid {grid} x {block}: {} puts of {plen} B between GPU-memory buffers, every byte checked", grid * block * iters)
-        .map_err(e)?;
+    writeln!(
+        o,
+        "  grid {grid} x {block}: {} puts of {plen} B between GPU-memory buffers, every byte checked",
+        grid * block * iters
+    )
+    .map_err(e)?;
     Ok(())
 }
 
@@ -649,7 +708,12 @@ fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     if got != data {
         return Err("exclusive put_nbi_warp: bytes differ".into());
     }
-    writeln!(o, "  put_nbi_warp, one warp x {iters}: {} puts of {len} B, every byte checked (the ring of 1024 wrapped)", 32 * iters).map_err(e)?;
+    writeln!(
+        o,
+        "  put_nbi_warp, one warp x {iters}: {} puts of {len} B, every byte checked (the ring of 1024 wrapped)",
+        32 * iters
+    )
+    .map_err(e)?;
     let roff = 1u64 << 20;
     b.write_bytes(roff as usize, &0u64.to_ne_bytes()).map_err(e)?;
     let (rc, olds) = r.gpu.fetch_add(r.page(0), 1, roff, 100, 2 << 20, Grid::ONE).map_err(e)?;
@@ -665,7 +729,8 @@ fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         return Err(format!("part of a warp on an exclusive channel: expected -22 on every lane, got {rc:?}"));
     }
     let report = bad_config_report(&r, "part of a warp on an exclusive channel")?;
-    writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:").map_err(e)?;
+    writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:")
+        .map_err(e)?;
     for line in report.lines() {
         writeln!(o, "      {line}").map_err(e)?;
     }
@@ -684,7 +749,11 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     b.fill(0, data.len(), 0).map_err(e)?;
     let rc = r.gpu.lone_lane(r.page(0), 1).map_err(e)?;
     if rc[32] != -22 {
-        return Err(format!("lane 0 alone on a warp's exclusive channel: expected -22, got {}\n{}", rc[32], r.report()));
+        return Err(format!(
+            "lane 0 alone on a warp's exclusive channel: expected -22, got {}\n{}",
+            rc[32],
+            r.report()
+        ));
     }
     check_rc(&r, "the warp's put after the lone lane's refusal", &rc[..32])?;
     let mut got = vec![0u8; data.len()];
@@ -709,7 +778,14 @@ fn bad_config_report(r: &Rig, what: &str) -> Res<String> {
 /// The correctness runs: a traced channel, so an error report shows what
 /// the device did last.
 fn checked_config() -> WorldConfig {
-    WorldConfig { buf_len: 80 << 20, sq_wqebbs: 1024, ncqe: CQ_DEPTH, timeout: Duration::from_secs(10), trace: true, ..WorldConfig::default() }
+    WorldConfig {
+        buf_len: 80 << 20,
+        sq_wqebbs: 1024,
+        ncqe: CQ_DEPTH,
+        timeout: Duration::from_secs(10),
+        trace: true,
+        ..WorldConfig::default()
+    }
 }
 
 /// The benchmarks: untraced channels whose send queues hold every put of a
@@ -733,7 +809,8 @@ const RATE_CHANNELS: usize = 32;
 /// Run everything; an error names what failed with the decoded GCRB.
 pub fn run(o: &mut dyn Write) -> Res<()> {
     let gpu = Gpu::open().map_err(e)?;
-    writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch).map_err(e)?;
+    writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch)
+        .map_err(e)?;
     let r = rig(&gpu, checked_config())?;
     writeln!(o, "puts (PE 0 -> PE 1 through the softnic):").map_err(e)?;
     puts(&r, o)?;
@@ -750,7 +827,8 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
     exclusive_checks(&gpu, o)?;
     writeln!(o, "injected faults on an exclusive channel:").map_err(e)?;
     faults(&gpu, o, true)?;
-    writeln!(o, "a dropped doorbell on an exclusive channel with early doorbells (flags.early_doorbell rings twice):").map_err(e)?;
+    writeln!(o, "a dropped doorbell on an exclusive channel with early doorbells (flags.early_doorbell rings twice):")
+        .map_err(e)?;
     early_doorbell_covers_a_drop(&gpu, o)?;
     benchmarks(&gpu, o)?;
     writeln!(o, "all GPU checks passed").map_err(e)?;
@@ -785,7 +863,11 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     loop_bench(&r, o)?;
     rates(&r, o, true, false)?;
     drop(r);
-    writeln!(o, "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):").map_err(e)?;
+    writeln!(
+        o,
+        "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):"
+    )
+    .map_err(e)?;
     let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
     loop_bench(&r, o)?;
     rates(&r, o, true, true)?;

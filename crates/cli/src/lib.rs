@@ -18,12 +18,12 @@
 pub mod decode;
 pub mod demo;
 pub mod doctor;
-pub mod gpu_demo;
-pub mod mlx5_bench;
-pub mod p2p_bench;
 pub mod fields;
+pub mod gpu_demo;
 pub mod hexin;
+pub mod mlx5_bench;
 pub mod model;
+pub mod p2p_bench;
 pub mod pcie_decode;
 pub mod print;
 pub mod trace;

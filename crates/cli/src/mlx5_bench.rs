@@ -57,7 +57,9 @@ pub struct Args {
 /// Run it: print progress and results; the exit status says how it went.
 pub fn main(a: &Args) -> ExitCode {
     use marrow_transport::mlx5::{Mlx5Error, bench};
-    println!("marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)");
+    println!(
+        "marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)"
+    );
     let mut listen = a.listen.clone();
     let mut connect = a.connect.clone();
     let mut id = None;
@@ -66,7 +68,14 @@ pub fn main(a: &Args) -> ExitCode {
         use marrow_verbs::bootstrap::Route;
         match marrow_verbs::bootstrap::route(|k| std::env::var(k).ok()) {
             Ok(Some(Route::Mpi { mpi, launch: l })) if l.size == 2 => {
-                println!("launcher: {} (rank {} of {}), endpoints by MPI_Allgather ({} {})", l.launcher, l.rank, l.size, mpi.flavour(), mpi.path);
+                println!(
+                    "launcher: {} (rank {} of {}), endpoints by MPI_Allgather ({} {})",
+                    l.launcher,
+                    l.rank,
+                    l.size,
+                    mpi.flavour(),
+                    mpi.path
+                );
                 by_launcher = true;
             }
             Ok(Some(Route::Tcp(l))) if l.size == 2 => {

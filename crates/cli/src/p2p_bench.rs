@@ -6,10 +6,10 @@
 //! against its floor measured in the same run.
 
 use marrow_softnic::Shm;
+use marrow_transport::gcrb_page;
 use marrow_transport::gpu::Gpu;
 use marrow_transport::gpu::Grid;
 use marrow_transport::p2p::{self, IpcHandle};
-use marrow_transport::gcrb_page;
 use marrow_transport::p2p_relay::{Relay, RelayBounds};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -139,7 +139,8 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
     let mut done = [false; 2];
     let mut failures = Vec::new();
     while !(done[0] && done[1]) {
-        let (rank, line) = rx.recv_timeout(Duration::from_secs(180)).map_err(|_| "a PE went silent for 180 s".to_string())?;
+        let (rank, line) =
+            rx.recv_timeout(Duration::from_secs(180)).map_err(|_| "a PE went silent for 180 s".to_string())?;
         let Some(line) = line else {
             done[rank] = true;
             if waiting[1 - rank].is_some() {
@@ -171,10 +172,19 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
     // Both PEs' fetch_adds on PE 0's counter: every value from 0 up exactly once.
     olds.sort_unstable();
     if olds.is_empty() || olds.iter().enumerate().any(|(i, &v)| v != i as u64) {
-        failures.push(format!("fetch_add from both PEs: the {} fetched values are not 0..{} each once", olds.len(), olds.len()));
+        failures.push(format!(
+            "fetch_add from both PEs: the {} fetched values are not 0..{} each once",
+            olds.len(),
+            olds.len()
+        ));
     } else {
-        writeln!(o, "  fetch_add from both PEs at once: the {} fetched values are 0..{} each exactly once", olds.len(), olds.len() - 1)
-            .map_err(e)?;
+        writeln!(
+            o,
+            "  fetch_add from both PEs at once: the {} fetched values are 0..{} each exactly once",
+            olds.len(),
+            olds.len() - 1
+        )
+        .map_err(e)?;
     }
     if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
 }
@@ -227,7 +237,11 @@ fn unhex(s: &str) -> Res<IpcHandle> {
 }
 
 fn ok(what: &str, rc: i32) -> Res<()> {
-    if rc == 0 { Ok(()) } else { Err(format!("{what}: device code returned {rc} ({})", marrow_transport::DeviceError(rc))) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!("{what}: device code returned {rc} ({})", marrow_transport::DeviceError(rc)))
+    }
 }
 
 fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
@@ -253,14 +267,17 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
     // ones are its threads' stores, as on the first.
     let ring_shm = Shm::create("p2p-relay-ring", marrow_transport::p2p_relay::ring_bytes(RELAY_ENTRIES)).map_err(e)?;
     gpu.register(&ring_shm.region()).map_err(e)?;
-    let relay = p2p::RelaySetup { ring: ring_shm.region().base_addr() as u64, entries: RELAY_ENTRIES, min_kib: RELAY_MIN_KIB };
+    let relay =
+        p2p::RelaySetup { ring: ring_shm.region().base_addr() as u64, entries: RELAY_ENTRIES, min_kib: RELAY_MIN_KIB };
     let relay_page_shm = Shm::create("p2p-gcrb-relay", 4096).map_err(e)?;
     let relay_page = relay_page_shm.region();
     p2p::fill(&relay_page, &p2p::P2pSetup { relay: Some(relay), ..setup }).map_err(e)?;
     let relay_gcrb = gpu.upload(&relay_page).map_err(e)?;
     let rpg = relay_gcrb.addr;
     let bounds = RelayBounds { src: (win.addr, WINDOW as u64), dst: keys.to_vec() };
-    let relay_thread = Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg).map_err(e)?)).map_err(e)?;
+    let relay_thread =
+        Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg).map_err(e)?))
+            .map_err(e)?;
     let r = pe_checks_and_figures(rank, link, sweep, &gpu, &win, &peer, pg, rpg);
     let made = relay_thread.stop();
     gpu.unregister(&ring_shm.region()).map_err(e)?;
@@ -280,9 +297,25 @@ fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
 /// Every operation's check, then (rank 0) the figures; `pg` stores only,
 /// `rpg` with the relay.
 #[allow(clippy::too_many_arguments)]
-fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win: &p2p::Window, peer: &p2p::PeerWindow, pg: u64, rpg: u64) -> Res<()> {
+fn pe_checks_and_figures(
+    rank: u32,
+    link: &mut Link,
+    sweep: bool,
+    gpu: &Gpu,
+    win: &p2p::Window,
+    peer: &p2p::PeerWindow,
+    pg: u64,
+    rpg: u64,
+) -> Res<()> {
     let other = 1 - rank;
-    link.say(&format!("{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}", gpu.name, gpu.arch, WINDOW >> 20, win.addr, peer.addr))?;
+    link.say(&format!(
+        "{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}",
+        gpu.name,
+        gpu.arch,
+        WINDOW >> 20,
+        win.addr,
+        peer.addr
+    ))?;
 
     // Sources: 256 MiB of our seeded pattern (the largest bandwidth message).
     gpu.write_window(win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
@@ -294,7 +327,11 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
     // in the peer's DST, the peer's in ours, checked here on a cleared DST.
     let ways = [("thread stores", false, false), ("TMA bulk stores", true, false), ("copy-engine relay", false, true)];
     for (how, tma, relayed) in ways {
-        let lens: &[u64] = if relayed { &[32 << 20, (32 << 20) + 5, 64 << 20] } else { &[8, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20] };
+        let lens: &[u64] = if relayed {
+            &[32 << 20, (32 << 20) + 5, 64 << 20]
+        } else {
+            &[8, 4096, 65536, 1 << 20, (1 << 20) + 5, 64 << 20]
+        };
         for &len in lens {
             let (page, grid) = if relayed { (rpg, Grid { blocks: 1, threads: 32 }) } else { (pg, bw_grid(len)) };
             gpu.write_window(win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
@@ -308,7 +345,10 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
                 let at = got.iter().zip(pattern(len, other)).position(|(a, b)| *a != b).unwrap_or(0);
                 return Err(format!("put of {len} B from PE {other} ({how}): byte {at} differs"));
             }
-            link.say(&format!("put {len:>9} B from PE {other} ({how}, grid {} x {}): every byte checked here", grid.blocks, grid.threads))?;
+            link.say(&format!(
+                "put {len:>9} B from PE {other} ({how}, grid {} x {}): every byte checked here",
+                grid.blocks, grid.threads
+            ))?;
         }
     }
     link.barrier("puts checked")?;
@@ -364,7 +404,9 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
     // put_signal: PE 0 puts and signals, 1 MiB by its stores, then 32 MiB
     // through the relay; PE 1 waits for each signal, then checks every byte
     // on the GPU.
-    for (round, page, how, sig_len) in [(1u64, pg, "thread stores", 1u64 << 20), (2, rpg, "copy-engine relay", u64::from(RELAY_MIN_KIB) << 10)] {
+    for (round, page, how, sig_len) in
+        [(1u64, pg, "thread stores", 1u64 << 20), (2, rpg, "copy-engine relay", u64::from(RELAY_MIN_KIB) << 10)]
+    {
         if rank == 1 {
             gpu.write_window(win, DST as usize, &vec![0u8; sig_len as usize]).map_err(e)?;
         }
@@ -424,7 +466,14 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
                 ("thread stores", pg, grid, 20, 1, false),
                 ("TMA bulk stores", pg, grid, 20, 1, true),
                 ("20 puts in one launch, one quiet", pg, loop_grid(len), 1, 20, false),
-                ("copy-engine relay, 20 puts in one launch, one quiet", rpg, Grid { blocks: 1, threads: 32 }, 1, 20, false),
+                (
+                    "copy-engine relay, 20 puts in one launch, one quiet",
+                    rpg,
+                    Grid { blocks: 1, threads: 32 },
+                    1,
+                    20,
+                    false,
+                ),
             ];
             for (label, page, grid, launches, inner, tma) in shapes {
                 if page == rpg && len < u64::from(RELAY_MIN_KIB) << 10 {
@@ -448,7 +497,9 @@ fn pe_checks_and_figures(rank: u32, link: &mut Link, sweep: bool, gpu: &Gpu, win
             for len in [16u64 << 20, 256 << 20] {
                 let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20).map_err(e)?;
                 let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
-                for (blocks, threads) in [(132u32, 1024u32), (264, 512), (264, 1024), (528, 256), (1056, 256), (1056, 512), (2112, 256)] {
+                for (blocks, threads) in
+                    [(132u32, 1024u32), (264, 512), (264, 1024), (528, 256), (1056, 256), (1056, 512), (2112, 256)]
+                {
                     let grid = Grid { blocks, threads };
                     gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3, 1, false).map_err(e)?;
                     let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20, 1, false).map_err(e)?;

@@ -10,8 +10,8 @@
 //! `TLP Header:` line of a kernel AER message) are decoded field by field,
 //! with the header rules they break.
 
-use marrow_pcie::{Bar, Config};
 use marrow_pcie::dump::{DumpedFunction, parse_lspci_text};
+use marrow_pcie::{Bar, Config};
 use std::fmt::Write;
 
 /// The decoded text, and whether every walk ended cleanly.
@@ -192,7 +192,13 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
         );
     }
     if let Some(p) = cfg.pasid() {
-        let _ = writeln!(o, "  PASID [{:03x}]: {}, {} bits", p.offset, if p.enabled { "enabled" } else { "disabled" }, p.max_width);
+        let _ = writeln!(
+            o,
+            "  PASID [{:03x}]: {}, {} bits",
+            p.offset,
+            if p.enabled { "enabled" } else { "disabled" },
+            p.max_width
+        );
     }
     if let Some(p) = cfg.pri() {
         let _ = writeln!(
@@ -207,7 +213,13 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
     }
     if let Some(t) = cfg.ltr() {
         let ns = |v: Option<u64>| v.map_or("reserved scale".to_string(), |n| format!("{n} ns"));
-        let _ = writeln!(o, "  LTR [{:03x}]: max snoop {}, max no-snoop {}", t.offset, ns(t.max_snoop_ns()), ns(t.max_no_snoop_ns()));
+        let _ = writeln!(
+            o,
+            "  LTR [{:03x}]: max snoop {}, max no-snoop {}",
+            t.offset,
+            ns(t.max_snoop_ns()),
+            ns(t.max_no_snoop_ns())
+        );
     }
     if let Some(sn) = cfg.serial_number() {
         let _ = writeln!(o, "  serial number {sn:016x}");
@@ -266,7 +278,13 @@ fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
     }
     for r in cfg.resizable_bars() {
         let sup: Vec<String> = r.supported().map(size_text).collect();
-        let _ = writeln!(o, "  Resizable BAR{}: current {}, supported {}", r.bar_index, size_text(r.current), sup.join(" "));
+        let _ = writeln!(
+            o,
+            "  Resizable BAR{}: current {}, supported {}",
+            r.bar_index,
+            size_text(r.current),
+            sup.join(" ")
+        );
     }
     new_caps(o, cfg);
     if let Some(a) = cfg.acs() {
@@ -308,7 +326,8 @@ fn new_caps(o: &mut String, cfg: &Config) {
     };
     match cfg.dpc() {
         Some(Ok(d)) => {
-            let en = ["off", "on ERR_FATAL", "on ERR_NONFATAL or ERR_FATAL", "reserved"][usize::from(d.trigger_enable & 3)];
+            let en =
+                ["off", "on ERR_FATAL", "on ERR_NONFATAL or ERR_FATAL", "reserved"][usize::from(d.trigger_enable & 3)];
             let _ = writeln!(
                 o,
                 "  DPC [{:03x}]: trigger {en}; RPExt{} PoisonedTLP{} SwTrigger{} RP PIO Log {} DL_ActiveErr{}, INT Msg #{}",
@@ -333,10 +352,18 @@ fn new_caps(o: &mut String, cfg: &Config) {
                     if d.rp_busy { ", RP busy" } else { "" }
                 );
             } else {
-                let _ = writeln!(o, "    not triggered (control {:#06x}, status {:#06x}, source {:04x})", d.control_raw, d.status_raw, d.source_id);
+                let _ = writeln!(
+                    o,
+                    "    not triggered (control {:#06x}, status {:#06x}, source {:04x})",
+                    d.control_raw, d.status_raw, d.source_id
+                );
             }
             if d.flit_mode && d.rp_extensions {
-                let _ = writeln!(o, "    Flit Mode: RP PIO log size {} dwords, its Flit Mode layout is not decoded", d.rp_pio_log_size);
+                let _ = writeln!(
+                    o,
+                    "    Flit Mode: RP PIO log size {} dwords, its Flit Mode layout is not decoded",
+                    d.rp_pio_log_size
+                );
             }
             if let Some(r) = d.rp_pio {
                 let _ = writeln!(
@@ -348,7 +375,11 @@ fn new_caps(o: &mut String, cfg: &Config) {
                     let _ = writeln!(o, "    RP PIO header log {:08x?}", r.header_log);
                 }
                 if r.prefix_dwords > 0 {
-                    let _ = writeln!(o, "    RP PIO TLP prefix log {:08x?}", &r.tlp_prefix_log[..usize::from(r.prefix_dwords)]);
+                    let _ = writeln!(
+                        o,
+                        "    RP PIO TLP prefix log {:08x?}",
+                        &r.tlp_prefix_log[..usize::from(r.prefix_dwords)]
+                    );
                 }
             }
         }
@@ -403,8 +434,15 @@ fn new_caps(o: &mut String, cfg: &Config) {
                 pm(s.eq_request_interrupt),
                 if lanes.is_empty() { "none".to_string() } else { format!("lanes {}", lanes.join(" ")) }
             );
-            let presets: Vec<String> = s.lanes.iter().map(|l| format!("{}/{}", l.dsp_tx_preset, l.usp_tx_preset)).collect();
-            let _ = writeln!(o, "    8GT/s Tx presets DSP/USP per lane ({} lanes, {:?}): {}", s.lanes.len(), s.lane_count, presets.join(" "));
+            let presets: Vec<String> =
+                s.lanes.iter().map(|l| format!("{}/{}", l.dsp_tx_preset, l.usp_tx_preset)).collect();
+            let _ = writeln!(
+                o,
+                "    8GT/s Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                s.lanes.len(),
+                s.lane_count,
+                presets.join(" ")
+            );
         }
         Some(Err(e)) => err(o, "Secondary PCIe", &e),
         None => {}
@@ -425,17 +463,36 @@ fn new_caps(o: &mut String, cfg: &Config) {
         None => {}
     }
     let eq = |e: &marrow_pcie::pl16::EqStatus| {
-        format!("EqComplete{} Phase1{} Phase2{} Phase3{} EqRequest{}", pm(e.complete), pm(e.phase1), pm(e.phase2), pm(e.phase3), pm(e.request))
+        format!(
+            "EqComplete{} Phase1{} Phase2{} Phase3{} EqRequest{}",
+            pm(e.complete),
+            pm(e.phase1),
+            pm(e.phase2),
+            pm(e.phase3),
+            pm(e.request)
+        )
     };
-    let presets = |l: &[marrow_pcie::pl16::LanePresets]| l.iter().map(|p| format!("{}/{}", p.dsp_tx_preset, p.usp_tx_preset)).collect::<Vec<_>>().join(" ");
+    let presets = |l: &[marrow_pcie::pl16::LanePresets]| {
+        l.iter().map(|p| format!("{}/{}", p.dsp_tx_preset, p.usp_tx_preset)).collect::<Vec<_>>().join(" ")
+    };
     match cfg.physical_layer_16gt() {
         Some(Ok(p)) => {
             let _ = writeln!(
                 o,
                 "  Physical Layer 16GT/s [{:03x}]: {}; data parity mismatch lanes: local {:#x}, retimer 1 {:#x}, retimer 2 {:#x}",
-                p.offset, eq(&p.equalization), p.local_parity_mismatch, p.first_retimer_parity_mismatch, p.second_retimer_parity_mismatch
+                p.offset,
+                eq(&p.equalization),
+                p.local_parity_mismatch,
+                p.first_retimer_parity_mismatch,
+                p.second_retimer_parity_mismatch
             );
-            let _ = writeln!(o, "    Tx presets DSP/USP per lane ({} lanes, {:?}): {}", p.lanes.len(), p.lane_count, presets(&p.lanes));
+            let _ = writeln!(
+                o,
+                "    Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                p.lanes.len(),
+                p.lane_count,
+                presets(&p.lanes)
+            );
         }
         Some(Err(e)) => err(o, "Physical Layer 16GT/s", &e),
         None => {}
@@ -453,7 +510,13 @@ fn new_caps(o: &mut String, cfg: &Config) {
                 p.modified_ts_mode_selected,
                 if p.precoding_on { "on" } else { "off" }
             );
-            let _ = writeln!(o, "    Tx presets DSP/USP per lane ({} lanes, {:?}): {}", p.lanes.len(), p.lane_count, presets(&p.lanes));
+            let _ = writeln!(
+                o,
+                "    Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                p.lanes.len(),
+                p.lane_count,
+                presets(&p.lanes)
+            );
         }
         Some(Err(e)) => err(o, "Physical Layer 32GT/s", &e),
         None => {}
@@ -466,7 +529,11 @@ fn new_caps(o: &mut String, cfg: &Config) {
                 "  ACS egress control vector [{:03x}] ({} bits): {}",
                 e.offset,
                 e.bits,
-                if blocked.is_empty() { "nothing blocked".to_string() } else { format!("blocked {}", blocked.join(" ")) }
+                if blocked.is_empty() {
+                    "nothing blocked".to_string()
+                } else {
+                    format!("blocked {}", blocked.join(" "))
+                }
             );
         }
         Some(Err(e)) => err(o, "ACS egress control vector", &e),
@@ -489,10 +556,22 @@ fn new_caps(o: &mut String, cfg: &Config) {
         match v {
             Ok(v) => match v.body {
                 Ok(b) => {
-                    let _ = writeln!(o, "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}, body {}", v.offset, v.id, v.rev, v.len, hex_body(b));
+                    let _ = writeln!(
+                        o,
+                        "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}, body {}",
+                        v.offset,
+                        v.id,
+                        v.rev,
+                        v.len,
+                        hex_body(b)
+                    );
                 }
                 Err(e) => {
-                    let _ = writeln!(o, "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}: error: {e}", v.offset, v.id, v.rev, v.len);
+                    let _ = writeln!(
+                        o,
+                        "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}: error: {e}",
+                        v.offset, v.id, v.rev, v.len
+                    );
                 }
             },
             Err(e) => err(o, "VSEC", &e),
@@ -518,7 +597,9 @@ fn tlp_dwords(text: &str) -> Option<Result<Vec<u32>, String>> {
     Some(
         words
             .iter()
-            .map(|w| u32::from_str_radix(w.trim_start_matches("0x"), 16).map_err(|e| format!("TLP header word {w:?}: {e}")))
+            .map(|w| {
+                u32::from_str_radix(w.trim_start_matches("0x"), 16).map_err(|e| format!("TLP header word {w:?}: {e}"))
+            })
             .collect(),
     )
 }

@@ -472,7 +472,9 @@ pub fn matches(f: &Filter, r: &Record, v: &View) -> bool {
     }
     if !f.opcodes.is_empty() {
         let hit = f.opcodes.iter().any(|m| match *m {
-            OpcodeMatch::Wqe(op) => matches!(r.kind, Kind::WQE_FETCH | Kind::BLUEFLAME | Kind::CQE_WRITE) && v.wqe_opcode == Some(op),
+            OpcodeMatch::Wqe(op) => {
+                matches!(r.kind, Kind::WQE_FETCH | Kind::BLUEFLAME | Kind::CQE_WRITE) && v.wqe_opcode == Some(op)
+            }
             OpcodeMatch::Cqe(op) => r.kind == Kind::CQE_WRITE && v.cqe_opcode == Some(op),
         });
         if !hit {

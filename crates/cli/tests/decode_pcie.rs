@@ -90,16 +90,29 @@ fn null_and_vendor_specific_on_real_dumps() {
     let (code, out, _) = decode(&fixture("h200-vm/10de_2335_h200_00-06.0.config"));
     assert_eq!(code, Some(0), "{out}");
     // lspci: `[100 v0] Null`, `[2a4 v1] Vendor Specific Information: ID=0001 Rev=1 Len=014`.
-    assert!(out.contains("ext cap [100 v0] NULL(0x0) Null (next 12c): no registers (hidden or removed capability), list continues"), "{out}");
+    assert!(
+        out.contains(
+            "ext cap [100 v0] NULL(0x0) Null (next 12c): no registers (hidden or removed capability), list continues"
+        ),
+        "{out}"
+    );
     assert!(out.contains("VSEC [2a4]: ID 0001 rev 1 length 0x14, body "), "{out}");
     let (code, out, _) = decode(&fixture("pciutils-tests/cap-aer-root"));
     assert_eq!(code, Some(0), "{out}");
     // lspci: `[250 v1] Secondary PCI Express`, `LnkCtl3: LnkEquIntrruptEn- PerformEqu-`, `LaneErrStat: LaneErr at lane: 0 1 2 3 4 5 6 7`.
-    assert!(out.contains("Secondary PCIe [250]: LnkCtl3 PerformEqu- LnkEquIntrruptEn-, lane errors: lanes 0 1 2 3 4 5 6 7"), "{out}");
+    assert!(
+        out.contains("Secondary PCIe [250]: LnkCtl3 PerformEqu- LnkEquIntrruptEn-, lane errors: lanes 0 1 2 3 4 5 6 7"),
+        "{out}"
+    );
     assert!(out.contains("VSEC [100]: ID 0002 rev 0 length 0xc, body "), "{out}");
     let (_, out, _) = decode(&fixture("pciutils-tests/tree-asus-p6t6"));
     // lspci: `[50] Vendor Specific Information: Len=ff`: past 0x100, an error here.
-    assert!(out.contains("Vendor Specific [50]: length 255: error: capability at 0x50: Capability Length 0xff is impossible"), "{out}");
+    assert!(
+        out.contains(
+            "Vendor Specific [50]: length 255: error: capability at 0x50: Capability Length 0xff is impossible"
+        ),
+        "{out}"
+    );
 }
 
 /// A root port with DPC (triggered), SR-IOV, Secondary PCIe, DLF and the
@@ -120,7 +133,14 @@ fn dpc_sriov_and_physical_layer_caps() {
     put(&mut b, 0x104, &[0xe3, 0x06, 0x0e, 0x00, 0x05, 0x00, 0x00, 0x03]); // DPC: RPExt, log 6; ctl 0xe; status triggered, ERR_FATAL; source 03:00.0
     put(&mut b, 0x10c, &0x0004_0000u32.to_le_bytes()); // RP PIO: memory completion timeout
     put(&mut b, 0x160, &ext(0x10, 0x1c0));
-    put(&mut b, 0x164, &[0x01, 0x00, 0x20, 0x00, 0x19, 0x00, 0x00, 0x00, 0x08, 0x00, 0x10, 0x00, 0x04, 0x00, 0x00, 0x00, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x1e, 0x10]);
+    put(
+        &mut b,
+        0x164,
+        &[
+            0x01, 0x00, 0x20, 0x00, 0x19, 0x00, 0x00, 0x00, 0x08, 0x00, 0x10, 0x00, 0x04, 0x00, 0x00, 0x00, 0x02, 0x00,
+            0x01, 0x00, 0x00, 0x00, 0x1e, 0x10,
+        ],
+    );
     put(&mut b, 0x17c, &[0x53, 0x05, 0, 0, 0x01, 0, 0, 0, 0x0c, 0, 0, 0xe0, 0x38, 0, 0, 0]);
     put(&mut b, 0x1c0, &ext(0x19, 0x200));
     put(&mut b, 0x1c4, &[0x01, 0, 0, 0, 0x04, 0, 0, 0, 0x24, 0x37]);

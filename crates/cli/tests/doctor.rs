@@ -4,7 +4,7 @@
 //! ConnectX-3 Pro (15b3:1007). The 9716 dump is 256 bytes; its ports get
 //! an ACS capability at 0x100 (PLX PEX87xx/97xx ports carry one; nccl #304)
 //! whose control register each test sets. Expected classes are nvidia-smi's
-//! meanings as NCCL computes them (reference/pcie.md §5.2).
+//! meanings as NCCL computes them (docs/SOURCES.md §3.1).
 
 use marrow_pcie::dump::parse_lspci_text;
 use std::path::PathBuf;
@@ -69,7 +69,8 @@ impl Tree {
         std::fs::write(dir.join("config"), config).unwrap();
         std::fs::write(dir.join("numa_node"), format!("{numa}\n")).unwrap();
         let bdf = path.rsplit('/').next().unwrap();
-        std::os::unix::fs::symlink(format!("../../../devices/{path}"), self.root.join("sys/bus/pci/devices").join(bdf)).unwrap();
+        std::os::unix::fs::symlink(format!("../../../devices/{path}"), self.root.join("sys/bus/pci/devices").join(bdf))
+            .unwrap();
         self
     }
     fn proc_file(&self, rel: &str, text: &str) -> &Self {
@@ -85,7 +86,10 @@ impl Tree {
             c.arg("--json");
         }
         let o = c.output().unwrap();
-        (o.status.code().unwrap(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+        (
+            o.status.code().unwrap(),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
     }
 }
 
@@ -191,8 +195,10 @@ fn different_sockets_are_sys_and_same_node_host_bridges_are_node() {
 fn host_settings_are_reported() {
     let t = one_switch("host", 0);
     std::fs::create_dir_all(t.root.join("sys/class/iommu/dmar0")).unwrap();
-    t.proc_file("cmdline", "BOOT_IMAGE=/vmlinuz intel_iommu=on iommu=pt quiet\n")
-        .proc_file("driver/nvidia/params", "ResmanDebugLevel: 4294967295\nEnableStreamMemOPs: 0\nRegistryDwords: \"\"\n");
+    t.proc_file("cmdline", "BOOT_IMAGE=/vmlinuz intel_iommu=on iommu=pt quiet\n").proc_file(
+        "driver/nvidia/params",
+        "ResmanDebugLevel: 4294967295\nEnableStreamMemOPs: 0\nRegistryDwords: \"\"\n",
+    );
     let (_, out) = t.doctor(false);
     assert!(out.contains("IOMMU: on, passthrough (1 units, iommu=pt)"), "{out}");
     assert!(out.contains("kernel command line: intel_iommu=on iommu=pt"), "{out}");
@@ -278,12 +284,18 @@ fn dpc_triggered_on_the_path_is_blocked() {
     let (code, out) = t.doctor(false);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("PIX -> BLOCKED"), "{out}");
-    assert!(out.contains("Downstream Port Containment has triggered at 0000:02:00.0 (ERR_FATAL received, source 03:00.0)"), "{out}");
+    assert!(
+        out.contains("Downstream Port Containment has triggered at 0000:02:00.0 (ERR_FATAL received, source 03:00.0)"),
+        "{out}"
+    );
     assert!(out.contains("! DPC triggered (ERR_FATAL received, source 03:00.0)"), "{out}");
     // The Haswell-E root port fixture really has lane errors logged on all eight lanes (lspci agrees).
     assert!(out.contains("! lane errors logged on lanes 0 1 2 3 4 5 6 7"), "{out}");
     let (_, out) = t.doctor(true);
     let j = json(&out);
     assert_eq!(j["pairs"][0]["verdict"], "blocked");
-    assert_eq!(j["pairs"][0]["bridges"].as_array().unwrap().iter().filter(|b| !b["dpc_triggered"].is_null()).count(), 1);
+    assert_eq!(
+        j["pairs"][0]["bridges"].as_array().unwrap().iter().filter(|b| !b["dpc_triggered"].is_null()).count(),
+        1
+    );
 }

@@ -12,7 +12,11 @@ fn marrow(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         c.env(k, v);
     }
     let o = c.output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn has_rdma_device() -> bool {
@@ -21,10 +25,18 @@ fn has_rdma_device() -> bool {
 
 #[test]
 fn a_missing_libibverbs_is_named_with_its_packages() {
-    for args in [&["bench", "mlx5"][..], &["bench", "mlx5", "--listen", "127.0.0.1:0"][..], &["bench", "mlx5", "--gpu", "--listen", "127.0.0.1:0"][..]] {
+    for args in [
+        &["bench", "mlx5"][..],
+        &["bench", "mlx5", "--listen", "127.0.0.1:0"][..],
+        &["bench", "mlx5", "--gpu", "--listen", "127.0.0.1:0"][..],
+    ] {
         let (rc, _, err) = marrow(args, &[("MARROW_IBVERBS_LIB", "/nonexistent/libibverbs.so.1")]);
         assert_eq!(rc, 2, "{args:?}: {err}");
-        assert!(err.contains("error: /nonexistent/libibverbs.so.1 not found") && err.contains("apt install libibverbs1 ibverbs-providers"), "{err}");
+        assert!(
+            err.contains("error: /nonexistent/libibverbs.so.1 not found")
+                && err.contains("apt install libibverbs1 ibverbs-providers"),
+            "{err}"
+        );
     }
 }
 
@@ -35,7 +47,12 @@ fn no_rdma_device_is_a_clear_error() {
     }
     let (rc, out, err) = marrow(&["bench", "mlx5", "--connect", "127.0.0.1:1:x"], &[]);
     assert_eq!(rc, 2, "{out}{err}");
-    assert!(err.contains("error: no RDMA device") && err.contains("/sys/class/infiniband is empty or absent") && err.contains("modprobe mlx5_core mlx5_ib"), "{err}");
+    assert!(
+        err.contains("error: no RDMA device")
+            && err.contains("/sys/class/infiniband is empty or absent")
+            && err.contains("modprobe mlx5_core mlx5_ib"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -43,10 +60,29 @@ fn doctor_has_an_rdma_backend_section() {
     let root = std::env::temp_dir().join(format!("marrow-cli-mlx5-{}", std::process::id()));
     std::fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
     std::fs::create_dir_all(root.join("proc")).unwrap();
-    let (_, out, err) = marrow(&["doctor", "--sysfs-root", root.join("sys").to_str().unwrap(), "--proc-root", root.join("proc").to_str().unwrap()], &[("MARROW_IBVERBS_LIB", "/nonexistent/x.so")]);
+    let (_, out, err) = marrow(
+        &[
+            "doctor",
+            "--sysfs-root",
+            root.join("sys").to_str().unwrap(),
+            "--proc-root",
+            root.join("proc").to_str().unwrap(),
+        ],
+        &[("MARROW_IBVERBS_LIB", "/nonexistent/x.so")],
+    );
     assert!(out.contains("RDMA backend (mlx5):\n  libibverbs: /nonexistent/x.so not found"), "{out}{err}");
     assert!(out.contains("doorbell mode: host (CPU threads)") && out.contains("backend: unavailable"), "{out}");
-    let (_, json, _) = marrow(&["doctor", "--json", "--sysfs-root", root.join("sys").to_str().unwrap(), "--proc-root", root.join("proc").to_str().unwrap()], &[]);
+    let (_, json, _) = marrow(
+        &[
+            "doctor",
+            "--json",
+            "--sysfs-root",
+            root.join("sys").to_str().unwrap(),
+            "--proc-root",
+            root.join("proc").to_str().unwrap(),
+        ],
+        &[],
+    );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["rdma"]["mode"], "Host");
     assert!(v["rdma"]["blocker"].is_string());
@@ -67,20 +103,41 @@ fn under_mpirun_with_libmpi_no_rendezvous_address_is_needed() {
 }
 
 fn open_mpi_absent() -> bool {
-    !["/usr/lib/x86_64-linux-gnu/libmpi.so.40", "/usr/lib/aarch64-linux-gnu/libmpi.so.40"].iter().any(|p| std::path::Path::new(p).exists())
+    !["/usr/lib/x86_64-linux-gnu/libmpi.so.40", "/usr/lib/aarch64-linux-gnu/libmpi.so.40"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
 }
 
 #[test]
 fn under_a_launcher_without_a_rendezvous_address_it_says_which_variable() {
     // Under mpirun without libmpi (forced absent): name the package and MARROW_BOOTSTRAP.
-    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so.40")]);
+    let (rc, _, err) = marrow(
+        &["bench", "mlx5"],
+        &[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("MARROW_MPI_LIB", "/nonexistent/libmpi.so.40"),
+        ],
+    );
     assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("Open MPI mpirun gives rank 0 of 2") && err.contains("MARROW_BOOTSTRAP") && err.contains("libmpi not found") && err.contains("apt install libopenmpi3 openmpi-bin"), "{err}");
+    assert!(
+        err.contains("Open MPI mpirun gives rank 0 of 2")
+            && err.contains("MARROW_BOOTSTRAP")
+            && err.contains("libmpi not found")
+            && err.contains("apt install libopenmpi3 openmpi-bin"),
+        "{err}"
+    );
     // Under srun (no libmpi tried: marrow does not link libpmix).
     let (rc, _, err) = marrow(&["bench", "mlx5"], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")]);
     assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("Slurm srun gives rank 0 of 2") && err.contains("MARROW_BOOTSTRAP") && err.contains("does not link libmpi/libpmix"), "{err}");
-    let (rc, _, err) = marrow(&["bench", "mlx5"], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("MARROW_BOOTSTRAP", "n0:1")]);
+    assert!(
+        err.contains("Slurm srun gives rank 0 of 2")
+            && err.contains("MARROW_BOOTSTRAP")
+            && err.contains("does not link libmpi/libpmix"),
+        "{err}"
+    );
+    let (rc, _, err) =
+        marrow(&["bench", "mlx5"], &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("MARROW_BOOTSTRAP", "n0:1")]);
     assert_eq!(rc, 2);
     assert!(err.contains("runs exactly 2"), "{err}");
 }

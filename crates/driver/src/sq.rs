@@ -10,7 +10,9 @@
 //! 7. alternate the BlueFlame half (`bf->offset ^= buf_size`).
 
 use marrow_mlx5::doorbell::{uar_doorbell_from_ctrl, uar_doorbell_index_qpn};
-use marrow_mlx5::raw::{MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, mlx5_wqe_ctrl_seg};
+use marrow_mlx5::raw::{
+    MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, mlx5_wqe_ctrl_seg,
+};
 use marrow_mlx5::wqe::{BuiltWqe, CtrlParams, WqeError, WqeOp, build_wqe};
 use marrow_mmio::{OutOfBounds, Region, barrier};
 use zerocopy::FromBytes;
@@ -202,9 +204,8 @@ impl SendQueue {
         self.dbrec.write_be32(4 * MLX5_SND_DBR as usize, self.pi & 0xffff)?;
         let bytes = match (self.index_qpn_doorbell, &self.last_ctrl) {
             (false, Some(c)) => uar_doorbell_from_ctrl(c),
-            _ => uar_doorbell_index_qpn(self.pi as u16, self.qpn).map_err(|_| {
-                PostError::Wqe(WqeError::QpnOutOfRange { qpn: self.qpn })
-            })?,
+            _ => uar_doorbell_index_qpn(self.pi as u16, self.qpn)
+                .map_err(|_| PostError::Wqe(WqeError::QpnOutOfRange { qpn: self.qpn }))?,
         };
         // The doorbell record must be visible before the doorbell that
         // makes the device read it.

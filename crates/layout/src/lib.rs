@@ -146,11 +146,7 @@ pub struct FieldOverflow {
 
 impl fmt::Display for FieldOverflow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "value {:#x} does not fit the {}-bit field `{}`",
-            self.value, self.width, self.field
-        )
+        write!(f, "value {:#x} does not fit the {}-bit field `{}`", self.value, self.width, self.field)
     }
 }
 
@@ -167,13 +163,7 @@ pub const fn get_bits(v: u64, hi: u32, lo: u32) -> u64 {
 }
 
 /// `v` with bits `hi:lo` replaced by `field`; `Err` when `field` is too wide.
-pub const fn set_bits(
-    v: u64,
-    hi: u32,
-    lo: u32,
-    field: u64,
-    name: &'static str,
-) -> Result<u64, FieldOverflow> {
+pub const fn set_bits(v: u64, hi: u32, lo: u32, field: u64, name: &'static str) -> Result<u64, FieldOverflow> {
     let width = hi - lo + 1;
     let mask = low_mask(width);
     if field & !mask != 0 {

@@ -195,8 +195,7 @@ pub fn decode_cqe(bytes: &[u8]) -> Result<Completion, CqeError> {
                 qpn: cqe.qpn(),
                 wqe_counter: cqe.wqe_counter(),
                 byte_cnt: cqe.byte_cnt(),
-                imm: matches!(opcode, CqeOpcode::RESP_SEND_IMM | CqeOpcode::RESP_WR_IMM)
-                    .then(|| cqe.imm_inval_pkey()),
+                imm: matches!(opcode, CqeOpcode::RESP_SEND_IMM | CqeOpcode::RESP_WR_IMM).then(|| cqe.imm_inval_pkey()),
             }
         }
         CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR => {

@@ -36,6 +36,8 @@
 /// Raw layouts generated from `hw-specs/mlx5.toml` by `cargo xtask codegen`.
 #[allow(missing_docs)]
 pub mod generated {
+    // Written by `cargo xtask codegen`, whose `--check` keeps it byte for byte.
+    #[rustfmt::skip]
     pub mod mlx5;
 }
 

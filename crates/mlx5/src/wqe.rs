@@ -208,13 +208,7 @@ pub struct CtrlParams {
 impl CtrlParams {
     /// A signaled WQE with no fence: what most posts use.
     pub fn signaled(wqe_index: u16, qpn: u32) -> Self {
-        CtrlParams {
-            wqe_index,
-            qpn,
-            fence: FenceMode::NONE,
-            completion: CompletionMode::CQE_ALWAYS,
-            solicited: false,
-        }
+        CtrlParams { wqe_index, qpn, fence: FenceMode::NONE, completion: CompletionMode::CQE_ALWAYS, solicited: false }
     }
 }
 

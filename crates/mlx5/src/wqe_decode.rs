@@ -290,11 +290,14 @@ impl<'a> WqeView<'a> {
             let missing = plan[b.len() / DS - 1];
             return Err(WqeDecodeError::MissingSegment { what: missing.name(), offset: b.len() });
         }
-        let be64 = |o: usize| u64::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7]]);
+        let be64 =
+            |o: usize| u64::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7]]);
         let be32 = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let remote = plan.first().map(|_| RemoteAddr { raddr: be64(16), rkey: be32(24) });
         let atomic = match plan.get(1) {
-            Some(Fixed::Atomic) if op == WqeOpcode::ATOMIC_CS => Some(AtomicArgs::Cs { compare: be64(40), swap: be64(32) }),
+            Some(Fixed::Atomic) if op == WqeOpcode::ATOMIC_CS => {
+                Some(AtomicArgs::Cs { compare: be64(40), swap: be64(32) })
+            }
             Some(Fixed::Atomic) => Some(AtomicArgs::Fa { add: be64(32) }),
             Some(Fixed::Cs32) => Some(AtomicArgs::MaskedCs32 {
                 swap: be32(32),

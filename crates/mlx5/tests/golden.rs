@@ -1,7 +1,7 @@
 //! Golden bytes, emitted into buffers poisoned with 0xA5 so a field that was
 //! never written shows. The expected bytes are written out by hand from the
-//! layouts in `shared/reference/mlx5-gpu-initiated.md` §1 (rdma-core
-//! mlx5dv.h and qp.c; NVSHMEM for the masked atomics), not from this crate.
+//! layouts in rdma-core's `providers/mlx5/mlx5dv.h` and `qp.c` (NVSHMEM's
+//! `ibgda_device.cuh` for the masked atomics; `docs/SOURCES.md` §1), not from this crate.
 
 use marrow_mlx5::prelude::*;
 
@@ -85,7 +85,8 @@ fn send_and_read() {
 #[test]
 fn atomic_cs_puts_swap_before_compare() {
     let local = Sge { addr: 0x2000, length: 8, lkey: 0x33 };
-    let (buf, b) = build(&WqeOp::AtomicCs { remote: REMOTE, local, compare: 0x0102_0304_0506_0708, swap: 0x1112_1314_1516_1718 });
+    let (buf, b) =
+        build(&WqeOp::AtomicCs { remote: REMOTE, local, compare: 0x0102_0304_0506_0708, swap: 0x1112_1314_1516_1718 });
     assert_eq!((b.ds, b.wqebbs), (4, 1));
     assert_eq!(buf[..16], ctrl(0, 0x11, 4));
     assert_eq!(buf[16..32], RADDR_SEG);
@@ -173,7 +174,10 @@ fn refusals_write_nothing() {
         build_wqe(&c, &WqeOp::RdmaWriteInline { remote: REMOTE, data: &big[..973] }, &mut buf),
         Err(WqeError::InlineTooLong { len: 973, max: 972 })
     );
-    assert_eq!(build_wqe(&c, &WqeOp::RdmaWriteInline { remote: REMOTE, data: &big[..972] }, &mut [P; 1024]).unwrap().ds, 63);
+    assert_eq!(
+        build_wqe(&c, &WqeOp::RdmaWriteInline { remote: REMOTE, data: &big[..972] }, &mut [P; 1024]).unwrap().ds,
+        63
+    );
     assert_eq!(
         build_wqe(&c, &WqeOp::SendInline { data: &big[..989] }, &mut buf),
         Err(WqeError::InlineTooLong { len: 989, max: 988 })
@@ -200,10 +204,7 @@ fn refusals_write_nothing() {
         Err(WqeError::QpnOutOfRange { qpn: 0x100_0000 })
     );
     let huge = [Sge { addr: 0, length: 0x8000_0000, lkey: 0 }];
-    assert_eq!(
-        build_wqe(&c, &WqeOp::Send { sgl: &huge }, &mut buf),
-        Err(WqeError::SgeTooLong { length: 0x8000_0000 })
-    );
+    assert_eq!(build_wqe(&c, &WqeOp::Send { sgl: &huge }, &mut buf), Err(WqeError::SgeTooLong { length: 0x8000_0000 }));
     assert_eq!(
         build_wqe(&c, &WqeOp::RdmaWrite { remote: REMOTE, sgl: &sgl[..1] }, &mut buf[..47]),
         Err(WqeError::BufferTooSmall { need: 48, have: 47 })

@@ -1,8 +1,9 @@
 //! Access Control Services: PCI Express Base 6.0 §7.7.8. The capability
 //! register (+0x04) says what a port can do; the control register (+0x06)
 //! what is on. Request Redirect and Completion Redirect on a switch port
-//! send peer-to-peer traffic up to the root complex (see
-//! `reference/pcie.md`), which is what `marrow doctor` looks for.
+//! send peer-to-peer traffic up to the root complex (Linux
+//! `drivers/pci/p2pdma.c`; `docs/SOURCES.md` §3.2), which is what
+//! `marrow doctor` looks for.
 
 use crate::cap_id::ExtCapId;
 use crate::header::Config;
@@ -127,7 +128,11 @@ impl Config<'_> {
             match self.read_u32(at) {
                 Some(x) => *w = x,
                 None => {
-                    return Some(Err(crate::regs::CapError::Truncated { offset: cap.offset, need: at + 4 - base, len: self.len() }));
+                    return Some(Err(crate::regs::CapError::Truncated {
+                        offset: cap.offset,
+                        need: at + 4 - base,
+                        len: self.len(),
+                    }));
                 }
             }
         }

@@ -113,14 +113,18 @@ impl Config<'_> {
     fn dpc_at(&self, offset: u16) -> Result<Dpc, CapError> {
         let base = usize::from(offset);
         let v: pci_dpc_cap = self.view(offset, base)?;
-        let flit_mode = self.express().and_then(|e| self.read_u16(usize::from(e.offset) + crate::express::PCI_EXP_FLAGS)).is_some_and(|f| f & PCI_EXP_FLAGS_FLIT != 0);
+        let flit_mode = self
+            .express()
+            .and_then(|e| self.read_u16(usize::from(e.offset) + crate::express::PCI_EXP_FLAGS))
+            .is_some_and(|f| f & PCI_EXP_FLAGS_FLIT != 0);
         let mut d = Dpc {
             offset,
             interrupt_message: v.dpc_cap_irq(),
             rp_extensions: v.dpc_cap_rp_ext(),
             poisoned_tlp_blocking: v.dpc_cap_poison(),
             sw_trigger_supported: v.dpc_cap_sw_trigger(),
-            rp_pio_log_size: v.dpc_cap_rp_pio_log_size() | if flit_mode { u8::from(v.dpc_cap_rp_pio_log_size4()) << 4 } else { 0 },
+            rp_pio_log_size: v.dpc_cap_rp_pio_log_size()
+                | if flit_mode { u8::from(v.dpc_cap_rp_pio_log_size4()) << 4 } else { 0 },
             flit_mode,
             dl_active_err_cor_supported: v.dpc_cap_dl_active(),
             control_raw: v.dpc_ctl(),
@@ -150,11 +154,7 @@ impl Config<'_> {
         let mut tlp_prefix_log = [0u32; 4];
         for (i, p) in tlp_prefix_log.iter_mut().enumerate().take(usize::from(prefix_dwords)) {
             let at = base + PCI_EXP_DPC_RP_PIO_TLPPREFIX_LOG + 4 * i;
-            *p = self.read_u32(at).ok_or(CapError::Truncated {
-                offset,
-                need: at + 4 - base,
-                len: self.len(),
-            })?;
+            *p = self.read_u32(at).ok_or(CapError::Truncated { offset, need: at + 4 - base, len: self.len() })?;
         }
         d.rp_pio = Some(RpPio {
             status: r.rp_pio_status(),

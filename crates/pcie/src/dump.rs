@@ -113,11 +113,7 @@ pub fn parse_lspci_text(text: &str) -> Result<Vec<DumpedFunction>, DumpError> {
         };
         let func = out.last_mut().ok_or(DumpError::RowWithoutFunction { line: line_no })?;
         if offset != func.bytes.len() {
-            return Err(DumpError::OffsetGap {
-                line: line_no,
-                expected: func.bytes.len(),
-                found: offset,
-            });
+            return Err(DumpError::OffsetGap { line: line_no, expected: func.bytes.len(), found: offset });
         }
         if func.bytes.len() + bytes.len() > crate::header::CONFIG_SPACE_EXTENDED {
             return Err(DumpError::TooLong { line: line_no });

@@ -160,17 +160,17 @@ impl Config<'_> {
         if port_type.has_link()
             && let (Some(lnkcap), Some(lnksta)) =
                 (self.read_u32(base + PCI_EXP_LNKCAP), self.read_u16(base + PCI_EXP_LNKSTA))
-            {
-                link_capable = Some(Link {
-                    speed: LinkSpeed((lnkcap & PCI_EXP_LNKCAP_SLS) as u8),
-                    width: ((lnkcap & PCI_EXP_LNKCAP_MLW) >> 4) as u8,
-                });
-                link_status = Some(Link {
-                    speed: LinkSpeed((lnksta & PCI_EXP_LNKSTA_CLS) as u8),
-                    width: ((lnksta & PCI_EXP_LNKSTA_NLW) >> 4) as u8,
-                });
-                port_number = Some((lnkcap >> 24) as u8);
-            }
+        {
+            link_capable = Some(Link {
+                speed: LinkSpeed((lnkcap & PCI_EXP_LNKCAP_SLS) as u8),
+                width: ((lnkcap & PCI_EXP_LNKCAP_MLW) >> 4) as u8,
+            });
+            link_status = Some(Link {
+                speed: LinkSpeed((lnksta & PCI_EXP_LNKSTA_CLS) as u8),
+                width: ((lnksta & PCI_EXP_LNKSTA_NLW) >> 4) as u8,
+            });
+            port_number = Some((lnkcap >> 24) as u8);
+        }
         let v2 = version >= 2;
         Some(Express {
             offset: cap.offset,

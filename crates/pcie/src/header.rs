@@ -51,14 +51,12 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::TooShort { len } => write!(
-                f,
-                "config dump of {len} bytes is shorter than the {HEADER_LEN}-byte header"
-            ),
-            Self::TooLong { len } => write!(
-                f,
-                "config dump of {len} bytes is longer than a function's {CONFIG_SPACE_EXTENDED} bytes"
-            ),
+            Self::TooShort { len } => {
+                write!(f, "config dump of {len} bytes is shorter than the {HEADER_LEN}-byte header")
+            }
+            Self::TooLong { len } => {
+                write!(f, "config dump of {len} bytes is longer than a function's {CONFIG_SPACE_EXTENDED} bytes")
+            }
         }
     }
 }
@@ -144,12 +142,7 @@ impl<'a> Config<'a> {
         u16::from_le_bytes([self.bytes[offset], self.bytes[offset + 1]])
     }
     fn hdr_u32(&self, offset: usize) -> u32 {
-        u32::from_le_bytes([
-            self.bytes[offset],
-            self.bytes[offset + 1],
-            self.bytes[offset + 2],
-            self.bytes[offset + 3],
-        ])
+        u32::from_le_bytes([self.bytes[offset], self.bytes[offset + 1], self.bytes[offset + 2], self.bytes[offset + 3]])
     }
 
     pub fn vendor_id(&self) -> u16 {
@@ -183,19 +176,13 @@ impl<'a> Config<'a> {
     /// Subsystem vendor and device (type 0 only; bridges keep theirs in the
     /// SSVID capability).
     pub fn subsystem(&self) -> Option<(u16, u16)> {
-        (self.header_type() == PCI_HEADER_TYPE_NORMAL).then(|| {
-            (self.hdr_u16(PCI_SUBSYSTEM_VENDOR_ID), self.hdr_u16(PCI_SUBSYSTEM_ID))
-        })
+        (self.header_type() == PCI_HEADER_TYPE_NORMAL)
+            .then(|| (self.hdr_u16(PCI_SUBSYSTEM_VENDOR_ID), self.hdr_u16(PCI_SUBSYSTEM_ID)))
     }
     /// Primary, secondary and subordinate bus numbers of a bridge.
     pub fn bus_numbers(&self) -> Option<(u8, u8, u8)> {
-        self.is_bridge().then(|| {
-            (
-                self.hdr_u8(PCI_PRIMARY_BUS),
-                self.hdr_u8(PCI_SECONDARY_BUS),
-                self.hdr_u8(PCI_SUBORDINATE_BUS),
-            )
-        })
+        self.is_bridge()
+            .then(|| (self.hdr_u8(PCI_PRIMARY_BUS), self.hdr_u8(PCI_SECONDARY_BUS), self.hdr_u8(PCI_SUBORDINATE_BUS)))
     }
     /// The first capability pointer, if `PCI_STATUS_CAP_LIST` says there is a list.
     pub fn capability_pointer(&self) -> Option<u8> {
@@ -289,10 +276,9 @@ pub fn decode_bar(raws: &[u32], slot: usize) -> Option<(Bar, usize)> {
     Some(match raw & PCI_BASE_ADDRESS_MEM_TYPE_MASK {
         PCI_BASE_ADDRESS_MEM_TYPE_64 => match raws.get(slot + 1) {
             None => (Bar::Mem64InLastSlot { index }, 1),
-            Some(&high) => (
-                Bar::Mem64 { index, address: (u64::from(high) << 32) | u64::from(address), prefetchable },
-                2,
-            ),
+            Some(&high) => {
+                (Bar::Mem64 { index, address: (u64::from(high) << 32) | u64::from(address), prefetchable }, 2)
+            }
         },
         0b110 => (Bar::ReservedType { index, raw }, 1),
         // 0b000 (32-bit) and 0b010 (below 1 MiB, PCI 2.x): both 32-bit.

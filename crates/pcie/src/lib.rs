@@ -22,12 +22,14 @@ extern crate alloc;
 /// TLP dwords; the same names in `kernels/include/marrow/generated/pcie.h`).
 #[allow(missing_docs)]
 pub mod generated {
+    // Written by `cargo xtask codegen`, whose `--check` keeps it byte for byte.
+    #[rustfmt::skip]
     pub mod pcie;
 }
 
 pub mod acs;
-pub mod ats;
 pub mod aer;
+pub mod ats;
 pub mod cap_id;
 pub mod dlf;
 pub mod dpc;

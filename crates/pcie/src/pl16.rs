@@ -51,12 +51,18 @@ pub struct PhysicalLayer16 {
 }
 
 /// The per-lane presets of a 16.0 or 32.0 GT/s capability at `cap`.
-pub(crate) fn lane_presets(cfg: &Config<'_>, cap: &crate::walk::ExtCap) -> Result<(Vec<LanePresets>, LaneCount), CapError> {
+pub(crate) fn lane_presets(
+    cfg: &Config<'_>,
+    cap: &crate::walk::ExtCap,
+) -> Result<(Vec<LanePresets>, LaneCount), CapError> {
     let (n, count) = lane_registers(cfg, cap, PCI_PL_16GT_LE_CTRL, 1)?;
     let mut lanes = Vec::with_capacity(n);
     for i in 0..n {
         let e: pci_pl_lane_eq = cfg.view(cap.offset, usize::from(cap.offset) + PCI_PL_16GT_LE_CTRL + i)?;
-        lanes.push(LanePresets { dsp_tx_preset: e.pl_lane_eq_dsp_tx_preset(), usp_tx_preset: e.pl_lane_eq_usp_tx_preset() });
+        lanes.push(LanePresets {
+            dsp_tx_preset: e.pl_lane_eq_dsp_tx_preset(),
+            usp_tx_preset: e.pl_lane_eq_usp_tx_preset(),
+        });
     }
     Ok((lanes, count))
 }

@@ -53,7 +53,8 @@ impl Config<'_> {
         let count = head.map(|h| usize::from(h.rebar_ctrl_nbar()).clamp(1, 6)).unwrap_or(0);
         (0..count).filter_map(move |i| {
             let c = cap?;
-            let e: pci_rebar_entry = self.view(c.offset, usize::from(c.offset) + PCI_REBAR_CAP + REBAR_ENTRY * i).ok()?;
+            let e: pci_rebar_entry =
+                self.view(c.offset, usize::from(c.offset) + PCI_REBAR_CAP + REBAR_ENTRY * i).ok()?;
             Some(ResizableBar {
                 bar_index: e.entry_ctrl_bar_idx(),
                 current: 1u64 << (u32::from(e.entry_ctrl_bar_size()) + 20).min(63),

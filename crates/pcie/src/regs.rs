@@ -22,10 +22,9 @@ pub enum CapError {
 impl fmt::Display for CapError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::Truncated { offset, need, len } => write!(
-                f,
-                "capability at {offset:#x} needs {need} bytes but the dump ends at {len:#x}"
-            ),
+            Self::Truncated { offset, need, len } => {
+                write!(f, "capability at {offset:#x} needs {need} bytes but the dump ends at {len:#x}")
+            }
             Self::BadField { offset, field, value } => {
                 write!(f, "capability at {offset:#x}: {field} {value:#x} is impossible")
             }
@@ -38,7 +37,8 @@ impl<'a> Config<'a> {
     /// naming the capability at `cap` when the dump ends inside it.
     pub fn view<T: FromBytes + KnownLayout + Immutable>(&self, cap: u16, offset: usize) -> Result<T, CapError> {
         let need = core::mem::size_of::<T>();
-        let truncated = CapError::Truncated { offset: cap, need: offset.saturating_sub(usize::from(cap)) + need, len: self.len() };
+        let truncated =
+            CapError::Truncated { offset: cap, need: offset.saturating_sub(usize::from(cap)) + need, len: self.len() };
         let bytes = self.bytes().get(offset..).ok_or(truncated)?;
         T::read_from_prefix(bytes).map(|(v, _)| v).map_err(|_| truncated)
     }
@@ -76,7 +76,11 @@ pub(crate) fn lane_registers(
     if let Some(w) = width {
         let end = start + w * stride;
         if end > cfg.len() {
-            return Err(CapError::Truncated { offset: cap.offset, need: end - usize::from(cap.offset), len: cfg.len() });
+            return Err(CapError::Truncated {
+                offset: cap.offset,
+                need: end - usize::from(cap.offset),
+                len: cfg.len(),
+            });
         }
         return Ok((w, LaneCount::LinkWidth));
     }

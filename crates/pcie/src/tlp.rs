@@ -3,9 +3,14 @@
 //! this module takes and gives them as `u32` values in that order (the way
 //! the kernel prints `TLP Header: 4a000001 ...`).
 //!
-//! DW0 (§2.2.1): Fmt[31:29] Type[28:24] T9[23] TC[22:20] T8[19] Attr[2]
-//! (IDO)[18] LN[17] TH[16] TD[15] EP[14] Attr[1:0] (RO, NS)[13:12] AT[11:10]
-//! Length[9:0]. T9/T8 are tag bits 9 and 8 (10-bit tags, §2.2.6.2).
+//! DW0 (§2.2.1):
+//!
+//! ```text
+//! Fmt[31:29] Type[28:24] T9[23] TC[22:20] T8[19] Attr[2] (IDO)[18] LN[17]
+//! TH[16] TD[15] EP[14] Attr[1:0] (RO, NS)[13:12] AT[11:10] Length[9:0]
+//! ```
+//!
+//! T9/T8 are tag bits 9 and 8 (10-bit tags, §2.2.6.2).
 
 use bitflags::bitflags;
 use core::fmt;
@@ -19,7 +24,7 @@ pub const FMT_PREFIX: u8 = 0b100;
 
 bitflags! {
     /// The Attr bits, in the positions cocotbext-pcie and the spec's
-    /// Attr[2:0] use: NS = Attr[0], RO = Attr[1], IDO = Attr[2].
+    /// `Attr[2:0]` use: NS = `Attr[0]`, RO = `Attr[1]`, IDO = `Attr[2]`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
     pub struct Attr: u8 {
         const NS = 0b001;
@@ -40,10 +45,14 @@ pub enum TlpKind {
     CfgWrite0,
     CfgRead1,
     CfgWrite1,
-    /// Msg (no data) with its routing subfield r[2:0].
-    Msg { routing: u8 },
+    /// Msg (no data) with its routing subfield `r[2:0]`.
+    Msg {
+        routing: u8,
+    },
     /// MsgD (with data).
-    MsgData { routing: u8 },
+    MsgData {
+        routing: u8,
+    },
     Cpl,
     CplData,
     CplLocked,
@@ -110,7 +119,7 @@ impl TlpKind {
     }
 }
 
-/// Message routing r[2:0] (§2.2.8, Table 2-20).
+/// Message routing `r[2:0]` (§2.2.8, Table 2-20).
 pub fn routing_name(r: u8) -> &'static str {
     match r {
         0b000 => "routed to Root Complex",
@@ -149,8 +158,8 @@ impl fmt::Debug for CplStatus {
 /// The dwords after DW0, by header kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body {
-    /// Memory, I/O and AtomicOp requests (§2.2.7): DW1 Requester ID, Tag[7:0],
-    /// Last/First DW BE; then Address[31:2] (3DW) or Address[63:2] (4DW), PH[1:0].
+    /// Memory, I/O and AtomicOp requests (§2.2.7): DW1 Requester ID, `Tag[7:0]`,
+    /// Last/First DW BE; then `Address[31:2]` (3DW) or `Address[63:2]` (4DW), `PH[1:0]`.
     Request { requester_id: u16, last_be: u8, first_be: u8, address: u64, ph: u8 },
     /// Configuration requests (§2.2.7): DW2 is the target's Bus/Device/Function
     /// and the register's byte address (Extended Register Number, Register Number).
@@ -165,7 +174,7 @@ pub enum Body {
         requester_id: u16,
         lower_address: u8,
     },
-    /// Messages (§2.2.8): DW1 Requester ID, Tag[7:0], Message Code; DW2/DW3
+    /// Messages (§2.2.8): DW1 Requester ID, `Tag[7:0]`, Message Code; DW2/DW3
     /// depend on the code and routing.
     Message { requester_id: u16, code: u8, dw2: u32, dw3: u32 },
     /// A prefix or reserved type: the header's dwords after DW0 as read
@@ -188,7 +197,7 @@ pub struct TlpHeader {
     pub at: u8,
     /// Length as carried (10 bits; 0 means 1024 DW for TLPs with data).
     pub length: u16,
-    /// The 10-bit tag (T9, T8 from DW0 and Tag[7:0]); 0 for messages' T9/T8 unused.
+    /// The 10-bit tag (T9, T8 from DW0 and `Tag[7:0]`); 0 for messages' T9/T8 unused.
     pub tag: u16,
     pub body: Body,
 }
@@ -362,7 +371,10 @@ impl TlpHeader {
         let tag_lo = (tag & 0xff) << 8;
         match self.body {
             Body::Request { requester_id, last_be, first_be, address, ph } => {
-                out[1] = (u32::from(requester_id) << 16) | tag_lo | (u32::from(last_be & 0xf) << 4) | u32::from(first_be & 0xf);
+                out[1] = (u32::from(requester_id) << 16)
+                    | tag_lo
+                    | (u32::from(last_be & 0xf) << 4)
+                    | u32::from(first_be & 0xf);
                 if n == 4 {
                     out[2] = (address >> 32) as u32;
                     out[3] = (address as u32 & !3) | u32::from(ph & 3);
@@ -371,7 +383,10 @@ impl TlpHeader {
                 }
             }
             Body::Config { requester_id, last_be, first_be, target_id, register } => {
-                out[1] = (u32::from(requester_id) << 16) | tag_lo | (u32::from(last_be & 0xf) << 4) | u32::from(first_be & 0xf);
+                out[1] = (u32::from(requester_id) << 16)
+                    | tag_lo
+                    | (u32::from(last_be & 0xf) << 4)
+                    | u32::from(first_be & 0xf);
                 out[2] = (u32::from(target_id) << 16) | u32::from(register & 0xffc);
             }
             Body::Completion { completer_id, status, bcm, byte_count, requester_id, lower_address } => {

@@ -47,7 +47,14 @@ pub struct VendorCap<'a> {
 }
 
 /// `len` bytes at `offset` minus a `header`, within `limit`.
-fn body<'a>(bytes: &'a [u8], offset: u16, header: usize, len: usize, limit: usize, field: &'static str) -> Result<&'a [u8], CapError> {
+fn body<'a>(
+    bytes: &'a [u8],
+    offset: u16,
+    header: usize,
+    len: usize,
+    limit: usize,
+    field: &'static str,
+) -> Result<&'a [u8], CapError> {
     let start = usize::from(offset);
     if len < header {
         return Err(CapError::BadField { offset, field, value: len as u32 });
@@ -71,7 +78,14 @@ impl<'a> Config<'a> {
                 id: v.vsec_id(),
                 rev: v.vsec_rev(),
                 len,
-                body: body(cfg.bytes(), c.offset, VSEC_HEADER_LEN, usize::from(len), crate::header::CONFIG_SPACE_EXTENDED, "VSEC Length"),
+                body: body(
+                    cfg.bytes(),
+                    c.offset,
+                    VSEC_HEADER_LEN,
+                    usize::from(len),
+                    crate::header::CONFIG_SPACE_EXTENDED,
+                    "VSEC Length",
+                ),
             })
         })
     }
@@ -85,7 +99,14 @@ impl<'a> Config<'a> {
             Ok(VendorCap {
                 offset: c.offset,
                 len,
-                body: body(cfg.bytes(), c.offset, VNDR_HEADER_LEN, usize::from(len), CONFIG_SPACE_LEGACY, "Capability Length"),
+                body: body(
+                    cfg.bytes(),
+                    c.offset,
+                    VNDR_HEADER_LEN,
+                    usize::from(len),
+                    CONFIG_SPACE_LEGACY,
+                    "Capability Length",
+                ),
             })
         })
     }

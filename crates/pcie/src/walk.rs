@@ -51,18 +51,15 @@ impl fmt::Display for WalkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Loop { offset } => write!(f, "capability list loops back to {offset:#x}"),
-            Self::PointerOutOfRange { from, to } => write!(
-                f,
-                "capability at {from:#x} points to {to:#x}, outside 0x40..0x100"
-            ),
-            Self::ExtPointerOutOfRange { from, to } => write!(
-                f,
-                "extended capability at {from:#x} points to {to:#x}, below 0x100"
-            ),
-            Self::Truncated { offset, len } => write!(
-                f,
-                "capability at {offset:#x} runs past the end of the {len}-byte dump"
-            ),
+            Self::PointerOutOfRange { from, to } => {
+                write!(f, "capability at {from:#x} points to {to:#x}, outside 0x40..0x100")
+            }
+            Self::ExtPointerOutOfRange { from, to } => {
+                write!(f, "extended capability at {from:#x} points to {to:#x}, below 0x100")
+            }
+            Self::Truncated { offset, len } => {
+                write!(f, "capability at {offset:#x} runs past the end of the {len}-byte dump")
+            }
             Self::AllOnes { offset } => {
                 write!(f, "capability at {offset:#x} reads as 0xff (absent or broken chain)")
             }
@@ -134,9 +131,7 @@ impl Iterator for Caps<'_> {
             if !self.visited.insert(offset) {
                 return Err(WalkError::Loop { offset: offset as u16 });
             }
-            let (Some(id), Some(next)) =
-                (self.config.read_u8(offset), self.config.read_u8(offset + 1))
-            else {
+            let (Some(id), Some(next)) = (self.config.read_u8(offset), self.config.read_u8(offset + 1)) else {
                 return Err(WalkError::Truncated { offset: offset as u16, len: self.config.len() });
             };
             if id == 0xff {
@@ -145,9 +140,10 @@ impl Iterator for Caps<'_> {
             Ok(Cap { offset: offset as u16, id: CapId(id), next: next & !3 })
         })();
         if let Ok(cap) = &step
-            && cap.next != 0 {
-                self.next = Some((usize::from(cap.next), offset));
-            }
+            && cap.next != 0
+        {
+            self.next = Some((usize::from(cap.next), offset));
+        }
         Some(step)
     }
 }
@@ -165,16 +161,10 @@ impl Iterator for ExtCaps<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         let (offset, from) = self.next.take()?;
         if offset < CONFIG_SPACE_LEGACY {
-            return Some(Err(WalkError::ExtPointerOutOfRange {
-                from: from as u16,
-                to: offset as u16,
-            }));
+            return Some(Err(WalkError::ExtPointerOutOfRange { from: from as u16, to: offset as u16 }));
         }
         let Some(header) = self.config.read_u32(offset) else {
-            return Some(Err(WalkError::Truncated {
-                offset: offset as u16,
-                len: self.config.len(),
-            }));
+            return Some(Err(WalkError::Truncated { offset: offset as u16, len: self.config.len() }));
         };
         // §7.6.3: a header of 0 at 0x100 means no list; all ones, no device.
         // lspci and Linux stop on either anywhere in the chain.

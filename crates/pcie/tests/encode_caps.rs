@@ -61,13 +61,13 @@ fn built_config_space_has_golden_bytes_and_decodes() {
 // bytes worked out by hand from the PCIe 6.0 register figures (the section
 // is named at each), then decoded back through marrow-pcie's decoders.
 
+use marrow_pcie::Bar;
 use marrow_pcie::cap_id::ExtCapId;
 use marrow_pcie::generated::pcie::{
-    pci_aer_cap, pci_ats_cap, pci_dlf_cap, pci_dpc_cap, pci_dpc_rp_pio, pci_dsn_cap, pci_l1ss_cap, pci_ltr_cap, pci_msi_cap,
-    pci_msix_cap, pci_pasid_cap, pci_pl_lane_eq, pci_pl16_cap, pci_pl32_cap, pci_pm_cap, pci_pri_cap, pci_rebar_cap,
-    pci_rebar_entry, pci_secpci_cap, pci_secpci_lane_eq, pci_sriov_cap, pci_vndr_cap, pci_vsec_cap,
+    pci_aer_cap, pci_ats_cap, pci_dlf_cap, pci_dpc_cap, pci_dpc_rp_pio, pci_dsn_cap, pci_l1ss_cap, pci_ltr_cap,
+    pci_msi_cap, pci_msix_cap, pci_pasid_cap, pci_pl_lane_eq, pci_pl16_cap, pci_pl32_cap, pci_pm_cap, pci_pri_cap,
+    pci_rebar_cap, pci_rebar_entry, pci_secpci_cap, pci_secpci_lane_eq, pci_sriov_cap, pci_vndr_cap, pci_vsec_cap,
 };
-use marrow_pcie::Bar;
 use marrow_pcie::regs::LaneCount;
 
 /// A poisoned 4 KiB space: type 0 header with the capability list at
@@ -106,7 +106,12 @@ fn pm_msi_msix_and_vendor_caps_golden() {
         p.set_pm_ctrl(0).set_pm_ctrl_state(3).unwrap().set_pm_ctrl_no_soft_reset(true).set_pm_ctrl_pme_status(true);
         let m = pci_msi_cap::mut_from_prefix(&mut b[0x50..]).unwrap().0;
         m.set_cap_id(0x05).set_cap_next(0x60).set_msi_flags(0).set_msi_flags_enable(true);
-        m.set_msi_flags_qmask(3).unwrap().set_msi_flags_qsize(1).unwrap().set_msi_flags_64bit(true).set_msi_flags_maskbit(true);
+        m.set_msi_flags_qmask(3)
+            .unwrap()
+            .set_msi_flags_qsize(1)
+            .unwrap()
+            .set_msi_flags_64bit(true)
+            .set_msi_flags_maskbit(true);
         m.set_msi_address_lo(0xfee0_0000);
         let x = pci_msix_cap::mut_from_prefix(&mut b[0x60..]).unwrap().0;
         x.set_cap_id(0x11).set_cap_next(0x70).set_msix_flags(0).set_msix_qsize(63).unwrap().set_msix_enable(true);
@@ -128,11 +133,20 @@ fn pm_msi_msix_and_vendor_caps_golden() {
 
     let cfg = Config::new(&b).unwrap();
     let p = cfg.power_management().unwrap();
-    assert_eq!((p.version, p.d1, p.d2, p.pme_support, p.power_state, p.no_soft_reset, p.pme_status), (3, true, false, 0b11001, 3, true, true));
+    assert_eq!(
+        (p.version, p.d1, p.d2, p.pme_support, p.power_state, p.no_soft_reset, p.pme_status),
+        (3, true, false, 0b11001, 3, true, true)
+    );
     let m = cfg.msi().unwrap();
-    assert_eq!((m.enabled, m.vectors_capable, m.vectors_enabled, m.addr_64bit, m.per_vector_mask), (true, 8, 2, true, true));
+    assert_eq!(
+        (m.enabled, m.vectors_capable, m.vectors_enabled, m.addr_64bit, m.per_vector_mask),
+        (true, 8, 2, true, true)
+    );
     let x = cfg.msix().unwrap();
-    assert_eq!((x.enabled, x.function_masked, x.table_size, x.table_bir, x.table_offset, x.pba_bir, x.pba_offset), (true, false, 64, 0, 0x2000, 4, 0x3000));
+    assert_eq!(
+        (x.enabled, x.function_masked, x.table_size, x.table_bir, x.table_offset, x.pba_bir, x.pba_offset),
+        (true, false, 64, 0, 0x2000, 4, 0x3000)
+    );
     let v: Vec<_> = cfg.vendor_caps().collect();
     assert_eq!(v.len(), 1);
     let v = v[0].unwrap();
@@ -153,11 +167,21 @@ fn aer_ats_pri_pasid_ltr_dsn_l1ss_golden() {
         a.set_header_log(&[0x01, 0x00, 0x00, 0x4a, 0x04, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
     ext(&mut b, 0x140, 0x000f, 0x148);
-    pci_ats_cap::mut_from_prefix(&mut b[0x140..]).unwrap().0.set_ats_cap(0).set_ats_cap_page_aligned(true).set_ats_ctrl(0).set_ats_ctrl_enable(true);
+    pci_ats_cap::mut_from_prefix(&mut b[0x140..])
+        .unwrap()
+        .0
+        .set_ats_cap(0)
+        .set_ats_cap_page_aligned(true)
+        .set_ats_ctrl(0)
+        .set_ats_ctrl_enable(true);
     ext(&mut b, 0x148, 0x0013, 0x158);
     {
         let p = pci_pri_cap::mut_from_prefix(&mut b[0x148..]).unwrap().0;
-        p.set_pri_ctrl(0).set_pri_ctrl_enable(true).set_pri_status(0).set_pri_status_stopped(true).set_pri_status_pasid(true);
+        p.set_pri_ctrl(0)
+            .set_pri_ctrl_enable(true)
+            .set_pri_status(0)
+            .set_pri_status_stopped(true)
+            .set_pri_status_pasid(true);
         p.set_pri_max_req(0x200).set_pri_alloc_req(0x20);
     }
     ext(&mut b, 0x158, 0x001b, 0x160);
@@ -173,7 +197,11 @@ fn aer_ats_pri_pasid_ltr_dsn_l1ss_golden() {
         l.set_max_nosnoop_lat(0).set_max_nosnoop_value(1).unwrap().set_max_nosnoop_scale(5).unwrap();
     }
     ext(&mut b, 0x168, 0x0003, 0x174);
-    pci_dsn_cap::mut_from_prefix(&mut b[0x168..]).unwrap().0.set_serial_lower(0x3322_1100).set_serial_upper(0x7766_5544);
+    pci_dsn_cap::mut_from_prefix(&mut b[0x168..])
+        .unwrap()
+        .0
+        .set_serial_lower(0x3322_1100)
+        .set_serial_upper(0x7766_5544);
     ext(&mut b, 0x174, 0x001e, 0);
     {
         let l = pci_l1ss_cap::mut_from_prefix(&mut b[0x174..]).unwrap().0;
@@ -186,8 +214,8 @@ fn aer_ats_pri_pasid_ltr_dsn_l1ss_golden() {
     assert_eq!(
         &b[0x100..0x11c],
         &[
-            0x01, 0x00, 0x02, 0x14, 0x00, 0x10, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x30, 0x20, 0x06, 0x00, 0x40, 0x00, 0x00,
-            0x00, 0x00, 0x20, 0x00, 0x00, 0xb4, 0x00, 0x00, 0x00
+            0x01, 0x00, 0x02, 0x14, 0x00, 0x10, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x30, 0x20, 0x06, 0x00, 0x40, 0x00,
+            0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0xb4, 0x00, 0x00, 0x00
         ]
     );
     assert_eq!(&b[0x12c..0x130], &[0xA5; 4], "root registers untouched");
@@ -206,16 +234,23 @@ fn aer_ats_pri_pasid_ltr_dsn_l1ss_golden() {
     assert_eq!(b[0x184], 0xA5);
 
     let cfg = Config::new(&b).unwrap();
-    assert_eq!(cfg.ext_caps().map(|c| c.unwrap().id).collect::<Vec<_>>(), [
-        ExtCapId::ERR, ExtCapId::ATS, ExtCapId::PRI, ExtCapId::PASID, ExtCapId::LTR, ExtCapId::DSN, ExtCapId::L1SS
-    ]);
+    assert_eq!(
+        cfg.ext_caps().map(|c| c.unwrap().id).collect::<Vec<_>>(),
+        [ExtCapId::ERR, ExtCapId::ATS, ExtCapId::PRI, ExtCapId::PASID, ExtCapId::LTR, ExtCapId::DSN, ExtCapId::L1SS]
+    );
     let a = cfg.aer().unwrap();
-    assert_eq!((a.version, a.first_error_pointer(), a.uncor_status.bits(), a.cor_mask.bits()), (2, 20, 0x0010_1000, 0x2000));
+    assert_eq!(
+        (a.version, a.first_error_pointer(), a.uncor_status.bits(), a.cor_mask.bits()),
+        (2, 20, 0x0010_1000, 0x2000)
+    );
     assert_eq!(a.header_log, [0x4a00_0001, 0x0100_0004, 0, 0]);
     let t = cfg.ats().unwrap();
     assert_eq!((t.enabled, t.page_aligned_request, t.invalidate_queue_depth, t.stu), (true, true, 0, 0));
     let p = cfg.pri().unwrap();
-    assert_eq!((p.enabled, p.stopped, p.prg_response_pasid_required, p.capacity, p.allocation), (true, true, true, 0x200, 0x20));
+    assert_eq!(
+        (p.enabled, p.stopped, p.prg_response_pasid_required, p.capacity, p.allocation),
+        (true, true, true, 0x200, 0x20)
+    );
     let p = cfg.pasid().unwrap();
     assert_eq!((p.exec_supported, p.priv_supported, p.max_width, p.enabled), (true, true, 20, true));
     let l = cfg.ltr().unwrap();
@@ -257,7 +292,10 @@ fn dpc_with_rp_pio_golden() {
     let cfg = Config::new(&b).unwrap();
     let d = cfg.dpc().unwrap().unwrap();
     assert_eq!((d.interrupt_message, d.rp_extensions, d.rp_pio_log_size, d.trigger_enable), (3, true, 6, 2));
-    assert_eq!((d.triggered, d.trigger_reason, d.trigger_reason_ext, d.rp_pio_first_error, d.source_id), (true, 3, 1, 18, 0x0300));
+    assert_eq!(
+        (d.triggered, d.trigger_reason, d.trigger_reason_ext, d.rp_pio_first_error, d.source_id),
+        (true, 3, 1, 18, 0x0300)
+    );
     assert_eq!(d.trigger_reason_text(), "DPC software trigger");
     let r = d.rp_pio.unwrap();
     assert_eq!((r.status, r.severity, r.impspec_log, r.prefix_dwords), (1 << 18, 0x0007_0707, Some(0xdead_beef), 1));
@@ -315,8 +353,14 @@ fn sriov_golden() {
     assert_eq!(b[0x140], 0xA5);
 
     let s = Config::new(&b).unwrap().sriov().unwrap().unwrap();
-    assert_eq!((s.vf_enable, s.vf_memory_space_enable, s.ari_capable_hierarchy, s.vf_migration_enable), (true, true, true, false));
-    assert_eq!((s.initial_vfs, s.total_vfs, s.num_vfs, s.first_vf_offset, s.vf_stride, s.vf_device_id), (8, 16, 4, 2, 1, 0x101e));
+    assert_eq!(
+        (s.vf_enable, s.vf_memory_space_enable, s.ari_capable_hierarchy, s.vf_migration_enable),
+        (true, true, true, false)
+    );
+    assert_eq!(
+        (s.initial_vfs, s.total_vfs, s.num_vfs, s.first_vf_offset, s.vf_stride, s.vf_device_id),
+        (8, 16, 4, 2, 1, 0x101e)
+    );
     assert_eq!((s.vf_migration_capable, s.migration_interrupt), (true, 1));
     assert_eq!(s.vf_bars[0], Bar::Mem64 { index: 0, address: 0x38_e000_0000, prefetchable: true });
     assert_eq!(s.vf_bars.len(), 5);
@@ -390,9 +434,15 @@ fn secondary_pcie_dlf_pl16_pl32_golden() {
 
     let cfg = Config::new(&b).unwrap();
     let s = cfg.secondary_pcie().unwrap().unwrap();
-    assert_eq!((s.perform_equalization, s.eq_request_interrupt, s.lanes.len(), s.lane_count), (true, true, 4, LaneCount::LinkWidth));
+    assert_eq!(
+        (s.perform_equalization, s.eq_request_interrupt, s.lanes.len(), s.lane_count),
+        (true, true, 4, LaneCount::LinkWidth)
+    );
     assert_eq!(s.lanes_in_error().collect::<Vec<_>>(), [0, 2]);
-    assert_eq!((s.lanes[0].dsp_tx_preset, s.lanes[0].dsp_rx_hint, s.lanes[0].usp_tx_preset, s.lanes[0].usp_rx_hint), (4, 2, 7, 3));
+    assert_eq!(
+        (s.lanes[0].dsp_tx_preset, s.lanes[0].dsp_rx_hint, s.lanes[0].usp_tx_preset, s.lanes[0].usp_rx_hint),
+        (4, 2, 7, 3)
+    );
     let d = cfg.data_link_feature().unwrap().unwrap();
     assert!(d.scaled_flow_control_active());
     let p = cfg.physical_layer_16gt().unwrap().unwrap();
@@ -400,7 +450,10 @@ fn secondary_pcie_dlf_pl16_pl32_golden() {
     assert_eq!((p.local_parity_mismatch, p.second_retimer_parity_mismatch, p.lanes.len()), (2, 8, 4));
     assert_eq!((p.lanes[0].dsp_tx_preset, p.lanes[0].usp_tx_preset), (5, 7));
     let p = cfg.physical_layer_32gt().unwrap().unwrap();
-    assert_eq!((p.eq_bypass_supported, p.no_eq_needed_supported, p.modified_ts_modes, p.modified_ts_mode_selected), (true, true, 1, 1));
+    assert_eq!(
+        (p.eq_bypass_supported, p.no_eq_needed_supported, p.modified_ts_modes, p.modified_ts_mode_selected),
+        (true, true, 1, 1)
+    );
     assert!(p.precoding_on && p.equalization.complete);
     assert_eq!((p.lanes[2].dsp_tx_preset, p.lanes[2].usp_tx_preset), (9, 4));
 
@@ -418,7 +471,15 @@ fn secondary_pcie_dlf_pl16_pl32_golden() {
 fn vsec_acs_egress_and_rebar_golden() {
     let mut b = with_express(4);
     ext(&mut b, 0x100, 0x000b, 0x110);
-    pci_vsec_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0.set_vsec_header(0).set_vsec_id(0x1234).set_vsec_rev(1).unwrap().set_vsec_len(0x10).unwrap();
+    pci_vsec_cap::mut_from_prefix(&mut b[0x100..])
+        .unwrap()
+        .0
+        .set_vsec_header(0)
+        .set_vsec_id(0x1234)
+        .set_vsec_rev(1)
+        .unwrap()
+        .set_vsec_len(0x10)
+        .unwrap();
     b[0x108..0x110].copy_from_slice(b"marrow!\0");
     ext(&mut b, 0x110, 0x000d, 0x120);
     {
@@ -432,10 +493,21 @@ fn vsec_acs_egress_and_rebar_golden() {
     {
         let r = pci_rebar_cap::mut_from_prefix(&mut b[0x120..]).unwrap().0;
         r.set_rebar_cap(0).set_rebar_cap_sizes(0x1f00).unwrap();
-        r.set_rebar_ctrl(0).set_rebar_ctrl_bar_idx(0).unwrap().set_rebar_ctrl_nbar(2).unwrap().set_rebar_ctrl_bar_size(8).unwrap();
+        r.set_rebar_ctrl(0)
+            .set_rebar_ctrl_bar_idx(0)
+            .unwrap()
+            .set_rebar_ctrl_nbar(2)
+            .unwrap()
+            .set_rebar_ctrl_bar_size(8)
+            .unwrap();
         let e = pci_rebar_entry::mut_from_prefix(&mut b[0x12c..]).unwrap().0;
         e.set_entry_cap(0).set_entry_cap_sizes(0x7ffe0).unwrap();
-        e.set_entry_ctrl(0).set_entry_ctrl_bar_idx(2).unwrap().set_entry_ctrl_bar_size(18).unwrap().set_entry_ctrl_sizes_hi(1);
+        e.set_entry_ctrl(0)
+            .set_entry_ctrl_bar_idx(2)
+            .unwrap()
+            .set_entry_ctrl_bar_size(18)
+            .unwrap()
+            .set_entry_ctrl_sizes_hi(1);
     }
     // §7.9.5: VSEC ID 0x1234, rev 1, length 16.
     assert_eq!(&b[0x100..0x108], &[0x0b, 0x00, 0x01, 0x11, 0x34, 0x12, 0x01, 0x01]);
@@ -446,7 +518,10 @@ fn vsec_acs_egress_and_rebar_golden() {
     // 256 GiB plus 256 TiB from the control register (0x00011202).
     assert_eq!(
         &b[0x120..0x134],
-        &[0x15, 0x00, 0x01, 0x00, 0x00, 0xf0, 0x01, 0x00, 0x40, 0x08, 0, 0, 0x00, 0xfe, 0x7f, 0x00, 0x02, 0x12, 0x01, 0x00]
+        &[
+            0x15, 0x00, 0x01, 0x00, 0x00, 0xf0, 0x01, 0x00, 0x40, 0x08, 0, 0, 0x00, 0xfe, 0x7f, 0x00, 0x02, 0x12, 0x01,
+            0x00
+        ]
     );
     assert_eq!(b[0x134], 0xA5);
 
@@ -457,7 +532,10 @@ fn vsec_acs_egress_and_rebar_golden() {
     assert_eq!((e.bits, e.blocked().collect::<Vec<_>>()), (40, vec![1, 33]));
     let r: Vec<_> = cfg.resizable_bars().collect();
     assert_eq!(r.len(), 2);
-    assert_eq!((r[0].bar_index, r[0].current, r[0].supported().collect::<Vec<_>>()), (0, 256 << 20, vec![256 << 20, 512 << 20, 1 << 30, 2 << 30, 4 << 30]));
+    assert_eq!(
+        (r[0].bar_index, r[0].current, r[0].supported().collect::<Vec<_>>()),
+        (0, 256 << 20, vec![256 << 20, 512 << 20, 1 << 30, 2 << 30, 4 << 30])
+    );
     assert_eq!((r[1].bar_index, r[1].current, r[1].supported().last()), (2, 256 << 30, Some(256u64 << 40)));
     assert_eq!(r[1].supported().count(), 15);
 

@@ -7,8 +7,8 @@ mod common;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
 use marrow_pcie::generated::pcie::{
-    pci_acs_cap, pci_aer_cap, pci_ats_cap, pci_dsn_cap, pci_exp_cap, pci_ltr_cap, pci_msi_cap, pci_msix_cap, pci_rebar_cap, pci_pasid_cap, pci_pm_cap,
-    pci_pri_cap, pci_type0_header, pci_type1_header,
+    pci_acs_cap, pci_aer_cap, pci_ats_cap, pci_dsn_cap, pci_exp_cap, pci_ltr_cap, pci_msi_cap, pci_msix_cap,
+    pci_pasid_cap, pci_pm_cap, pci_pri_cap, pci_rebar_cap, pci_type0_header, pci_type1_header,
 };
 use marrow_pcie::{Bar, Config};
 use zerocopy::FromBytes;
@@ -42,15 +42,16 @@ fn generated_views_equal_the_decoders() {
             assert_eq!(Some((h.primary_bus(), h.secondary_bus(), h.subordinate_bus())), cfg.bus_numbers());
         }
         if let (Some(cap), Some(e)) = (cfg.find_cap(CapId::EXP), cfg.express())
-            && let Ok((v, _)) = pci_exp_cap::ref_from_prefix(&bytes[usize::from(cap.offset)..]) {
-                exp_n += 1;
-                assert_eq!(v.flags_type(), e.port_type.0);
-                assert_eq!(128u32 << v.devctl_readrq(), e.max_read_request);
-                if let (Some(c), Some(s)) = (e.link_capable, e.link_status) {
-                    assert_eq!((v.lnkcap_sls(), v.lnkcap_mlw()), (c.speed.0, c.width));
-                    assert_eq!((v.lnksta_cls(), v.lnksta_nlw()), (s.speed.0, s.width));
-                }
+            && let Ok((v, _)) = pci_exp_cap::ref_from_prefix(&bytes[usize::from(cap.offset)..])
+        {
+            exp_n += 1;
+            assert_eq!(v.flags_type(), e.port_type.0);
+            assert_eq!(128u32 << v.devctl_readrq(), e.max_read_request);
+            if let (Some(c), Some(s)) = (e.link_capable, e.link_status) {
+                assert_eq!((v.lnkcap_sls(), v.lnkcap_mlw()), (c.speed.0, c.width));
+                assert_eq!((v.lnksta_cls(), v.lnksta_nlw()), (s.speed.0, s.width));
             }
+        }
         if let (Some(cap), Some(a)) = (cfg.find_ext_cap(ExtCapId::ACS), cfg.acs()) {
             let v = pci_acs_cap::ref_from_prefix(&bytes[usize::from(cap.offset)..]).unwrap().0;
             acs_n += 1;
@@ -86,26 +87,41 @@ fn generated_small_cap_views_equal_the_decoders() {
             let b = at(&bytes, p.offset);
             let v = pci_pm_cap::ref_from_prefix(&b).unwrap().0;
             seen[0] += 1;
-            assert_eq!((v.pmc_version(), v.pmc_d1(), v.pmc_d2(), v.pmc_pme_support()), (p.version, p.d1, p.d2, p.pme_support));
-            assert_eq!((v.pm_ctrl_state(), v.pm_ctrl_no_soft_reset(), v.pm_ctrl_pme_status()), (p.power_state, p.no_soft_reset, p.pme_status));
+            assert_eq!(
+                (v.pmc_version(), v.pmc_d1(), v.pmc_d2(), v.pmc_pme_support()),
+                (p.version, p.d1, p.d2, p.pme_support)
+            );
+            assert_eq!(
+                (v.pm_ctrl_state(), v.pm_ctrl_no_soft_reset(), v.pm_ctrl_pme_status()),
+                (p.power_state, p.no_soft_reset, p.pme_status)
+            );
         }
         if let Some(a) = cfg.ats() {
             let b = at(&bytes, a.offset);
             let v = pci_ats_cap::ref_from_prefix(&b).unwrap().0;
             seen[1] += 1;
-            assert_eq!((v.ats_cap_qdep(), v.ats_ctrl_stu(), v.ats_ctrl_enable()), (a.invalidate_queue_depth, a.stu, a.enabled));
+            assert_eq!(
+                (v.ats_cap_qdep(), v.ats_ctrl_stu(), v.ats_ctrl_enable()),
+                (a.invalidate_queue_depth, a.stu, a.enabled)
+            );
         }
         if let Some(p) = cfg.pri() {
             let b = at(&bytes, p.offset);
             let v = pci_pri_cap::ref_from_prefix(&b).unwrap().0;
             seen[2] += 1;
-            assert_eq!((v.pri_ctrl_enable(), v.pri_status_stopped(), v.pri_max_req(), v.pri_alloc_req()), (p.enabled, p.stopped, p.capacity, p.allocation));
+            assert_eq!(
+                (v.pri_ctrl_enable(), v.pri_status_stopped(), v.pri_max_req(), v.pri_alloc_req()),
+                (p.enabled, p.stopped, p.capacity, p.allocation)
+            );
         }
         if let Some(p) = cfg.pasid() {
             let b = at(&bytes, p.offset);
             let v = pci_pasid_cap::ref_from_prefix(&b).unwrap().0;
             seen[3] += 1;
-            assert_eq!((v.pasid_cap_width(), v.pasid_cap_exec(), v.pasid_ctrl_enable()), (p.max_width, p.exec_supported, p.enabled));
+            assert_eq!(
+                (v.pasid_cap_width(), v.pasid_cap_exec(), v.pasid_ctrl_enable()),
+                (p.max_width, p.exec_supported, p.enabled)
+            );
         }
         if let Some(t) = cfg.ltr() {
             let b = at(&bytes, t.offset);
@@ -135,7 +151,10 @@ fn msi_and_rebar_views_equal_the_decoders() {
         if let (Some(cap), Some(m)) = (cfg.find_cap(CapId::MSI), cfg.msi()) {
             let v = pci_msi_cap::ref_from_prefix(&bytes[usize::from(cap.offset)..]).unwrap().0;
             msi_n += 1;
-            assert_eq!((v.msi_flags_enable(), 1u16 << v.msi_flags_qmask(), 1u16 << v.msi_flags_qsize()), (m.enabled, m.vectors_capable, m.vectors_enabled));
+            assert_eq!(
+                (v.msi_flags_enable(), 1u16 << v.msi_flags_qmask(), 1u16 << v.msi_flags_qsize()),
+                (m.enabled, m.vectors_capable, m.vectors_enabled)
+            );
             assert_eq!((v.msi_flags_64bit(), v.msi_flags_maskbit()), (m.addr_64bit, m.per_vector_mask));
         }
         if let Some(cap) = cfg.find_ext_cap(ExtCapId::REBAR) {

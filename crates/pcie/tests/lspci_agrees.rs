@@ -10,9 +10,9 @@ use marrow_pcie::acs::AcsBits;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
 use marrow_pcie::dump::parse_lspci_text;
 use marrow_pcie::{Bar, Config};
-use zerocopy::FromBytes;
 use std::path::Path;
 use std::process::Command;
+use zerocopy::FromBytes;
 
 /// One device block of lspci's verbose output.
 struct LspciDevice {
@@ -37,11 +37,7 @@ fn run_lspci(dump: &Path) -> Vec<LspciDevice> {
         }
         if !line.starts_with('\t') {
             let (address, title) = line.split_once(' ').unwrap_or((line, ""));
-            devices.push(LspciDevice {
-                address: address.to_string(),
-                title: title.to_string(),
-                lines: Vec::new(),
-            });
+            devices.push(LspciDevice { address: address.to_string(), title: title.to_string(), lines: Vec::new() });
         } else {
             devices.last_mut().unwrap().lines.push(line.trim().to_string());
         }
@@ -155,10 +151,28 @@ fn lspci_agrees_on_every_fixture() {
     }
     eprintln!(
         "compared {} functions, {} capabilities, {} extended capabilities, {} links, {} ACS, {} BARs, {} AER, {} MSI/MSI-X, {} PM/ATS/PRI/PASID/LTR/DSN lines, {} Secondary PCIe/vendor-specific lines",
-        compared[0], compared[1], compared[2], compared[3], compared[4], compared[5], compared[6], compared[7], compared[8], compared[9]
+        compared[0],
+        compared[1],
+        compared[2],
+        compared[3],
+        compared[4],
+        compared[5],
+        compared[6],
+        compared[7],
+        compared[8],
+        compared[9]
     );
     assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
-    assert!(compared[2] > 40 && compared[4] >= 8 && compared[3] > 20 && compared[6] >= 19 && compared[7] > 30 && compared[8] > 80 && compared[9] >= 40, "too little compared: {compared:?}");
+    assert!(
+        compared[2] > 40
+            && compared[4] >= 8
+            && compared[3] > 20
+            && compared[6] >= 19
+            && compared[7] > 30
+            && compared[8] > 80
+            && compared[9] >= 40,
+        "too little compared: {compared:?}"
+    );
 }
 
 fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 10]) {
@@ -197,7 +211,11 @@ fn compare_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, 
     }
     let ours: Vec<_> = cfg.ext_caps().collect();
     if ours.len() != lspci_ext.len() {
-        bad.push(format!("{at}: {} ext capabilities, lspci {}: {ours:?} vs {lspci_ext:?}", ours.len(), lspci_ext.len()));
+        bad.push(format!(
+            "{at}: {} ext capabilities, lspci {}: {ours:?} vs {lspci_ext:?}",
+            ours.len(),
+            lspci_ext.len()
+        ));
     }
     for (o, (off, version, name)) in ours.iter().zip(&lspci_ext) {
         n[2] += 1;
@@ -336,13 +354,32 @@ fn compare_rebar(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>)
 
 /// lspci's AER flag names at their bit positions (PCIe 6.0 §7.8.4.2, §7.8.4.5).
 const UE_BITS: &[(&str, u32)] = &[
-    ("DLP", 4), ("SDES", 5), ("TLP", 12), ("FCP", 13), ("CmpltTO", 14), ("CmpltAbrt", 15),
-    ("UnxCmplt", 16), ("RxOF", 17), ("MalfTLP", 18), ("ECRC", 19), ("UnsupReq", 20), ("ACSViol", 21),
-    ("UncorrIntErr", 22), ("BlockedTLP", 23), ("AtomicOpBlocked", 24), ("TLPBlockedErr", 25),
+    ("DLP", 4),
+    ("SDES", 5),
+    ("TLP", 12),
+    ("FCP", 13),
+    ("CmpltTO", 14),
+    ("CmpltAbrt", 15),
+    ("UnxCmplt", 16),
+    ("RxOF", 17),
+    ("MalfTLP", 18),
+    ("ECRC", 19),
+    ("UnsupReq", 20),
+    ("ACSViol", 21),
+    ("UncorrIntErr", 22),
+    ("BlockedTLP", 23),
+    ("AtomicOpBlocked", 24),
+    ("TLPBlockedErr", 25),
 ];
 const CE_BITS: &[(&str, u32)] = &[
-    ("RxErr", 0), ("BadTLP", 6), ("BadDLLP", 7), ("Rollover", 8), ("Timeout", 12),
-    ("AdvNonFatalErr", 13), ("CorrIntErr", 14), ("HeaderOF", 15),
+    ("RxErr", 0),
+    ("BadTLP", 6),
+    ("BadDLLP", 7),
+    ("Rollover", 8),
+    ("Timeout", 12),
+    ("AdvNonFatalErr", 13),
+    ("CorrIntErr", 14),
+    ("HeaderOF", 15),
 ];
 
 /// Checks every `Name+`/`Name-` of an lspci line against bits of `ours`.
@@ -356,9 +393,10 @@ fn check_flags(at: &str, line: &str, table: &[(&str, u32)], ours: u32, bad: &mut
             },
         };
         if let Some((_, bit)) = table.iter().find(|(n, _)| *n == name)
-            && (ours >> bit) & 1 != u32::from(on) {
-                bad.push(format!("{at}: {name} ours {}, lspci {line:?}", (ours >> bit) & 1));
-            }
+            && (ours >> bit) & 1 != u32::from(on)
+        {
+            bad.push(format!("{at}: {name} ours {}, lspci {line:?}", (ours >> bit) & 1));
+        }
     }
 }
 
@@ -384,7 +422,11 @@ fn compare_aer(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
         }
     }
     if let Some(c) = line("AERCap:") {
-        let fep = c.split("First Error Pointer: ").nth(1).and_then(|s| s.get(..2)).map(|h| u8::from_str_radix(h, 16).unwrap());
+        let fep = c
+            .split("First Error Pointer: ")
+            .nth(1)
+            .and_then(|s| s.get(..2))
+            .map(|h| u8::from_str_radix(h, 16).unwrap());
         if fep != Some(aer.first_error_pointer()) {
             bad.push(format!("{at}: First Error Pointer ours {}, lspci {c:?}", aer.first_error_pointer()));
         }
@@ -399,7 +441,11 @@ fn compare_msi(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
             Some(m) => {
                 let want = format!(
                     "MSI: Enable{} Count={}/{} Maskable{} 64bit{}",
-                    pm(m.enabled), m.vectors_enabled, m.vectors_capable, pm(m.per_vector_mask), pm(m.addr_64bit)
+                    pm(m.enabled),
+                    m.vectors_enabled,
+                    m.vectors_capable,
+                    pm(m.per_vector_mask),
+                    pm(m.addr_64bit)
                 );
                 if !line.ends_with(&want) {
                     bad.push(format!("{at}: ours {want:?}, lspci {line:?}"));
@@ -412,7 +458,8 @@ fn compare_msi(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n
         n[7] += 1;
         match cfg.msix() {
             Some(m) => {
-                let want = format!("MSI-X: Enable{} Count={} Masked{}", pm(m.enabled), m.table_size, pm(m.function_masked));
+                let want =
+                    format!("MSI-X: Enable{} Count={} Masked{}", pm(m.enabled), m.table_size, pm(m.function_masked));
                 let table = format!("Vector table: BAR={} offset={:08x}", m.table_bir, m.table_offset);
                 let pba = format!("PBA: BAR={} offset={:08x}", m.pba_bir, m.pba_offset);
                 if !line.ends_with(&want) || !l.lines.contains(&table) || !l.lines.contains(&pba) {
@@ -434,51 +481,116 @@ fn pm(b: bool) -> char {
 fn compare_small_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<String>, n: &mut [usize; 10]) {
     let mut want: Vec<(&str, Option<String>)> = Vec::new();
     let pm_ = cfg.power_management();
-    want.push(("Flags: PMEClk", pm_.map(|p| {
-        let s = |i: u8| pm(p.pme_support & (1 << i) != 0);
-        format!(
-            "Flags: PMEClk{} DSI{} D1{} D2{} AuxCurrent={}mA PME(D0{},D1{},D2{},D3hot{},D3cold{})",
-            pm(p.pme_clock), pm(p.dsi), pm(p.d1), pm(p.d2), p.aux_current_ma, s(0), s(1), s(2), s(3), s(4)
-        )
-    })));
-    want.push(("Status: D", pm_.map(|p| {
-        format!(
-            "Status: D{} NoSoftRst{} PME-Enable{} DSel={} DScale={} PME{}",
-            p.power_state, pm(p.no_soft_reset), pm(p.pme_enable), p.data_select, p.data_scale, pm(p.pme_status)
-        )
-    })));
+    want.push((
+        "Flags: PMEClk",
+        pm_.map(|p| {
+            let s = |i: u8| pm(p.pme_support & (1 << i) != 0);
+            format!(
+                "Flags: PMEClk{} DSI{} D1{} D2{} AuxCurrent={}mA PME(D0{},D1{},D2{},D3hot{},D3cold{})",
+                pm(p.pme_clock),
+                pm(p.dsi),
+                pm(p.d1),
+                pm(p.d2),
+                p.aux_current_ma,
+                s(0),
+                s(1),
+                s(2),
+                s(3),
+                s(4)
+            )
+        }),
+    ));
+    want.push((
+        "Status: D",
+        pm_.map(|p| {
+            format!(
+                "Status: D{} NoSoftRst{} PME-Enable{} DSel={} DScale={} PME{}",
+                p.power_state,
+                pm(p.no_soft_reset),
+                pm(p.pme_enable),
+                p.data_select,
+                p.data_scale,
+                pm(p.pme_status)
+            )
+        }),
+    ));
     // lspci decodes extended capabilities only behind a PCI Express capability.
     let ext = cfg.find_cap(CapId::EXP).is_some();
     let ats = cfg.ats().filter(|_| ext);
     want.push(("ATSCap:", ats.map(|a| format!("ATSCap: Invalidate Queue Depth: {:02x}", a.invalidate_queue_depth))));
-    want.push(("ATSCtl:", ats.map(|a| format!("ATSCtl: Enable{}, Smallest Translation Unit: {:02x}", pm(a.enabled), a.stu))));
+    want.push((
+        "ATSCtl:",
+        ats.map(|a| format!("ATSCtl: Enable{}, Smallest Translation Unit: {:02x}", pm(a.enabled), a.stu)),
+    ));
     let pri = cfg.pri().filter(|_| ext);
     want.push(("PRICtl:", pri.map(|p| format!("PRICtl: Enable{} Reset{}", pm(p.enabled), pm(p.reset)))));
-    want.push(("PRISta:", pri.map(|p| format!("PRISta: RF{} UPRGI{} Stopped{}", pm(p.response_failure), pm(p.unexpected_response), pm(p.stopped)))));
-    want.push(("Page Request Capacity:", pri.map(|p| format!("Page Request Capacity: {:08x}, Page Request Allocation: {:08x}", p.capacity, p.allocation))));
+    want.push((
+        "PRISta:",
+        pri.map(|p| {
+            format!("PRISta: RF{} UPRGI{} Stopped{}", pm(p.response_failure), pm(p.unexpected_response), pm(p.stopped))
+        }),
+    ));
+    want.push((
+        "Page Request Capacity:",
+        pri.map(|p| {
+            format!("Page Request Capacity: {:08x}, Page Request Allocation: {:08x}", p.capacity, p.allocation)
+        }),
+    ));
     let pasid = cfg.pasid().filter(|_| ext);
-    want.push(("PASIDCap:", pasid.map(|p| format!("PASIDCap: Exec{} Priv{}, Max PASID Width: {:02x}", pm(p.exec_supported), pm(p.priv_supported), p.max_width))));
-    want.push(("PASIDCtl:", pasid.map(|p| format!("PASIDCtl: Enable{} Exec{} Priv{}", pm(p.enabled), pm(p.exec_enabled), pm(p.priv_enabled)))));
+    want.push((
+        "PASIDCap:",
+        pasid.map(|p| {
+            format!(
+                "PASIDCap: Exec{} Priv{}, Max PASID Width: {:02x}",
+                pm(p.exec_supported),
+                pm(p.priv_supported),
+                p.max_width
+            )
+        }),
+    ));
+    want.push((
+        "PASIDCtl:",
+        pasid.map(|p| {
+            format!("PASIDCtl: Enable{} Exec{} Priv{}", pm(p.enabled), pm(p.exec_enabled), pm(p.priv_enabled))
+        }),
+    ));
     let ltr = cfg.ltr().filter(|_| ext);
     want.push(("Max snoop latency:", ltr.map(|t| format!("Max snoop latency: {}ns", t.max_snoop_ns().unwrap()))));
-    want.push(("Max no snoop latency:", ltr.map(|t| format!("Max no snoop latency: {}ns", t.max_no_snoop_ns().unwrap()))));
+    want.push((
+        "Max no snoop latency:",
+        ltr.map(|t| format!("Max no snoop latency: {}ns", t.max_no_snoop_ns().unwrap())),
+    ));
     // L1 PM Substates through the view generated from hw-specs/pcie.toml.
     let l1ss = cfg.find_ext_cap(ExtCapId::L1SS).filter(|_| ext).and_then(|c| {
-        marrow_pcie::generated::pcie::pci_l1ss_cap::read_from_prefix(&cfg.bytes()[usize::from(c.offset)..]).ok().map(|(v, _)| v)
+        marrow_pcie::generated::pcie::pci_l1ss_cap::read_from_prefix(&cfg.bytes()[usize::from(c.offset)..])
+            .ok()
+            .map(|(v, _)| v)
     });
-    want.push(("L1SubCap:", l1ss.map(|v| {
-        format!(
-            "L1SubCap: PCI-PM_L1.2{} PCI-PM_L1.1{} ASPM_L1.2{} ASPM_L1.1{} L1_PM_Substates{}",
-            pm(v.l1ss_cap_pcipm_l1_2()), pm(v.l1ss_cap_pcipm_l1_1()), pm(v.l1ss_cap_aspm_l1_2()), pm(v.l1ss_cap_aspm_l1_1()), pm(v.l1ss_cap_l1_pm_ss())
-        )
-    })));
+    want.push((
+        "L1SubCap:",
+        l1ss.map(|v| {
+            format!(
+                "L1SubCap: PCI-PM_L1.2{} PCI-PM_L1.1{} ASPM_L1.2{} ASPM_L1.1{} L1_PM_Substates{}",
+                pm(v.l1ss_cap_pcipm_l1_2()),
+                pm(v.l1ss_cap_pcipm_l1_1()),
+                pm(v.l1ss_cap_aspm_l1_2()),
+                pm(v.l1ss_cap_aspm_l1_1()),
+                pm(v.l1ss_cap_l1_pm_ss())
+            )
+        }),
+    ));
     let dsn = cfg.serial_number().filter(|_| ext);
-    let dsn_line = l.lines.iter().find(|s| s.contains("] Device Serial Number ")).map(|s| s.split("] ").nth(1).unwrap().to_string());
+    let dsn_line = l
+        .lines
+        .iter()
+        .find(|s| s.contains("] Device Serial Number "))
+        .map(|s| s.split("] ").nth(1).unwrap().to_string());
     match (dsn, dsn_line) {
         (Some(v), Some(theirs)) => {
             n[8] += 1;
             let b = v.to_be_bytes();
-            let ours = format!("Device Serial Number {}", b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join("-"));
+            let ours =
+                format!("Device Serial Number {}", b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join("-"));
             if ours != theirs {
                 bad.push(format!("{at}: ours {ours:?}, lspci {theirs:?}"));
             }
@@ -501,7 +613,6 @@ fn compare_small_caps(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<Str
     }
 }
 
-
 /// Secondary PCI Express (LnkCtl3, LaneErrStat), VSEC headers and Vendor
 /// Specific capability lengths, printed the way lspci 3.9 prints them
 /// (ls-ecaps.c `cap_sec`, `cap_vsec`; ls-caps.c `cap_vendor`).
@@ -509,15 +620,23 @@ fn compare_secpci_vendor(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<
     let ext = cfg.find_cap(CapId::EXP).is_some();
     let mut want: Vec<(String, Option<String>)> = Vec::new();
     let sec = cfg.secondary_pcie().filter(|_| ext).map(|r| r.unwrap_or_else(|e| panic!("{at}: {e}")));
-    want.push(("LnkCtl3:".into(), sec.as_ref().map(|s| format!("LnkCtl3: LnkEquIntrruptEn{} PerformEqu{}", pm(s.eq_request_interrupt), pm(s.perform_equalization)))));
-    want.push(("LaneErrStat:".into(), sec.as_ref().map(|s| {
-        if s.lane_error_status == 0 {
-            "LaneErrStat: 0".to_string()
-        } else {
-            let lanes: Vec<String> = s.lanes_in_error().map(|x| x.to_string()).collect();
-            format!("LaneErrStat: LaneErr at lane: {}", lanes.join(" "))
-        }
-    })));
+    want.push((
+        "LnkCtl3:".into(),
+        sec.as_ref().map(|s| {
+            format!("LnkCtl3: LnkEquIntrruptEn{} PerformEqu{}", pm(s.eq_request_interrupt), pm(s.perform_equalization))
+        }),
+    ));
+    want.push((
+        "LaneErrStat:".into(),
+        sec.as_ref().map(|s| {
+            if s.lane_error_status == 0 {
+                "LaneErrStat: 0".to_string()
+            } else {
+                let lanes: Vec<String> = s.lanes_in_error().map(|x| x.to_string()).collect();
+                format!("LaneErrStat: LaneErr at lane: {}", lanes.join(" "))
+            }
+        }),
+    ));
     for v in cfg.vsecs().filter(|_| ext) {
         let v = v.unwrap_or_else(|e| panic!("{at}: {e}"));
         let head = format!("Capabilities: [{:03x} v{}] Vendor Specific Information: ", v.offset, v.version);
@@ -549,7 +668,10 @@ fn compare_secpci_vendor(at: &str, cfg: &Config, l: &LspciDevice, bad: &mut Vec<
     let listed = |name: &str| l.lines.iter().filter(|s| s.starts_with("Capabilities: [") && s.contains(name)).count();
     let ours = cfg.vsecs().filter(|_| ext).count() + cfg.vendor_caps().count();
     if listed("] Vendor Specific Information") != ours {
-        bad.push(format!("{at}: {ours} vendor-specific capabilities decoded, lspci lists {}", listed("] Vendor Specific Information")));
+        bad.push(format!(
+            "{at}: {ours} vendor-specific capabilities decoded, lspci lists {}",
+            listed("] Vendor Specific Information")
+        ));
     }
 }
 
@@ -576,7 +698,9 @@ impl Rng {
 /// setters, the layouts and the decoders against an outside reader.
 #[test]
 fn lspci_agrees_on_synthetic_dpc_sriov_secpci() {
-    use marrow_pcie::generated::pcie::{pci_dpc_cap, pci_exp_cap, pci_secpci_cap, pci_sriov_cap, pci_type0_header, pcie_ext_cap_header};
+    use marrow_pcie::generated::pcie::{
+        pci_dpc_cap, pci_exp_cap, pci_secpci_cap, pci_sriov_cap, pci_type0_header, pcie_ext_cap_header,
+    };
     let dir = std::env::temp_dir().join(format!("marrow-lspci-synth-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -591,17 +715,30 @@ fn lspci_agrees_on_synthetic_dpc_sriov_secpci() {
             e.set_cap_id(0x10).set_flags_vers(2).unwrap().set_flags_type(4).unwrap();
             e.set_lnkcap_sls(4).unwrap().set_lnkcap_mlw([1, 2, 4, 8, 16][case % 5]).unwrap();
             let hdr = |b: &mut [u8], at: usize, id: u16, next: u16| {
-                pcie_ext_cap_header::mut_from_prefix(&mut b[at..]).unwrap().0.set_ext_cap_id(id).set_ext_cap_ver(1).unwrap().set_ext_cap_next(next).unwrap();
+                pcie_ext_cap_header::mut_from_prefix(&mut b[at..])
+                    .unwrap()
+                    .0
+                    .set_ext_cap_id(id)
+                    .set_ext_cap_ver(1)
+                    .unwrap()
+                    .set_ext_cap_next(next)
+                    .unwrap();
             };
             hdr(&mut b, 0x100, 0x001d, 0x140);
             let d = pci_dpc_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0;
-            d.set_dpc_cap(rng.u16() & 0x1fff).set_dpc_ctl(rng.u16() & 0xff).set_dpc_status(rng.u16() & 0x1f7f).set_dpc_source_id(rng.u16());
+            d.set_dpc_cap(rng.u16() & 0x1fff)
+                .set_dpc_ctl(rng.u16() & 0xff)
+                .set_dpc_status(rng.u16() & 0x1f7f)
+                .set_dpc_source_id(rng.u16());
             // lspci does not decode RP PIO; keep the log size valid for ours.
             d.set_dpc_cap_rp_pio_log_size(4 + (case % 6) as u8).unwrap();
             hdr(&mut b, 0x140, 0x0010, 0x180);
             let s = pci_sriov_cap::mut_from_prefix(&mut b[0x140..]).unwrap().0;
             s.set_sriov_cap(rng.u32() & 0xffe0_0007).set_sriov_ctrl(rng.u16() & 0x3f).set_sriov_status(rng.u16() & 1);
-            s.set_sriov_initial_vf(rng.u16()).set_sriov_total_vf(rng.u16()).set_sriov_num_vf(rng.u16()).set_sriov_func_link(rng.u16() as u8);
+            s.set_sriov_initial_vf(rng.u16())
+                .set_sriov_total_vf(rng.u16())
+                .set_sriov_num_vf(rng.u16())
+                .set_sriov_func_link(rng.u16() as u8);
             s.set_sriov_vf_offset(rng.u16()).set_sriov_vf_stride(rng.u16()).set_sriov_vf_did(rng.u16());
             s.set_sriov_sup_pgsize(rng.u32()).set_sriov_sys_pgsize(rng.u32()).set_sriov_vfm(rng.u32());
             let mut bars = [0u8; 24];
@@ -616,7 +753,11 @@ fn lspci_agrees_on_synthetic_dpc_sriov_secpci() {
             }
             s.set_sriov_bar(&bars);
             hdr(&mut b, 0x180, 0x0019, 0);
-            pci_secpci_cap::mut_from_prefix(&mut b[0x180..]).unwrap().0.set_lnkctl3(rng.u32() & 0xfe03).set_lane_err_sta(rng.u32() & [0x1, 0x3, 0xf, 0xff, 0xffff][case % 5]);
+            pci_secpci_cap::mut_from_prefix(&mut b[0x180..])
+                .unwrap()
+                .0
+                .set_lnkctl3(rng.u32() & 0xfe03)
+                .set_lane_err_sta(rng.u32() & [0x1, 0x3, 0xf, 0xff, 0xffff][case % 5]);
         }
         let mut text = String::from("00:00.0 Class 0604: synthetic\n");
         for (i, row) in b.chunks(16).enumerate() {
@@ -632,21 +773,50 @@ fn lspci_agrees_on_synthetic_dpc_sriov_secpci() {
         let mut want = vec![
             format!(
                 "DpcCap: INT Msg #{}, RPExt{} PoisonedTLP{} SwTrigger{} RP PIO Log {}, DL_ActiveErr{}",
-                d.interrupt_message, pm(d.rp_extensions), pm(d.poisoned_tlp_blocking), pm(d.sw_trigger_supported), d.rp_pio_log_size, pm(d.dl_active_err_cor_supported)
+                d.interrupt_message,
+                pm(d.rp_extensions),
+                pm(d.poisoned_tlp_blocking),
+                pm(d.sw_trigger_supported),
+                d.rp_pio_log_size,
+                pm(d.dl_active_err_cor_supported)
             ),
             {
                 let c = |bit: u16| pm(d.control_raw & bit != 0);
-                format!("DpcCtl: Trigger:{:x} Cmpl{} INT{} ErrCor{} PoisonedTLP{} SwTrigger{} DL_ActiveErr{}", d.trigger_enable, c(4), c(8), c(0x10), c(0x20), c(0x40), c(0x80))
+                format!(
+                    "DpcCtl: Trigger:{:x} Cmpl{} INT{} ErrCor{} PoisonedTLP{} SwTrigger{} DL_ActiveErr{}",
+                    d.trigger_enable,
+                    c(4),
+                    c(8),
+                    c(0x10),
+                    c(0x20),
+                    c(0x40),
+                    c(0x80)
+                )
             },
             format!(
                 "DpcSta: Trigger{} Reason:{:02x} INT{} RPBusy{} TriggerExt:{:02x} RP PIO ErrPtr:{:02x}",
-                pm(d.triggered), d.trigger_reason, pm(d.status_raw & 8 != 0), pm(d.rp_busy), d.trigger_reason_ext, d.rp_pio_first_error
+                pm(d.triggered),
+                d.trigger_reason,
+                pm(d.status_raw & 8 != 0),
+                pm(d.rp_busy),
+                d.trigger_reason_ext,
+                d.rp_pio_first_error
             ),
             format!("Source: {:04x}", d.source_id),
-            format!("IOVCap: Migration{} 10BitTagReq{} Interrupt Message Number: {:03x}", pm(s.vf_migration_capable), pm(s.vf_10bit_tag_capable), s.migration_interrupt),
+            format!(
+                "IOVCap: Migration{} 10BitTagReq{} Interrupt Message Number: {:03x}",
+                pm(s.vf_migration_capable),
+                pm(s.vf_10bit_tag_capable),
+                s.migration_interrupt
+            ),
             format!(
                 "IOVCtl: Enable{} Migration{} Interrupt{} MSE{} ARIHierarchy{} 10BitTagReq{}",
-                pm(s.vf_enable), pm(s.vf_migration_enable), pm(s.control_raw & 4 != 0), pm(s.vf_memory_space_enable), pm(s.ari_capable_hierarchy), pm(s.vf_10bit_tag_enable)
+                pm(s.vf_enable),
+                pm(s.vf_migration_enable),
+                pm(s.control_raw & 4 != 0),
+                pm(s.vf_memory_space_enable),
+                pm(s.ari_capable_hierarchy),
+                pm(s.vf_10bit_tag_enable)
             ),
             format!("IOVSta: Migration{}", pm(s.status_raw & 1 != 0)),
             format!(
@@ -654,25 +824,39 @@ fn lspci_agrees_on_synthetic_dpc_sriov_secpci() {
                 s.initial_vfs, s.total_vfs, s.num_vfs, s.function_dependency_link
             ),
             format!("VF offset: {}, stride: {}, Device ID: {:04x}", s.first_vf_offset, s.vf_stride, s.vf_device_id),
-            format!("Supported Page Size: {:08x}, System Page Size: {:08x}", s.supported_page_sizes, s.system_page_size),
+            format!(
+                "Supported Page Size: {:08x}, System Page Size: {:08x}",
+                s.supported_page_sizes, s.system_page_size
+            ),
         ];
         for bar in &s.vf_bars {
             let pf = |p: bool| if p { "prefetchable" } else { "non-prefetchable" };
             match *bar {
                 Bar::Mem32 { address: 0, prefetchable: false, .. } => {}
-                Bar::Mem32 { index, address, prefetchable } => want.push(format!("Region {index}: Memory at {address:08x} (32-bit, {})", pf(prefetchable))),
-                Bar::Mem64 { index, address, prefetchable } => want.push(format!("Region {index}: Memory at {address:016x} (64-bit, {})", pf(prefetchable))),
+                Bar::Mem32 { index, address, prefetchable } => {
+                    want.push(format!("Region {index}: Memory at {address:08x} (32-bit, {})", pf(prefetchable)))
+                }
+                Bar::Mem64 { index, address, prefetchable } => {
+                    want.push(format!("Region {index}: Memory at {address:016x} (64-bit, {})", pf(prefetchable)))
+                }
                 Bar::Mem64InLastSlot { .. } => {}
                 other => bad.push(format!("case {case}: VF BAR {other:?} from a memory-only generator")),
             }
         }
         want.push(format!("VF Migration: offset: {:08x}, BIR: {}", s.migration_state_offset, s.migration_state_bir));
         let sec = cfg.secondary_pcie().unwrap().unwrap();
-        want.push(format!("LnkCtl3: LnkEquIntrruptEn{} PerformEqu{}", pm(sec.eq_request_interrupt), pm(sec.perform_equalization)));
+        want.push(format!(
+            "LnkCtl3: LnkEquIntrruptEn{} PerformEqu{}",
+            pm(sec.eq_request_interrupt),
+            pm(sec.perform_equalization)
+        ));
         want.push(if sec.lane_error_status == 0 {
             "LaneErrStat: 0".into()
         } else {
-            format!("LaneErrStat: LaneErr at lane: {}", sec.lanes_in_error().map(|x| x.to_string()).collect::<Vec<_>>().join(" "))
+            format!(
+                "LaneErrStat: LaneErr at lane: {}",
+                sec.lanes_in_error().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+            )
         });
         let theirs: Vec<String> = l.lines.iter().map(|s| s.replace('\t', " ")).collect();
         for w in want {

@@ -178,7 +178,12 @@ proptest! {
 /// non-ASCII whitespace made the title slice land inside a character.
 #[test]
 fn lspci_text_with_unicode_whitespace_does_not_panic() {
-    for text in ["1a:68.1\n\u{85}\u{85}\u{85}\u{85}1a:a7.1\n", "\u{85}00:00.0 x\n", "\u{3000}00:00.0\n00: 00\n", "00:00.0\u{3000}title\n00: 86 80\n"] {
+    for text in [
+        "1a:68.1\n\u{85}\u{85}\u{85}\u{85}1a:a7.1\n",
+        "\u{85}00:00.0 x\n",
+        "\u{3000}00:00.0\n00: 00\n",
+        "00:00.0\u{3000}title\n00: 86 80\n",
+    ] {
         let _ = marrow_pcie::dump::parse_lspci_text(text);
     }
 }

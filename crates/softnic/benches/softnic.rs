@@ -2,10 +2,8 @@
 //! ratio to a floor measured in the same run (see `marrow_softnic::bench`).
 
 fn main() {
-    let figures = [
-        marrow_softnic::bench::engine_rate(4096, 301),
-        marrow_softnic::bench::write_bandwidth(64 << 10, 256, 51),
-    ];
+    let figures =
+        [marrow_softnic::bench::engine_rate(4096, 301), marrow_softnic::bench::write_bandwidth(64 << 10, 256, 51)];
     for f in &figures {
         println!(
             "{:<44} {:>14.3e} {:<6} floor {:>14.3e} ({})  ratio {:.2}  target {}",

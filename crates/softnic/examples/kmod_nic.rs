@@ -94,7 +94,10 @@ fn run() -> Result<i32, Box<dyn std::error::Error>> {
             executed += n;
             let hca = nic.hca();
             let sq_ci = hca.qp(qpn)?.sq_ci;
-            println!("kmod_nic: executed {n} WQE(s) (total {executed}), sq_ci={sq_ci}, CQEs written={}", hca.cq(cqn)?.pi);
+            println!(
+                "kmod_nic: executed {n} WQE(s) (total {executed}), sq_ci={sq_ci}, CQEs written={}",
+                hca.cq(cqn)?.pi
+            );
         }
         for ev in nic.hca().take_events() {
             println!("kmod_nic: event {ev:?}");

@@ -10,8 +10,8 @@
 
 use crate::cq::CqMode;
 use crate::pair::{Pair, PairConfig};
-use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_mlx5::raw::CompletionMode;
+use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use std::time::{Duration, Instant};
 
 /// One measured figure and its floor.
@@ -108,7 +108,8 @@ pub fn engine_rate(batch: usize, runs: usize) -> Figure {
 
 /// 64 KiB RDMA_WRITE bandwidth against memcpy between the same buffers.
 pub fn write_bandwidth(size: usize, batch: usize, runs: usize) -> Figure {
-    let cfg = PairConfig { sq_wqebbs: batch as u32, buf_len: size, cq_mode: CqMode::Collapsed, ..PairConfig::default() };
+    let cfg =
+        PairConfig { sq_wqebbs: batch as u32, buf_len: size, cq_mode: CqMode::Collapsed, ..PairConfig::default() };
     let mut p = Pair::unstarted(cfg).expect("pair");
     p.a.buf.fill(0, size, 0x5a).expect("fill");
     let sgl = [Sge { addr: p.a.addr, length: size as u32, lkey: p.a.lkey }];

@@ -68,7 +68,14 @@ impl Cq {
     /// A CQ of `ncqe` entries whose ring (`ncqe` × 64 bytes) and doorbell
     /// record (8 bytes) are given, inside `shm`; initialised as [`Cq::new`]
     /// initialises its own.
-    pub fn in_memory(cqn: u32, ncqe: u32, mode: CqMode, shm: Arc<Shm>, buf: Region, dbrec: Region) -> std::io::Result<Cq> {
+    pub fn in_memory(
+        cqn: u32,
+        ncqe: u32,
+        mode: CqMode,
+        shm: Arc<Shm>,
+        buf: Region,
+        dbrec: Region,
+    ) -> std::io::Result<Cq> {
         let ring = ncqe as usize * CQE;
         if buf.len() < ring || dbrec.len() < 8 {
             return Err(std::io::Error::other(format!(

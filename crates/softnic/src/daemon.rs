@@ -61,7 +61,9 @@ fn handle(nic: &SoftNic, req: Request, mut fds: Vec<OwnedFd>, mapped: &mut Vec<A
                 Ok(s) => Arc::new(s),
                 Err(e) => return err(format!("mapping the client's memory: {e}")),
             };
-            let Some(access) = Access::from_bits(access) else { return err(format!("unknown access bits {access:#x}")) };
+            let Some(access) = Access::from_bits(access) else {
+                return err(format!("unknown access bits {access:#x}"));
+            };
             let region = match shm.region().sub(0, len) {
                 Ok(r) => r,
                 Err(e) => return err(e.to_string()),
@@ -91,7 +93,13 @@ fn handle(nic: &SoftNic, req: Request, mut fds: Vec<OwnedFd>, mapped: &mut Vec<A
                     let fds = (m.queues.fd().try_clone_to_owned(), m.uar_page.fd().try_clone_to_owned());
                     match fds {
                         (Ok(a), Ok(b)) => (
-                            Reply::Qp { qpn, sq: (sq, m.sq.len()), rq: (rq, m.rq.len()), dbrec: db, len: m.queues.len() },
+                            Reply::Qp {
+                                qpn,
+                                sq: (sq, m.sq.len()),
+                                rq: (rq, m.rq.len()),
+                                dbrec: db,
+                                len: m.queues.len(),
+                            },
                             vec![a, b],
                         ),
                         (Err(e), _) | (_, Err(e)) => err(e.to_string()),

@@ -83,7 +83,8 @@ fn nak(n: Nak) -> Outcome {
 
 /// The control fields of a fetched WQE (zeros where bytes are missing).
 pub fn ctrl_of(wqe: &[u8]) -> CtrlFields {
-    let c = mlx5_wqe_ctrl_seg::read_from_prefix(wqe).map(|(c, _)| c).unwrap_or_else(|_| mlx5_wqe_ctrl_seg::new_zeroed());
+    let c =
+        mlx5_wqe_ctrl_seg::read_from_prefix(wqe).map(|(c, _)| c).unwrap_or_else(|_| mlx5_wqe_ctrl_seg::new_zeroed());
     CtrlFields::from_seg(&c)
 }
 
@@ -148,7 +149,13 @@ type Pieces<'a> = smallvec::SmallVec<[Piece<'a>; 4]>;
 
 /// Resolve the local segments of `p` against the requester's PD into `out`
 /// (a caller's buffer: returning it would move a few hundred bytes per WQE).
-fn locals<'a>(hca: &Hca, pd: crate::mr::Pd, p: &ParsedWqe<'a>, need: Access, out: &mut Pieces<'a>) -> Result<u64, Outcome> {
+fn locals<'a>(
+    hca: &Hca,
+    pd: crate::mr::Pd,
+    p: &ParsedWqe<'a>,
+    need: Access,
+    out: &mut Pieces<'a>,
+) -> Result<u64, Outcome> {
     let mut total = 0u64;
     for l in p.locals() {
         match l {
@@ -310,10 +317,15 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Tar
         _ => return Err(err(Syndrome::LOCAL_QP_OP_ERR, "atomic without a local data segment")),
     };
     if local.length != width {
-        return Err(err(Syndrome::LOCAL_LENGTH_ERR, format!("atomic local buffer of {} bytes, operand is {width}", local.length)));
+        return Err(err(
+            Syndrome::LOCAL_LENGTH_ERR,
+            format!("atomic local buffer of {} bytes, operand is {width}", local.length),
+        ));
     }
-    let result =
-        hca.mrs.local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE).map_err(|f| local_fault(f, local.lkey))?;
+    let result = hca
+        .mrs
+        .local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE)
+        .map_err(|f| local_fault(f, local.lkey))?;
     let remote = p.remote.unwrap_or_default();
     if let Some(l) = to.link {
         let op = link::atomic_op(remote, args);

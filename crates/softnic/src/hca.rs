@@ -6,17 +6,20 @@ use crate::cq::{Cq, CqMode};
 use crate::exec::{self, Outcome};
 use crate::fault::Faults;
 use crate::mr::{Access, MrTable, Pd};
+use crate::qp::Awaiting;
 use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState};
+use crate::respond::Nak;
+use crate::table::Table;
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
-use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_ADAPTER_PAGE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, Syndrome, WqeOpcode};
+use marrow_mlx5::raw::{
+    CompletionMode, CqeOpcode, MLX5_ADAPTER_PAGE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
+    Syndrome, WqeOpcode,
+};
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mlx5::wqe_decode::CtrlFields;
-use crate::qp::Awaiting;
-use crate::respond::Nak;
 use marrow_mmio::Region;
-use crate::table::Table;
 use std::time::Instant;
 
 const BB: usize = MLX5_SEND_WQE_BB as usize;
@@ -168,7 +171,13 @@ impl Hca {
 
     /// Register device memory (a GPU's, behind its copy engine) at `addr`;
     /// returns (lkey, rkey).
-    pub fn reg_device_mr(&mut self, pd: Pd, addr: u64, dev: std::sync::Arc<dyn crate::mr::DeviceMemory>, access: Access) -> (u32, u32) {
+    pub fn reg_device_mr(
+        &mut self,
+        pd: Pd,
+        addr: u64,
+        dev: std::sync::Arc<dyn crate::mr::DeviceMemory>,
+        access: Access,
+    ) -> (u32, u32) {
         let len = dev.len() as u64;
         self.mrs.register_backing(pd, addr, len, crate::mr::Backing::Device(dev), access)
     }
@@ -190,7 +199,14 @@ impl Hca {
     /// `shm`): for a CQ placed where another agent already maps it, such as
     /// a PCI BAR shared with a virtual machine. The ring is initialised as
     /// [`create_cq`](Self::create_cq) initialises its own.
-    pub fn create_cq_in(&mut self, ncqe: u32, mode: CqMode, shm: std::sync::Arc<crate::Shm>, ring: Region, dbrec: Region) -> Result<u32, HcaError> {
+    pub fn create_cq_in(
+        &mut self,
+        ncqe: u32,
+        mode: CqMode,
+        shm: std::sync::Arc<crate::Shm>,
+        ring: Region,
+        dbrec: Region,
+    ) -> Result<u32, HcaError> {
         check_pow2("ncqe", ncqe, 1, 1 << 22)?;
         let cqn = self.cqs.next_number();
         Ok(self.cqs.push(Cq::in_memory(cqn, ncqe, mode, shm, ring, dbrec)?))
@@ -217,7 +233,14 @@ impl Hca {
     /// the caller's `mem` (sized for `caps`): for queues placed where another
     /// agent already maps them, such as a PCI BAR shared with a virtual
     /// machine.
-    pub fn create_qp_in(&mut self, pd: Pd, send_cq: u32, recv_cq: u32, caps: QpCaps, mem: QpMemory) -> Result<u32, HcaError> {
+    pub fn create_qp_in(
+        &mut self,
+        pd: Pd,
+        send_cq: u32,
+        recv_cq: u32,
+        caps: QpCaps,
+        mem: QpMemory,
+    ) -> Result<u32, HcaError> {
         check_pow2("sq_wqebbs", caps.sq_wqebbs, 1, 32768)?;
         check_pow2("rq_wqes", caps.rq_wqes, 1, 32768)?;
         check_pow2("rq_stride", caps.rq_stride, 16, 1024)?;
@@ -240,30 +263,28 @@ impl Hca {
     }
 
     fn push_qp(&mut self, qpn: u32, pd: Pd, send_cq: u32, recv_cq: u32, caps: QpCaps, mem: QpMemory) -> u32 {
-        self.qps.push(
-            Qp {
-                qpn,
-                pd,
-                state: QpState::Reset,
-                send_cq,
-                recv_cq,
-                peer: None,
-                caps,
-                mem,
-                sq_ci: 0,
-                sq_target: None,
-                rq_ci: 0,
-                faults: Faults::default(),
-                executed: 0,
-                error_reported: false,
-                delayed: Vec::new(),
-                rnr: None,
-                rnr_retry: 7,
-                peer_link: None,
-                awaiting: None,
-                blueflame: None,
-            },
-        )
+        self.qps.push(Qp {
+            qpn,
+            pd,
+            state: QpState::Reset,
+            send_cq,
+            recv_cq,
+            peer: None,
+            caps,
+            mem,
+            sq_ci: 0,
+            sq_target: None,
+            rq_ci: 0,
+            faults: Faults::default(),
+            executed: 0,
+            error_reported: false,
+            delayed: Vec::new(),
+            rnr: None,
+            rnr_retry: 7,
+            peer_link: None,
+            awaiting: None,
+            blueflame: None,
+        })
     }
 
     /// A QP.
@@ -672,16 +693,17 @@ impl Hca {
         if let Some(slot) = self.links.get_mut(link as usize) {
             *slot = None;
         }
-        let waiting: Vec<u32> = self
-            .qps
-            .values()
-            .filter(|q| q.peer_link == Some(link) && q.awaiting.is_some())
-            .map(|q| q.qpn)
-            .collect();
+        let waiting: Vec<u32> =
+            self.qps.values().filter(|q| q.peer_link == Some(link) && q.awaiting.is_some()).map(|q| q.qpn).collect();
         for qpn in waiting {
             let Some(aw) = self.qps.get_mut(&qpn).and_then(|q| q.awaiting.take()) else { continue };
             let why = format!("link {link} closed with the request outstanding");
-            self.finish(qpn, aw.bbs, aw.ctrl, Outcome::Error { syndrome: Syndrome::TRANSPORT_RETRY_EXC_ERR, vendor: 0, why });
+            self.finish(
+                qpn,
+                aw.bbs,
+                aw.ctrl,
+                Outcome::Error { syndrome: Syndrome::TRANSPORT_RETRY_EXC_ERR, vendor: 0, why },
+            );
         }
     }
 

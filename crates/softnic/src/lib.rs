@@ -18,8 +18,8 @@
 //! assert!(qpn >= 0x100);
 //! ```
 
-pub mod client;
 pub mod bench;
+pub mod client;
 pub mod cq;
 pub mod daemon;
 pub mod exec;
@@ -146,7 +146,7 @@ impl SoftNic {
     /// Let engine threads spin this long on an idle ring before backing off
     /// (default: a few µs, for 2-core machines). A GPU round trip through
     /// host memory is microseconds, so a GPU run wants the engine spinning,
-    /// as a benchmark may (DESIGN.md "Polling on small machines").
+    /// as a benchmark may (docs/SOURCES.md §4).
     pub fn set_idle_spin(&self, spin: Duration) {
         self.shared.spin_ns.store(spin.as_nanos() as u64, Ordering::Relaxed);
     }

@@ -12,10 +12,10 @@
 
 use crate::exec::Outcome;
 use crate::hca::Hca;
+use crate::mr::Loc;
 use crate::respond::{self, Nak, Src};
 use marrow_mlx5::wqe::RemoteAddr;
 use marrow_mlx5::wqe_decode::AtomicArgs;
-use crate::mr::Loc;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::sync::mpsc::Sender;
@@ -110,7 +110,9 @@ pub fn atomic_op(remote: RemoteAddr, args: AtomicArgs) -> ReqOp {
             (2, [swap.into(), compare.into(), swap_mask.into(), compare_mask.into()])
         }
         AtomicArgs::MaskedFa32 { add, field_boundary } => (3, [add.into(), field_boundary.into(), 0, 0]),
-        AtomicArgs::MaskedCs64 { swap, compare, swap_mask, compare_mask } => (4, [swap, compare, swap_mask, compare_mask]),
+        AtomicArgs::MaskedCs64 { swap, compare, swap_mask, compare_mask } => {
+            (4, [swap, compare, swap_mask, compare_mask])
+        }
         AtomicArgs::MaskedFa64 { add, field_boundary } => (5, [add, field_boundary, 0, 0]),
     };
     ReqOp::Atomic { raddr: remote.raddr, rkey: remote.rkey, kind, v }
@@ -120,7 +122,12 @@ fn atomic_args(kind: u8, v: [u64; 4]) -> Option<AtomicArgs> {
     Some(match kind {
         0 => AtomicArgs::Cs { compare: v[0], swap: v[1] },
         1 => AtomicArgs::Fa { add: v[0] },
-        2 => AtomicArgs::MaskedCs32 { swap: v[0] as u32, compare: v[1] as u32, swap_mask: v[2] as u32, compare_mask: v[3] as u32 },
+        2 => AtomicArgs::MaskedCs32 {
+            swap: v[0] as u32,
+            compare: v[1] as u32,
+            swap_mask: v[2] as u32,
+            compare_mask: v[3] as u32,
+        },
         3 => AtomicArgs::MaskedFa32 { add: v[0] as u32, field_boundary: v[1] as u32 },
         4 => AtomicArgs::MaskedCs64 { swap: v[0], compare: v[1], swap_mask: v[2], compare_mask: v[3] },
         5 => AtomicArgs::MaskedFa64 { add: v[0], field_boundary: v[1] },
@@ -175,7 +182,16 @@ pub fn writer(mut w: impl Write, rx: std::sync::mpsc::Receiver<Vec<u8>>) {
 
 /// Send a request for `src_qpn` over `link`; the WQE stays outstanding.
 #[allow(clippy::too_many_arguments)]
-pub fn request(hca: &mut Hca, link: u32, src_qpn: u32, dst_qpn: u32, op: ReqOp, data: Vec<u8>, sink: Sink, byte_cnt: u32) -> Outcome {
+pub fn request(
+    hca: &mut Hca,
+    link: u32,
+    src_qpn: u32,
+    dst_qpn: u32,
+    op: ReqOp,
+    data: Vec<u8>,
+    sink: Sink,
+    byte_cnt: u32,
+) -> Outcome {
     let id = hca.next_request_id();
     let f = frame(&LinkMsg::Req { id, src_qpn, dst_qpn, op }, &data);
     match hca.link_sender(link) {
@@ -197,12 +213,16 @@ pub fn respond(hca: &mut Hca, link: u32, id: u64, src_qpn: u32, dst_qpn: u32, op
         Err(Nak::NoResponse(format!("QP {dst_qpn:#x} is not connected to QP {src_qpn:#x} on link {link}")))
     } else {
         match op {
-            ReqOp::Write { raddr, rkey, imm } => respond::write(hca, dst_qpn, RemoteAddr { raddr, rkey }, Src::Bytes(data), imm),
+            ReqOp::Write { raddr, rkey, imm } => {
+                respond::write(hca, dst_qpn, RemoteAddr { raddr, rkey }, Src::Bytes(data), imm)
+            }
             ReqOp::Send { imm } => respond::send(hca, dst_qpn, Src::Bytes(data), imm),
-            ReqOp::Read { raddr, rkey, len } => respond::read(hca, dst_qpn, RemoteAddr { raddr, rkey }, len).map(|src| {
-                out.resize(len as usize, 0);
-                let _ = src.read(0, &mut out);
-            }),
+            ReqOp::Read { raddr, rkey, len } => {
+                respond::read(hca, dst_qpn, RemoteAddr { raddr, rkey }, len).map(|src| {
+                    out.resize(len as usize, 0);
+                    let _ = src.read(0, &mut out);
+                })
+            }
             ReqOp::Atomic { raddr, rkey, kind, v } => match atomic_args(kind, v) {
                 Some(args) => respond::atomic(hca, dst_qpn, RemoteAddr { raddr, rkey }, args).map(|old| {
                     out.extend_from_slice(&old.to_le_bytes());

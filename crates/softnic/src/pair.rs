@@ -2,12 +2,12 @@
 //! receive CQs, a registered buffer, and the CPU initiator's queue
 //! handles. What tests, `marrow demo` and the benchmarks start from.
 
+use crate::SoftNic;
 use crate::cq::CqMode;
 use crate::hca::{HcaError, ModifyQp};
 use crate::mr::Access;
 use crate::qp::{QpCaps, QpState};
 use crate::shm::Shm;
-use crate::SoftNic;
 use marrow_driver::{CqPoller, PollError, RecvQueue, SendQueue};
 use marrow_mlx5::cqe::Completion;
 use marrow_mmio::Region;

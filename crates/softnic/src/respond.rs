@@ -112,7 +112,9 @@ impl Src<'_, '_> {
 fn responder(hca: &Hca, peer: u32) -> Result<Pd, Nak> {
     match hca.qps.get(&peer) {
         Some(p) if p.state.can_receive() => Ok(p.pd),
-        Some(p) => Err(Nak::NoResponse(format!("peer QP {peer:#x} is in {:?}: no response, retries exhausted", p.state))),
+        Some(p) => {
+            Err(Nak::NoResponse(format!("peer QP {peer:#x} is in {:?}: no response, retries exhausted", p.state)))
+        }
         None => Err(Nak::NoResponse(format!("peer QP {peer:#x} does not exist"))),
     }
 }

@@ -1,7 +1,7 @@
 //! Shared memory that the model, client processes and (on a GPU machine,
 //! through `cudaHostRegister`) the GPU can all map: a memfd mapped
-//! `MAP_SHARED`. DESIGN.md records that `cudaHostRegister` accepts such
-//! memory and that a GPU's stores into it are seen by another process.
+//! `MAP_SHARED`. `cuMemHostRegister` accepts such memory and a GPU's stores
+//! into it are seen by another process (`docs/SOURCES.md` §2.5).
 
 use marrow_mmio::Region;
 use memmap2::MmapRaw;

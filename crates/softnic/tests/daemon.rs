@@ -171,7 +171,8 @@ fn child_role() {
             sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWrite { remote, sgl: &sgl }).unwrap();
             // ...and read its first half into our second half.
             let sgl = [Sge { addr: base + (LEN / 2) as u64, length: (LEN / 2) as u32, lkey: s.lkey }];
-            sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaRead { remote: RemoteAddr { raddr, rkey }, sgl: &sgl }).unwrap();
+            sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaRead { remote: RemoteAddr { raddr, rkey }, sgl: &sgl })
+                .unwrap();
             sq.ring().unwrap();
             for want in [WqeOpcode::RDMA_WRITE, WqeOpcode::RDMA_READ] {
                 match wait(&mut cq) {

@@ -56,14 +56,24 @@ fn writes_and_reads_move_bytes_through_device_memory() {
     let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
     p.a.buf.write_bytes(0, &data).unwrap();
     let s = [Sge { addr: p.a.addr, length: 5000, lkey: p.a.lkey }];
-    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWrite { remote: RemoteAddr { raddr: DEV_ADDR + 100, rkey }, sgl: &s }).unwrap();
+    p.a.sq
+        .post(
+            CtrlParams::signaled(0, 0),
+            &WqeOp::RdmaWrite { remote: RemoteAddr { raddr: DEV_ADDR + 100, rkey }, sgl: &s },
+        )
+        .unwrap();
     p.a.sq.ring().unwrap();
     wait_ok(&mut p);
     assert_eq!(dev.0.lock().unwrap()[100..5100], data[..]);
 
     // And back out of device memory into host memory.
     let s = [Sge { addr: p.a.addr + 8192, length: 5000, lkey: p.a.lkey }];
-    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaRead { remote: RemoteAddr { raddr: DEV_ADDR + 100, rkey }, sgl: &s }).unwrap();
+    p.a.sq
+        .post(
+            CtrlParams::signaled(0, 0),
+            &WqeOp::RdmaRead { remote: RemoteAddr { raddr: DEV_ADDR + 100, rkey }, sgl: &s },
+        )
+        .unwrap();
     p.a.sq.ring().unwrap();
     wait_ok(&mut p);
     let mut got = vec![0u8; 5000];
@@ -86,7 +96,12 @@ fn a_send_scatters_into_a_device_receive_buffer() {
 fn the_device_window_is_bounds_checked_and_atomics_on_it_are_refused() {
     let (mut p, _, _, rkey) = setup();
     let s = [Sge { addr: p.a.addr, length: 16, lkey: p.a.lkey }];
-    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWrite { remote: RemoteAddr { raddr: DEV_ADDR + (1 << 16) - 8, rkey }, sgl: &s }).unwrap();
+    p.a.sq
+        .post(
+            CtrlParams::signaled(0, 0),
+            &WqeOp::RdmaWrite { remote: RemoteAddr { raddr: DEV_ADDR + (1 << 16) - 8, rkey }, sgl: &s },
+        )
+        .unwrap();
     p.a.sq.ring().unwrap();
     match p.wait(Side::A, false, T).unwrap() {
         Completion::Error(e) => assert_eq!(e.syndrome, Syndrome::REMOTE_ACCESS_ERR),
@@ -94,7 +109,12 @@ fn the_device_window_is_bounds_checked_and_atomics_on_it_are_refused() {
     }
     let (mut p, _, _, rkey) = setup();
     let l = Sge { addr: p.a.addr, length: 8, lkey: p.a.lkey };
-    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::AtomicFa { remote: RemoteAddr { raddr: DEV_ADDR, rkey }, local: l, add: 1 }).unwrap();
+    p.a.sq
+        .post(
+            CtrlParams::signaled(0, 0),
+            &WqeOp::AtomicFa { remote: RemoteAddr { raddr: DEV_ADDR, rkey }, local: l, add: 1 },
+        )
+        .unwrap();
     p.a.sq.ring().unwrap();
     match p.wait(Side::A, false, T).unwrap() {
         Completion::Error(e) => assert_eq!(e.syndrome, Syndrome::REMOTE_INVAL_REQ_ERR),

@@ -162,12 +162,14 @@ fn bad_rkey_range_or_right_is_remote_access_err() {
     expect_error(&mut p, Side::A, false, Syndrome::REMOTE_ACCESS_ERR);
 
     // An MR without REMOTE_WRITE.
-    let mut p = Pair::new(PairConfig { access: Access::LOCAL_WRITE | Access::REMOTE_READ, ..PairConfig::default() }).unwrap();
+    let mut p =
+        Pair::new(PairConfig { access: Access::LOCAL_WRITE | Access::REMOTE_READ, ..PairConfig::default() }).unwrap();
     let s = [sge_a(&p, 0, 8)];
     post(WqeOp::RdmaWrite { remote: remote_b(&p, 0), sgl: &s }, &mut p);
     expect_error(&mut p, Side::A, false, Syndrome::REMOTE_ACCESS_ERR);
     // ...but READ is allowed on it.
-    let mut p = Pair::new(PairConfig { access: Access::LOCAL_WRITE | Access::REMOTE_READ, ..PairConfig::default() }).unwrap();
+    let mut p =
+        Pair::new(PairConfig { access: Access::LOCAL_WRITE | Access::REMOTE_READ, ..PairConfig::default() }).unwrap();
     let s = [sge_a(&p, 0, 8)];
     post(WqeOp::RdmaRead { remote: remote_b(&p, 0), sgl: &s }, &mut p);
     assert!(matches!(p.wait(Side::A, false, T).unwrap(), Completion::Requester { .. }));
@@ -254,9 +256,11 @@ fn posting_outside_rts_flushes_with_wr_flush_err() {
 
 #[test]
 fn injected_failures_carry_the_given_syndrome() {
-    for (k, syndrome, vendor) in
-        [(0u64, Syndrome::TRANSPORT_RETRY_EXC_ERR, 0x81u8), (2, Syndrome::RNR_RETRY_EXC_ERR, 0x82), (1, Syndrome(0x77), 0)]
-    {
+    for (k, syndrome, vendor) in [
+        (0u64, Syndrome::TRANSPORT_RETRY_EXC_ERR, 0x81u8),
+        (2, Syndrome::RNR_RETRY_EXC_ERR, 0x82),
+        (1, Syndrome(0x77), 0),
+    ] {
         let mut p = pair();
         p.nic.hca().set_faults(p.a.qpn, Faults { fail_wqe: Some((k, syndrome, vendor)), ..Faults::default() }).unwrap();
         for _ in 0..k {

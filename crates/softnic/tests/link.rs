@@ -120,7 +120,10 @@ fn qps_of_two_softnic_processes_talk_over_a_link() {
     // Write our first half into the remote's second half.
     let s = [Sge { addr: base, length: half, lkey }];
     let c = post(&mut me, WqeOp::RdmaWrite { remote: RemoteAddr { raddr: raddr + u64::from(half), rkey }, sgl: &s });
-    assert!(matches!(c, Completion::Requester { wqe_opcode: WqeOpcode::RDMA_WRITE, byte_cnt, .. } if byte_cnt == half), "{c:?}");
+    assert!(
+        matches!(c, Completion::Requester { wqe_opcode: WqeOpcode::RDMA_WRITE, byte_cnt, .. } if byte_cnt == half),
+        "{c:?}"
+    );
     // Read the remote's first half into our second half.
     let s = [Sge { addr: base + u64::from(half), length: half, lkey }];
     let c = post(&mut me, WqeOp::RdmaRead { remote: RemoteAddr { raddr, rkey }, sgl: &s });
@@ -150,7 +153,14 @@ fn qps_of_two_softnic_processes_talk_over_a_link() {
         c => {
             let (recs, _) = marrow_softnic::trace::parse(&me.nic.trace_bytes().unwrap());
             for r in recs {
-                eprintln!("{} {:?} qp {:#x} addr {:#x} {:02x?}", r.kind.name(), r.t_ns, r.qpn, r.addr, &r.bytes[..r.bytes.len().min(16)]);
+                eprintln!(
+                    "{} {:?} qp {:#x} addr {:#x} {:02x?}",
+                    r.kind.name(),
+                    r.t_ns,
+                    r.qpn,
+                    r.addr,
+                    &r.bytes[..r.bytes.len().min(16)]
+                );
             }
             panic!("{c:?}")
         }

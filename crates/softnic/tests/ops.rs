@@ -119,7 +119,9 @@ fn send_and_send_imm_scatter_into_receives() {
     post(WqeOp::Send { sgl: &s }, &mut p);
     expect_ok(&mut p, WqeOpcode::SEND, 50);
     match p.wait(Side::B, true, T).unwrap() {
-        Completion::Responder { opcode, byte_cnt, imm, .. } => assert_eq!((opcode, byte_cnt, imm), (CqeOpcode::RESP_SEND, 50, None)),
+        Completion::Responder { opcode, byte_cnt, imm, .. } => {
+            assert_eq!((opcode, byte_cnt, imm), (CqeOpcode::RESP_SEND, 50, None))
+        }
         c => panic!("{c:?}"),
     }
     assert_eq!(read(&p, Side::B, 0, 4), data[..4]);
@@ -185,18 +187,41 @@ fn masked_atomics() {
     fill(&p, Side::B, 0, &0x0001_ffffu32.to_ne_bytes());
     let l4 = sge(&p, Side::A, 0, 4);
     // Two 16-bit lanes: the carry out of the low lane stops at bit 15.
-    post(WqeOp::MaskedFa32 { remote: remote(&p, Side::B, 0), local: l4, add: 0x0001_0001, field_boundary: 0x8000_8000 }, &mut p);
+    post(
+        WqeOp::MaskedFa32 { remote: remote(&p, Side::B, 0), local: l4, add: 0x0001_0001, field_boundary: 0x8000_8000 },
+        &mut p,
+    );
     expect_ok(&mut p, WqeOpcode::ATOMIC_MASKED_FA, 4);
     assert_eq!(read(&p, Side::B, 0, 4), 0x0002_0000u32.to_ne_bytes());
     assert_eq!(read(&p, Side::A, 0, 4), 0x0001_ffffu32.to_ne_bytes());
 
-    post(WqeOp::MaskedCs32 { remote: remote(&p, Side::B, 0), local: l4, swap: 0xabcd, compare: 0x0002_0000, swap_mask: 0xffff, compare_mask: 0xffff_0000 }, &mut p);
+    post(
+        WqeOp::MaskedCs32 {
+            remote: remote(&p, Side::B, 0),
+            local: l4,
+            swap: 0xabcd,
+            compare: 0x0002_0000,
+            swap_mask: 0xffff,
+            compare_mask: 0xffff_0000,
+        },
+        &mut p,
+    );
     expect_ok(&mut p, WqeOpcode::ATOMIC_MASKED_CS, 4);
     assert_eq!(read(&p, Side::B, 0, 4), 0x0002_abcdu32.to_ne_bytes());
 
     fill(&p, Side::B, 8, &0xff00u64.to_ne_bytes());
     let l8 = sge(&p, Side::A, 8, 8);
-    post(WqeOp::MaskedCs64 { remote: remote(&p, Side::B, 8), local: l8, swap: 0x11, compare: 0xff00, swap_mask: 0xff, compare_mask: 0xff00 }, &mut p);
+    post(
+        WqeOp::MaskedCs64 {
+            remote: remote(&p, Side::B, 8),
+            local: l8,
+            swap: 0x11,
+            compare: 0xff00,
+            swap_mask: 0xff,
+            compare_mask: 0xff00,
+        },
+        &mut p,
+    );
     expect_ok(&mut p, WqeOpcode::ATOMIC_MASKED_CS, 8);
     assert_eq!(u64_at(&p, Side::B, 8), 0xff11);
     post(WqeOp::MaskedFa64 { remote: remote(&p, Side::B, 8), local: l8, add: 1, field_boundary: 0 }, &mut p);
@@ -221,7 +246,9 @@ fn unsignaled_wqes_complete_silently_and_in_order() {
     p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
     p.a.sq.ring().unwrap();
     match p.wait(Side::A, false, T).unwrap() {
-        Completion::Requester { wqe_opcode, wqe_counter, .. } => assert_eq!((wqe_opcode, wqe_counter), (WqeOpcode::NOP, 10)),
+        Completion::Requester { wqe_opcode, wqe_counter, .. } => {
+            assert_eq!((wqe_opcode, wqe_counter), (WqeOpcode::NOP, 10))
+        }
         c => panic!("{c:?}"),
     }
     assert_eq!(read(&p, Side::B, 0, 10), (0..10).collect::<Vec<u8>>());

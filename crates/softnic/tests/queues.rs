@@ -24,7 +24,9 @@ fn rings_of_one_wqebb_wrap_thousands_of_times() {
     let mut p = Pair::new(PairConfig { sq_wqebbs: 1, ncqe: 1, ..PairConfig::default() }).unwrap();
     for i in 0..3000u32 {
         let data = i.to_ne_bytes();
-        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWriteInline { remote: remote_b(&p, 0), data: &data }).unwrap();
+        p.a.sq
+            .post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWriteInline { remote: remote_b(&p, 0), data: &data })
+            .unwrap();
         p.a.sq.ring().unwrap();
         let c = p.wait(Side::A, false, T).unwrap();
         assert_eq!(completion_counter(&c), i as u16);
@@ -47,7 +49,14 @@ fn a_two_wqebb_wqe_wraps_across_the_end_of_a_two_wqebb_ring() {
         p.a.sq.ring().unwrap();
         let c = p.wait(Side::A, false, T).unwrap();
         p.a.sq.complete_through(completion_counter(&c), 1);
-        let op = WqeOp::MaskedCs64 { remote: remote_b(&p, 8), local: l8, swap: i + 1, compare: i, swap_mask: !0, compare_mask: !0 };
+        let op = WqeOp::MaskedCs64 {
+            remote: remote_b(&p, 8),
+            local: l8,
+            swap: i + 1,
+            compare: i,
+            swap_mask: !0,
+            compare_mask: !0,
+        };
         let b = p.a.sq.post(CtrlParams::signaled(0, 0), &op).unwrap();
         assert_eq!(b.wqebbs, 2);
         p.a.sq.ring().unwrap();
@@ -180,7 +189,10 @@ fn a_dropped_doorbell_times_out_with_the_decoded_state_then_the_next_one_works()
 #[test]
 fn a_delayed_doorbell_completes_later() {
     let mut p = Pair::new(PairConfig::default()).unwrap();
-    p.nic.hca().set_faults(p.a.qpn, Faults { delay_doorbell: Some(Duration::from_millis(30)), ..Faults::default() }).unwrap();
+    p.nic
+        .hca()
+        .set_faults(p.a.qpn, Faults { delay_doorbell: Some(Duration::from_millis(30)), ..Faults::default() })
+        .unwrap();
     let start = std::time::Instant::now();
     p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
     p.a.sq.ring().unwrap();
@@ -248,7 +260,9 @@ fn a_blueflame_write_carries_the_whole_wqe() {
     sq.fill(16, 48, 0xEE).unwrap();
     p.a.sq.ring_blueflame().unwrap();
     match p.wait(Side::A, false, T).unwrap() {
-        Completion::Requester { wqe_opcode, byte_cnt, .. } => assert_eq!((wqe_opcode, byte_cnt), (WqeOpcode::RDMA_WRITE, 12)),
+        Completion::Requester { wqe_opcode, byte_cnt, .. } => {
+            assert_eq!((wqe_opcode, byte_cnt), (WqeOpcode::RDMA_WRITE, 12))
+        }
         c => panic!("{c:?}"),
     }
     let mut got = [0u8; 12];

@@ -116,7 +116,8 @@ fn u64_at(b: &[u8], t: usize) -> u64 {
 }
 
 fn run(ops: &[Op], seed: u8) -> Result<(), TestCaseError> {
-    let mut p = Pair::unstarted(PairConfig { sq_wqebbs: 128, ncqe: 128, buf_len: 1 << 16, ..PairConfig::default() }).unwrap();
+    let mut p =
+        Pair::unstarted(PairConfig { sq_wqebbs: 128, ncqe: 128, buf_len: 1 << 16, ..PairConfig::default() }).unwrap();
     // Three pages; only the middle one is registered, with every right.
     let shm = Shm::create("target", 3 * PAGE).unwrap();
     let whole = shm.region();
@@ -140,7 +141,11 @@ fn run(ops: &[Op], seed: u8) -> Result<(), TestCaseError> {
         let wqe = match *o {
             Op::Nop => WqeOp::Nop,
             Op::Write { src, dst, len, bad_rkey, bad_lkey } => {
-                let sgl = [Sge { addr: laddr + src as u64, length: len as u32, lkey: if bad_lkey { lkey ^ 0x100 } else { lkey } }];
+                let sgl = [Sge {
+                    addr: laddr + src as u64,
+                    length: len as u32,
+                    lkey: if bad_lkey { lkey ^ 0x100 } else { lkey },
+                }];
                 let remote = RemoteAddr { raddr: raddr(dst), rkey: if bad_rkey { rkey ^ 0x300 } else { rkey } };
                 p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWrite { remote, sgl: &sgl }).unwrap();
                 expected.push(reference.step(o, u64_at));
@@ -148,18 +153,30 @@ fn run(ops: &[Op], seed: u8) -> Result<(), TestCaseError> {
             }
             Op::Read { dst, src, len } => {
                 let sgl = [Sge { addr: laddr + dst as u64, length: len as u32, lkey }];
-                p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaRead { remote: RemoteAddr { raddr: raddr(src), rkey }, sgl: &sgl }).unwrap();
+                p.a.sq
+                    .post(
+                        CtrlParams::signaled(0, 0),
+                        &WqeOp::RdmaRead { remote: RemoteAddr { raddr: raddr(src), rkey }, sgl: &sgl },
+                    )
+                    .unwrap();
                 expected.push(reference.step(o, u64_at));
                 continue;
             }
-            Op::Fa { at, add } => {
-                WqeOp::AtomicFa { remote: RemoteAddr { raddr: raddr(at), rkey }, local: Sge { addr: laddr + 2048, length: 8, lkey }, add }
-            }
+            Op::Fa { at, add } => WqeOp::AtomicFa {
+                remote: RemoteAddr { raddr: raddr(at), rkey },
+                local: Sge { addr: laddr + 2048, length: 8, lkey },
+                add,
+            },
             Op::Cs { at, compare_hit, swap } => {
                 // The compare value is what the reference holds now (a hit) or its complement.
                 let now = Reference::in_mr(at, 8).map(|t| u64_at(&reference.target, t)).unwrap_or(0);
                 let compare = if compare_hit { now } else { !now };
-                WqeOp::AtomicCs { remote: RemoteAddr { raddr: raddr(at), rkey }, local: Sge { addr: laddr + 2048, length: 8, lkey }, compare, swap }
+                WqeOp::AtomicCs {
+                    remote: RemoteAddr { raddr: raddr(at), rkey },
+                    local: Sge { addr: laddr + 2048, length: 8, lkey },
+                    compare,
+                    swap,
+                }
             }
         };
         p.a.sq.post(CtrlParams::signaled(0, 0), &wqe).unwrap();

@@ -29,10 +29,17 @@ fn run() -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
     let gpu = Gpu::open().map_err(|x| e(&x))?;
     println!("GPU: {} ({})", gpu.name, gpu.arch);
-    let w = World::new(WorldConfig { timeout: Duration::from_secs(5), sq_wqebbs: 256, ncqe: 4096, ..WorldConfig::default() }).map_err(|x| e(&x))?;
+    let w = World::new(WorldConfig {
+        timeout: Duration::from_secs(5),
+        sq_wqebbs: 256,
+        ncqe: 4096,
+        ..WorldConfig::default()
+    })
+    .map_err(|x| e(&x))?;
     w.nic.set_idle_spin(Duration::from_secs(1));
     let ch = &w.channels[0];
-    let uar_db = w.nic.hca().qp(ch.qpn).map_err(|x| e(&x))?.mem.uar.sub(MLX5_BF_OFFSET as usize, 8).map_err(|x| e(&x))?;
+    let uar_db =
+        w.nic.hca().qp(ch.qpn).map_err(|x| e(&x))?.mem.uar.sub(MLX5_BF_OFFSET as usize, 8).map_err(|x| e(&x))?;
     let mailbox = Shm::create("gpu-proxy-mailbox", 4096).map_err(|x| e(&x))?;
     let page = ch.page();
     let mut b = vec![0u8; gcrb_config::SIZE];
@@ -65,7 +72,9 @@ fn run() -> Result<(), String> {
             let data: Vec<u8> = (0..len).map(|i| (i as u64).wrapping_mul(2654435761) as u8 ^ len as u8).collect();
             a.write_bytes(0, &data).map_err(|x| e(&x))?;
             bb.fill(0, len, 0).map_err(|x| e(&x))?;
-            let rc = gpu.rw(RwKernel::Put, gcrb.addr, 1, len as u32, 1, Grid { blocks: 1, threads: 1 }).map_err(|x| e(&x))?;
+            let rc = gpu
+                .rw(RwKernel::Put, gcrb.addr, 1, len as u32, 1, Grid { blocks: 1, threads: 1 })
+                .map_err(|x| e(&x))?;
             if rc.iter().any(|c| *c != 0) {
                 return Err(format!("put {len} B: rc {rc:?}"));
             }
@@ -81,13 +90,19 @@ fn run() -> Result<(), String> {
         if let Some((i, c)) = rc.iter().enumerate().find(|(_, c)| **c != 0) {
             return Err(format!("8x128 threads x4 puts: thread {i} rc {c}"));
         }
-        println!("8 x 128 GPU threads x 4 puts of 64 B through the proxy: all completed ({:.1} ms)", t.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "8 x 128 GPU threads x 4 puts of 64 B through the proxy: all completed ({:.1} ms)",
+            t.elapsed().as_secs_f64() * 1e3
+        );
         let iters = 2000;
         let (rc, ns) = gpu.put_latency(gcrb.addr, 1, iters).map_err(|x| e(&x))?;
         if rc != 0 {
             return Err(format!("put_latency rc {rc}"));
         }
-        println!("8 B blocking put through the CPU proxy: {:.2} us each (GPU clock, {iters} puts)", ns as f64 / f64::from(iters) / 1e3);
+        println!(
+            "8 B blocking put through the CPU proxy: {:.2} us each (GPU clock, {iters} puts)",
+            ns as f64 / f64::from(iters) / 1e3
+        );
         Ok(())
     })();
     let _ = gpu.stream.synchronize();
@@ -102,10 +117,13 @@ fn run() -> Result<(), String> {
     let plain = Shm::create("iomem-probe", 4096).map_err(|x| e(&x))?;
     let m = marrow_transport::mlx5::gpu_map::map_uar(&gpu, plain.region().base_addr() as *mut u8, 4096);
     let (mode, why) = marrow_transport::mlx5::gpu_map::mode_after(&m);
-    println!("cuMemHostRegister(IOMEMORY) on an ordinary memfd page: {} -> mode {mode:?} ({why})", match &m {
-        Ok(d) => format!("accepted (device address {d:#x})"),
-        Err(x) => format!("refused: {x}"),
-    });
+    println!(
+        "cuMemHostRegister(IOMEMORY) on an ordinary memfd page: {} -> mode {mode:?} ({why})",
+        match &m {
+            Ok(d) => format!("accepted (device address {d:#x})"),
+            Err(x) => format!("refused: {x}"),
+        }
+    );
     if m.is_ok() {
         let _ = gpu.unregister(&plain.region());
     }

@@ -14,8 +14,25 @@ unsafe extern "C" {
     fn marrow_cpu_put_burst(page: *mut u8, pe: u32, base: u64, len: u32, count: u32, blocking_every: u32) -> i32;
     fn marrow_cpu_get(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
     fn marrow_cpu_fetch_add(page: *mut u8, pe: u32, roff: u64, value: u64, result_loff: u64, old: *mut u64) -> i32;
-    fn marrow_cpu_compare_swap(page: *mut u8, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64, old: *mut u64) -> i32;
-    fn marrow_cpu_put_signal(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> i32;
+    fn marrow_cpu_compare_swap(
+        page: *mut u8,
+        pe: u32,
+        roff: u64,
+        compare: u64,
+        swap: u64,
+        result_loff: u64,
+        old: *mut u64,
+    ) -> i32;
+    fn marrow_cpu_put_signal(
+        page: *mut u8,
+        pe: u32,
+        roff: u64,
+        loff: u64,
+        len: u32,
+        sig_roff: u64,
+        sig_add: u64,
+        scratch_loff: u64,
+    ) -> i32;
     fn marrow_cpu_quiet(page: *mut u8) -> i32;
     fn marrow_cpu_p(page: *mut u8, pe: u32, roff: u64, value: u64) -> i32;
     fn marrow_cpu_wait_until_ge(page: *mut u8, loff: u64, value: u64) -> i32;
@@ -100,7 +117,14 @@ impl Device {
     }
 
     /// Compare-and-swap; returns the old value.
-    pub fn compare_swap(&self, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64) -> Result<u64, DeviceError> {
+    pub fn compare_swap(
+        &self,
+        pe: u32,
+        roff: u64,
+        compare: u64,
+        swap: u64,
+        result_loff: u64,
+    ) -> Result<u64, DeviceError> {
         let mut old = 0;
         // SAFETY: as in `fetch_add`.
         rc(unsafe { marrow_cpu_compare_swap(self.page, pe, roff, compare, swap, result_loff, &mut old) })?;
@@ -109,7 +133,16 @@ impl Device {
 
     /// Put, then add to a signal word after it.
     #[allow(clippy::too_many_arguments)]
-    pub fn put_signal(&self, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> Result<(), DeviceError> {
+    pub fn put_signal(
+        &self,
+        pe: u32,
+        roff: u64,
+        loff: u64,
+        len: u32,
+        sig_roff: u64,
+        sig_add: u64,
+        scratch_loff: u64,
+    ) -> Result<(), DeviceError> {
         // SAFETY: as in `put_nbi`.
         rc(unsafe { marrow_cpu_put_signal(self.page, pe, roff, loff, len, sig_roff, sig_add, scratch_loff) })
     }

@@ -57,7 +57,8 @@ pub fn edit_config(page: &Region, edit: impl FnOnce(&mut gcrb_config)) -> Result
     let off = GCRB_OFF_CONFIG as usize;
     let mut b = vec![0u8; gcrb_config::SIZE];
     page.read_bytes(off, &mut b)?;
-    let mut c = gcrb_config::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_config::SIZE bytes"));
+    let mut c =
+        gcrb_config::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_config::SIZE bytes"));
     edit(&mut c);
     page.write_bytes(off, c.as_bytes())
 }
@@ -89,7 +90,9 @@ pub fn trace(page: &Region) -> Vec<gcrb_trace_entry> {
     let n = GCRB_TRACE_ENTRIES as u64;
     let end = h.trace_head();
     (end.saturating_sub(n)..end)
-        .filter_map(|i| read(page, GCRB_OFF_TRACE + ((i % n) as u32) * gcrb_trace_entry::SIZE as u32, gcrb_trace_entry::SIZE))
+        .filter_map(|i| {
+            read(page, GCRB_OFF_TRACE + ((i % n) as u32) * gcrb_trace_entry::SIZE as u32, gcrb_trace_entry::SIZE)
+        })
         .collect()
 }
 
@@ -152,7 +155,15 @@ pub fn report(page: &Region) -> String {
     if !t.is_empty() {
         let _ = write!(o, "\n  device trace (last {}):", t.len().min(8));
         for e in t.iter().rev().take(8).rev() {
-            let _ = write!(o, "\n    t={} {} thread {} arg0 {:#x} arg1 {:#x}", e.t_ns(), GcrbEvent(e.event()), e.thread(), e.arg0(), e.arg1());
+            let _ = write!(
+                o,
+                "\n    t={} {} thread {} arg0 {:#x} arg1 {:#x}",
+                e.t_ns(),
+                GcrbEvent(e.event()),
+                e.thread(),
+                e.arg0(),
+                e.arg1()
+            );
         }
     }
     o

@@ -6,7 +6,7 @@
 //! The softnic's rings, doorbell records, UAR pages and CQs and the PE
 //! buffers are shared host memory (memfd); the GPU reaches them through
 //! `cuMemHostRegister` (DEVICEMAP | PORTABLE), as NVSHMEM maps NIC buffers
-//! that live in host memory (reference mlx5-gpu-initiated.md §2.6).
+//! that live in host memory (docs/SOURCES.md §2.5).
 
 use crate::TransportError;
 use cudarc::driver::sys as cu;
@@ -116,7 +116,9 @@ impl Gpu {
         // SAFETY: `ptr` was just registered; `dptr` is a valid out-pointer.
         unsafe { cu::cuMemHostGetDevicePointer_v2(&mut dptr, ptr, 0) }.result().map_err(cuda)?;
         if dptr as usize != region.base_addr() {
-            return Err(TransportError::Missing("identity host/device addresses for registered memory (this GPU maps them elsewhere)"));
+            return Err(TransportError::Missing(
+                "identity host/device addresses for registered memory (this GPU maps them elsewhere)",
+            ));
         }
         Ok(())
     }
@@ -136,7 +138,11 @@ impl Gpu {
     /// copy engine, unified addresses): the floor for put bandwidth.
     pub fn memcpy(&self, dst: &Region, src: &Region, len: usize) -> Result<std::time::Duration, TransportError> {
         if len > dst.len() || len > src.len() {
-            return Err(TransportError::Window(marrow_mmio::OutOfBounds { offset: 0, len, size: dst.len().min(src.len()) }));
+            return Err(TransportError::Window(marrow_mmio::OutOfBounds {
+                offset: 0,
+                len,
+                size: dst.len().min(src.len()),
+            }));
         }
         self.ctx.bind_to_thread().map_err(cuda)?;
         let t = std::time::Instant::now();
@@ -167,7 +173,11 @@ impl Grid {
     }
 
     pub(crate) fn config(&self) -> cudarc::driver::LaunchConfig {
-        cudarc::driver::LaunchConfig { grid_dim: (self.blocks, 1, 1), block_dim: (self.threads, 1, 1), shared_mem_bytes: 0 }
+        cudarc::driver::LaunchConfig {
+            grid_dim: (self.blocks, 1, 1),
+            block_dim: (self.threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
     }
 }
 
@@ -200,7 +210,15 @@ impl Gpu {
     /// Run `k` on `grid`: each thread moves `iters` messages of `len` bytes
     /// between its slots of the local window and of PE `pe`. Returns every
     /// thread's result code.
-    pub fn rw(&self, k: RwKernel, page: u64, pe: u32, len: u32, iters: u32, grid: Grid) -> Result<Vec<i32>, TransportError> {
+    pub fn rw(
+        &self,
+        k: RwKernel,
+        page: u64,
+        pe: u32,
+        len: u32,
+        iters: u32,
+        grid: Grid,
+    ) -> Result<Vec<i32>, TransportError> {
         let f = self.function(k.name())?;
         let mut rc = self.stream.alloc_zeros::<i32>(grid.size()).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
@@ -215,7 +233,15 @@ impl Gpu {
 
     /// `marrow_fetch_add_kernel`: every thread adds 1 to PE `pe`'s word at
     /// `roff` `iters` times. Returns the result codes and every fetched value.
-    pub fn fetch_add(&self, page: u64, pe: u32, roff: u64, iters: u32, result_base: u64, grid: Grid) -> Result<(Vec<i32>, Vec<u64>), TransportError> {
+    pub fn fetch_add(
+        &self,
+        page: u64,
+        pe: u32,
+        roff: u64,
+        iters: u32,
+        result_base: u64,
+        grid: Grid,
+    ) -> Result<(Vec<i32>, Vec<u64>), TransportError> {
         let f = self.function("marrow_fetch_add_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(grid.size()).map_err(cuda)?;
         let mut olds = self.stream.alloc_zeros::<u64>(grid.size() * iters as usize).map_err(cuda)?;
@@ -241,7 +267,15 @@ impl Gpu {
     }
 
     /// `marrow_compare_swap_kernel` on one thread: (result code, old value).
-    pub fn compare_swap(&self, page: u64, pe: u32, roff: u64, compare: u64, swap: u64, result_loff: u64) -> Result<(i32, u64), TransportError> {
+    pub fn compare_swap(
+        &self,
+        page: u64,
+        pe: u32,
+        roff: u64,
+        compare: u64,
+        swap: u64,
+        result_loff: u64,
+    ) -> Result<(i32, u64), TransportError> {
         let f = self.function("marrow_compare_swap_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut old = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
@@ -271,7 +305,14 @@ impl Gpu {
     /// `put_nbi` (whole warps together with `warp`) on channel `pages[warp
     /// index % pages.len()]`, then `quiet`. Returns every thread's result
     /// code and the posting span in GPU-clock ns.
-    pub fn post_rate(&self, pages: &[u64], pe: u32, iters: u32, warp: bool, grid: Grid) -> Result<(Vec<i32>, u64), TransportError> {
+    pub fn post_rate(
+        &self,
+        pages: &[u64],
+        pe: u32,
+        iters: u32,
+        warp: bool,
+        grid: Grid,
+    ) -> Result<(Vec<i32>, u64), TransportError> {
         let f = self.function("marrow_post_rate_kernel")?;
         if pages.is_empty() {
             return Err(TransportError::Missing("a channel to post on"));
@@ -296,7 +337,17 @@ impl Gpu {
     /// and doorbell once per `ring_every` WQEs (1: every post; 32: lazy
     /// doorbells): the span in GPU-clock ns.
     #[allow(clippy::too_many_arguments)]
-    pub fn store_floor(&self, ring: u64, wqebbs: u32, first: u32, dbrec: u64, db: u64, iters: u32, ring_every: u32, grid: Grid) -> Result<u64, TransportError> {
+    pub fn store_floor(
+        &self,
+        ring: u64,
+        wqebbs: u32,
+        first: u32,
+        dbrec: u64,
+        db: u64,
+        iters: u32,
+        ring_every: u32,
+        grid: Grid,
+    ) -> Result<u64, TransportError> {
         let f = self.function("marrow_store_floor_kernel")?;
         let mut span = self.stream.clone_htod(&[u64::MAX, 0]).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
@@ -312,7 +363,14 @@ impl Gpu {
     /// `marrow_post_profile_kernel` on one thread: ns per post for the floor
     /// plus each protocol step in turn (see the kernel). `heads` is 3
     /// words of GPU memory it may scribble on.
-    pub fn post_profile(&self, ring: u64, wqebbs: u32, dbrec: u64, db: u64, iters: u32) -> Result<Vec<u64>, TransportError> {
+    pub fn post_profile(
+        &self,
+        ring: u64,
+        wqebbs: u32,
+        dbrec: u64,
+        db: u64,
+        iters: u32,
+    ) -> Result<Vec<u64>, TransportError> {
         let f = self.function("marrow_post_profile_kernel")?;
         let mut heads = self.stream.alloc_zeros::<u64>(3).map_err(cuda)?;
         let mut ns = self.stream.alloc_zeros::<u64>(6).map_err(cuda)?;
@@ -329,7 +387,14 @@ impl Gpu {
     /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i at
     /// `pong` (registered host addresses), with release/acquire or, `lean`,
     /// plain system-scope accesses: (result code, total ns).
-    pub fn pingpong(&self, ping: u64, pong: u64, iters: u32, timeout_ns: u64, lean: bool) -> Result<(i32, u64), TransportError> {
+    pub fn pingpong(
+        &self,
+        ping: u64,
+        pong: u64,
+        iters: u32,
+        timeout_ns: u64,
+        lean: bool,
+    ) -> Result<(i32, u64), TransportError> {
         let lean = u32::from(lean);
         let f = self.function("marrow_pingpong_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
@@ -360,7 +425,7 @@ impl Gpu {
     /// from `cuMemAlloc`, not a stream-ordered pool: the P2P relay's stream
     /// writes its copy count into the GCRB (`cuStreamWriteValue64`), which
     /// refuses pool memory with CUDA_ERROR_INVALID_VALUE (measured on the
-    /// H200, `docs/p2p-h200x2-relay.txt`).
+    /// H200, `docs/runs/2026-11-29-p2p-h200x2-relay-fda3c02.txt`).
     pub fn upload(&self, page: &Region) -> Result<DeviceGcrb, TransportError> {
         let mut host = vec![0u8; page.len()];
         page.read_bytes(0, &mut host)?;

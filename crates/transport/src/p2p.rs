@@ -10,8 +10,8 @@
 
 use crate::TransportError;
 use crate::gpu::{Gpu, Grid, cuda};
-use cudarc::driver::sys as cu;
 use cudarc::driver::PushKernelArg;
+use cudarc::driver::sys as cu;
 use marrow_gcrb::{GCRB_OFF_KEYS, GcrbTransport, gcrb_key};
 use marrow_mmio::Region;
 use zerocopy::{FromBytes, IntoBytes};
@@ -117,7 +117,15 @@ impl Gpu {
     /// The floor for P2P bandwidth: `reps` back-to-back copies of `len`
     /// bytes by the copy engine from `src` into the peer's window (what
     /// `cudaMemcpyPeer` does under unified addressing), one synchronize.
-    pub fn copy_to_peer(&self, dst: &PeerWindow, dst_off: u64, src: &Window, src_off: u64, len: usize, reps: u32) -> Result<std::time::Duration, TransportError> {
+    pub fn copy_to_peer(
+        &self,
+        dst: &PeerWindow,
+        dst_off: u64,
+        src: &Window,
+        src_off: u64,
+        len: usize,
+        reps: u32,
+    ) -> Result<std::time::Duration, TransportError> {
         check(src, src_off as usize, len)?;
         self.ctx.bind_to_thread().map_err(cuda)?;
         let t = std::time::Instant::now();
@@ -138,7 +146,18 @@ impl Gpu {
     /// message `inner` times before its quiet; one synchronize: the wall
     /// time and the first failing rc.
     #[allow(clippy::too_many_arguments)]
-    pub fn p2p_put(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u64, grid: Grid, reps: u32, inner: u32, tma: bool) -> Result<(std::time::Duration, i32), TransportError> {
+    pub fn p2p_put(
+        &self,
+        page: u64,
+        pe: u32,
+        roff: u64,
+        loff: u64,
+        len: u64,
+        grid: Grid,
+        reps: u32,
+        inner: u32,
+        tma: bool,
+    ) -> Result<(std::time::Duration, i32), TransportError> {
         let tma = u32::from(tma);
         let f = self.function("marrow_p2p_put_block_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(grid.blocks as usize).map_err(cuda)?;
@@ -158,7 +177,15 @@ impl Gpu {
 
     /// `marrow_p2p_wait_check_kernel`: wait for the signal, then count the
     /// bytes that differ from the seeded pattern: (rc, mismatches).
-    pub fn p2p_wait_check(&self, page: u64, sig_loff: u64, value: u64, data_loff: u64, len: u64, seed: u32) -> Result<(i32, u64), TransportError> {
+    pub fn p2p_wait_check(
+        &self,
+        page: u64,
+        sig_loff: u64,
+        value: u64,
+        data_loff: u64,
+        len: u64,
+        seed: u32,
+    ) -> Result<(i32, u64), TransportError> {
         let f = self.function("marrow_p2p_wait_check_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut bad = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
@@ -173,7 +200,15 @@ impl Gpu {
     /// `marrow_p2p_pingpong_kernel` as `rank`: values `base+1..=base+iters`
     /// through the 8-byte slot at `slot`: (rc, ns total).
     #[allow(clippy::too_many_arguments)]
-    pub fn p2p_pingpong(&self, page: u64, rank: u32, slot: u64, base: u64, iters: u32, floor: bool) -> Result<(i32, u64), TransportError> {
+    pub fn p2p_pingpong(
+        &self,
+        page: u64,
+        rank: u32,
+        slot: u64,
+        base: u64,
+        iters: u32,
+        floor: bool,
+    ) -> Result<(i32, u64), TransportError> {
         let f = self.function("marrow_p2p_pingpong_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
@@ -202,11 +237,29 @@ impl Gpu {
 
     /// `marrow_put_signal_kernel`: one thread, put_signal then quiet: the result code.
     #[allow(clippy::too_many_arguments)]
-    pub fn put_signal(&self, page: u64, pe: u32, roff: u64, loff: u64, len: u32, sig_roff: u64, sig_add: u64, scratch_loff: u64) -> Result<i32, TransportError> {
+    pub fn put_signal(
+        &self,
+        page: u64,
+        pe: u32,
+        roff: u64,
+        loff: u64,
+        len: u32,
+        sig_roff: u64,
+        sig_add: u64,
+        scratch_loff: u64,
+    ) -> Result<i32, TransportError> {
         let f = self.function("marrow_put_signal_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&page).arg(&pe).arg(&roff).arg(&loff).arg(&len).arg(&sig_roff).arg(&sig_add).arg(&scratch_loff).arg(&mut rc);
+        b.arg(&page)
+            .arg(&pe)
+            .arg(&roff)
+            .arg(&loff)
+            .arg(&len)
+            .arg(&sig_roff)
+            .arg(&sig_add)
+            .arg(&scratch_loff)
+            .arg(&mut rc);
         // SAFETY: matches marrow_put_signal_kernel (u8*, u32, u64, u64, u32, u64, u64, u64, int*).
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
@@ -229,7 +282,12 @@ impl Gpu {
     /// A copy engine for a relay whose device GCRB is at `page`.
     pub fn relay_engine(&self, page: u64) -> Result<CudaCopyEngine, TransportError> {
         let stream = self.ctx.new_stream().map_err(cuda)?;
-        Ok(CudaCopyEngine { ctx: self.ctx.clone(), stream, done_addr: page + crate::p2p_relay::done_offset() as u64, bound: false })
+        Ok(CudaCopyEngine {
+            ctx: self.ctx.clone(),
+            stream,
+            done_addr: page + crate::p2p_relay::done_offset() as u64,
+            bound: false,
+        })
     }
 }
 
@@ -241,7 +299,9 @@ impl crate::p2p_relay::CopyEngine for CudaCopyEngine {
         }
         // SAFETY: the relay checked both ranges against the local window
         // and the peer windows mapped in this process, which outlive it.
-        unsafe { cu::cuMemcpyDtoDAsync_v2(dst, src, len as usize, self.stream.cu_stream()) }.result().map_err(|e| format!("cuMemcpyDtoDAsync: {e:?}"))
+        unsafe { cu::cuMemcpyDtoDAsync_v2(dst, src, len as usize, self.stream.cu_stream()) }
+            .result()
+            .map_err(|e| format!("cuMemcpyDtoDAsync: {e:?}"))
     }
 
     fn done(&mut self, count: u64) -> Result<(), String> {
@@ -286,7 +346,7 @@ pub struct P2pSetup {
 /// The smallest put the relay takes unless told otherwise: 32 MiB. On two
 /// H200s (NV18), 20 puts in one launch measured against the copy engine:
 /// SM stores 1.95 at 1 MiB, 0.985 at 16 MiB, 0.954 at 64 MiB, 0.941 at 256
-/// MiB; the relay 0.61, 0.936, 0.986, 0.996 (`docs/p2p-h200x2-relay.txt`).
+/// MiB; the relay 0.61, 0.936, 0.986, 0.996 (`docs/runs/2026-11-29-p2p-h200x2-relay-fda3c02.txt`).
 pub const RELAY_MIN_KIB_DEFAULT: u32 = 32 << 10;
 
 /// Where the device code hands large puts to the host relay
@@ -326,7 +386,8 @@ pub fn fill(page: &Region, s: &P2pSetup) -> Result<(), marrow_mmio::OutOfBounds>
         let koff = GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE;
         let mut kb = vec![0u8; gcrb_key::SIZE];
         page.read_bytes(koff, &mut kb)?;
-        let mut k = gcrb_key::read_from_bytes(&kb).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_key::SIZE bytes"));
+        let mut k =
+            gcrb_key::read_from_bytes(&kb).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_key::SIZE bytes"));
         k.set_rlen_pages(u32::try_from(len / 4096).unwrap_or(u32::MAX));
         page.write_bytes(koff, k.as_bytes())?;
     }

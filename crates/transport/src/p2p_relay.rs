@@ -115,7 +115,12 @@ pub struct Relay {
 impl Relay {
     /// Start taking descriptors from `ring` (`entries` of them, a power of
     /// two, the memory `gcrb_config.relay_ring` names) from seq 1.
-    pub fn start(ring: Region, entries: u32, bounds: RelayBounds, mut engine: Box<dyn CopyEngine>) -> Result<Relay, TransportError> {
+    pub fn start(
+        ring: Region,
+        entries: u32,
+        bounds: RelayBounds,
+        mut engine: Box<dyn CopyEngine>,
+    ) -> Result<Relay, TransportError> {
         if entries == 0 || !entries.is_power_of_two() {
             return Err(TransportError::Config(format!("relay ring of {entries} descriptors: not a power of two")));
         }
@@ -126,13 +131,11 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         let made = Arc::new(AtomicU64::new(0));
         let (s, m) = (stop.clone(), made.clone());
-        let thread = std::thread::Builder::new()
-            .name("marrow-p2p-relay".into())
-            .spawn(move || {
-                let r = take(&ring, entries, &bounds, engine.as_mut(), &s, &m);
-                let f = engine.finish().map_err(RelayError::Engine);
-                r.and(f)
-            })?;
+        let thread = std::thread::Builder::new().name("marrow-p2p-relay".into()).spawn(move || {
+            let r = take(&ring, entries, &bounds, engine.as_mut(), &s, &m);
+            let f = engine.finish().map_err(RelayError::Engine);
+            r.and(f)
+        })?;
         Ok(Relay { stop, made, thread: Some(thread) })
     }
 
@@ -162,7 +165,14 @@ impl Drop for Relay {
 }
 
 /// The relay loop: descriptors in seq order until `stop`.
-fn take(ring: &Region, entries: u32, bounds: &RelayBounds, engine: &mut dyn CopyEngine, stop: &AtomicBool, made: &AtomicU64) -> Result<(), RelayError> {
+fn take(
+    ring: &Region,
+    entries: u32,
+    bounds: &RelayBounds,
+    engine: &mut dyn CopyEngine,
+    stop: &AtomicBool,
+    made: &AtomicU64,
+) -> Result<(), RelayError> {
     let ring_err = |e: marrow_mmio::OutOfBounds| RelayError::Engine(format!("relay ring: {e}"));
     let mut next = 1u64;
     let mut idle = 0u32;
@@ -184,7 +194,8 @@ fn take(ring: &Region, entries: u32, bounds: &RelayBounds, engine: &mut dyn Copy
         idle = 0;
         let mut b = [0u8; gcrb_relay_desc::SIZE];
         ring.read_bytes(slot, &mut b).map_err(ring_err)?;
-        let d = gcrb_relay_desc::read_from_bytes(&b).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_relay_desc::SIZE bytes"));
+        let d = gcrb_relay_desc::read_from_bytes(&b)
+            .unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_relay_desc::SIZE bytes"));
         if let Err(why) = bounds.check(&d) {
             return Err(RelayError::Refused { seq, dst: d.dst(), src: d.src(), len: d.len(), why });
         }
@@ -245,7 +256,10 @@ mod tests {
 
     /// Near a window's ends, or anywhere.
     fn addr() -> impl Strategy<Value = u64> {
-        let near = |b: u64, l: u64| (0u64..3, -64i64..64).prop_map(move |(end, d)| [b, b + l / 2, b.wrapping_add(l)][end as usize].wrapping_add_signed(d));
+        let near = |b: u64, l: u64| {
+            (0u64..3, -64i64..64)
+                .prop_map(move |(end, d)| [b, b + l / 2, b.wrapping_add(l)][end as usize].wrapping_add_signed(d))
+        };
         prop_oneof![near(SRC.0, SRC.1), near(DST[0].0, DST[0].1), near(DST[1].0, DST[1].1), any::<u64>()]
     }
 

@@ -60,7 +60,13 @@ fn refused(e: marrow_softnic::client::ClientError) -> TransportError {
 
 impl RemotePe {
     /// Create PE `pe` (0 or 1) with a `buf_len`-byte buffer on the daemon at `socket`.
-    pub fn create(socket: &Path, pe: usize, buf_len: usize, sq_wqebbs: u32, timeout: Duration) -> Result<RemotePe, TransportError> {
+    pub fn create(
+        socket: &Path,
+        pe: usize,
+        buf_len: usize,
+        sq_wqebbs: u32,
+        timeout: Duration,
+    ) -> Result<RemotePe, TransportError> {
         let mut client = Client::connect(socket).map_err(refused)?;
         let pd = client.alloc_pd().map_err(refused)?;
         let buf = Shm::create(&format!("pe{pe}"), buf_len)?;

@@ -44,7 +44,18 @@ pub struct WorldConfig {
 
 impl Default for WorldConfig {
     fn default() -> Self {
-        WorldConfig { buf_len: 1 << 20, sq_wqebbs: 64, ncqe: 64, collapsed_cq: false, timeout: Duration::from_secs(2), trace: true, lazy_nbi_doorbell: false, early_doorbell: false, extra_channels: 0, exclusive: false }
+        WorldConfig {
+            buf_len: 1 << 20,
+            sq_wqebbs: 64,
+            ncqe: 64,
+            collapsed_cq: false,
+            timeout: Duration::from_secs(2),
+            trace: true,
+            lazy_nbi_doorbell: false,
+            early_doorbell: false,
+            extra_channels: 0,
+            exclusive: false,
+        }
     }
 }
 
@@ -116,7 +127,10 @@ impl World {
             for pe in 0..2 {
                 let (addr, (l, r)) = match &device {
                     Some(d) => (d[pe].1, hca.reg_device_mr(pd, d[pe].1, d[pe].0.clone(), Access::all())),
-                    None => (bufs[pe].base_addr() as u64, hca.reg_mr(pd, bufs[pe].base_addr() as u64, bufs[pe], Access::all())),
+                    None => (
+                        bufs[pe].base_addr() as u64,
+                        hca.reg_mr(pd, bufs[pe].base_addr() as u64, bufs[pe], Access::all()),
+                    ),
                 };
                 keys[pe] = (addr, r);
                 lkeys[pe] = l;
@@ -129,7 +143,8 @@ impl World {
                 for pe in 0..2 {
                     cqs[k][pe] = hca.create_cq(cfg.ncqe, mode)?;
                     let rcq = hca.create_cq(16, CqMode::Normal)?;
-                    qpns[k][pe] = hca.create_qp(pd, cqs[k][pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
+                    qpns[k][pe] =
+                        hca.create_qp(pd, cqs[k][pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
                 }
                 for pe in 0..2 {
                     hca.modify_qp(qpns[k][pe], ModifyQp::to(QpState::Init))?;

@@ -43,7 +43,11 @@ fn many_threads_put_in(w: &World) {
                     let slot = (t * per + i) * 16;
                     let val = [(t as u8) ^ (i as u8); 16];
                     buf.write_bytes(slot, &val).unwrap();
-                    let r = if i % 3 == 0 { dev.put(1, slot as u64, slot as u64, 16) } else { dev.put_nbi(1, slot as u64, slot as u64, 16) };
+                    let r = if i % 3 == 0 {
+                        dev.put(1, slot as u64, slot as u64, 16)
+                    } else {
+                        dev.put_nbi(1, slot as u64, slot as u64, 16)
+                    };
                     r.unwrap_or_else(|e| panic!("thread {t} op {i}: {e}\n{}", ch0.report()));
                 }
             });
@@ -152,7 +156,14 @@ fn offsets_outside_the_window_are_refused() {
 /// shared channel and on an exclusive one (heads in the owner's registers),
 /// and both must end in the same decoded error.
 fn fast_timeout_world(exclusive: bool) -> World {
-    World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), exclusive, ..WorldConfig::default() }).unwrap()
+    World::new(WorldConfig {
+        sq_wqebbs: 4,
+        ncqe: 4,
+        timeout: Duration::from_millis(100),
+        exclusive,
+        ..WorldConfig::default()
+    })
+    .unwrap()
 }
 
 const MODES: [bool; 2] = [false, true];
@@ -184,8 +195,15 @@ fn an_early_doorbell_dropped_is_covered_by_its_repeat_or_times_out_decoded() {
     // first in the register), so either outcome is right: the put lands,
     // or a decoded timeout names the CQ wait. Never a hang, never twice.
     for exclusive in MODES {
-        let w = World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), exclusive, early_doorbell: true, ..WorldConfig::default() })
-            .unwrap();
+        let w = World::new(WorldConfig {
+            sq_wqebbs: 4,
+            ncqe: 4,
+            timeout: Duration::from_millis(100),
+            exclusive,
+            early_doorbell: true,
+            ..WorldConfig::default()
+        })
+        .unwrap();
         w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
         w.bufs[0].write_bytes(0, &[0x77; 8]).unwrap();
         let dev = Device::new(&w.channels[0]);
@@ -221,7 +239,8 @@ fn a_stalled_engine_ends_in_a_decoded_timeout() {
 fn an_error_cqe_comes_back_with_its_syndrome() {
     for exclusive in MODES {
         let w = fast_timeout_world(exclusive);
-        w.set_faults(0, Faults { fail_wqe: Some((1, Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() }).unwrap();
+        w.set_faults(0, Faults { fail_wqe: Some((1, Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() })
+            .unwrap();
         let dev = Device::new(&w.channels[0]);
         dev.put(1, 0, 0, 8).unwrap();
         let e = dev.put(1, 0, 0, 8).unwrap_err();
@@ -303,11 +322,18 @@ fn doorbells_in_rdma_core_style_carry_the_last_control_segment() {
 fn the_trace_flag_decides_what_the_device_traces() {
     use marrow_gcrb::GcrbEvent;
     for trace in [true, false] {
-        let w = World::new(WorldConfig { sq_wqebbs: 4, ncqe: 4, timeout: Duration::from_millis(100), trace, ..WorldConfig::default() })
-            .unwrap();
+        let w = World::new(WorldConfig {
+            sq_wqebbs: 4,
+            ncqe: 4,
+            timeout: Duration::from_millis(100),
+            trace,
+            ..WorldConfig::default()
+        })
+        .unwrap();
         let dev = Device::new(&w.channels[0]);
         dev.put(1, 0, 0, 8).unwrap();
-        let events = || gcrb_page::trace(&w.channels[0].page()).iter().map(|e| GcrbEvent(e.event())).collect::<Vec<_>>();
+        let events =
+            || gcrb_page::trace(&w.channels[0].page()).iter().map(|e| GcrbEvent(e.event())).collect::<Vec<_>>();
         let ok_events = if trace { vec![GcrbEvent::POST, GcrbEvent::DOORBELL, GcrbEvent::CQE] } else { vec![] };
         assert_eq!(events(), ok_events);
         // Errors and timeouts are traced either way.
@@ -322,7 +348,12 @@ fn early_doorbells_on_tiny_rings_neither_hang_nor_lose_puts() {
     // Each holder of the ready chain rings twice; a repeat that lands after
     // later holders moved the ring on is behind the NIC and ignored.
     for sq in [1u32, 2, 4] {
-        many_threads_put_in(&world_with(WorldConfig { sq_wqebbs: sq, ncqe: sq.max(2), early_doorbell: true, ..WorldConfig::default() }));
+        many_threads_put_in(&world_with(WorldConfig {
+            sq_wqebbs: sq,
+            ncqe: sq.max(2),
+            early_doorbell: true,
+            ..WorldConfig::default()
+        }));
     }
 }
 
@@ -331,7 +362,12 @@ fn lazy_doorbells_on_tiny_rings_neither_hang_nor_lose_puts() {
     // A ring of 1, 2 and 4 WQEBBs: every put waits for room, which only
     // completions of unrung WQEs could make; the half-full rule rings them.
     for sq in [1u32, 2, 4] {
-        many_threads_put_in(&world_with(WorldConfig { sq_wqebbs: sq, ncqe: sq.max(2), lazy_nbi_doorbell: true, ..WorldConfig::default() }));
+        many_threads_put_in(&world_with(WorldConfig {
+            sq_wqebbs: sq,
+            ncqe: sq.max(2),
+            lazy_nbi_doorbell: true,
+            ..WorldConfig::default()
+        }));
     }
 }
 
@@ -339,7 +375,13 @@ fn lazy_doorbells_on_tiny_rings_neither_hang_nor_lose_puts() {
 fn lazy_doorbells_ring_per_batch_and_quiet_rings_the_rest() {
     // Shared and exclusive alike: the ring per batch, and quiet's NOP.
     for exclusive in MODES {
-        let w = world_with(WorldConfig { sq_wqebbs: 1024, ncqe: 4096, lazy_nbi_doorbell: true, exclusive, ..WorldConfig::default() });
+        let w = world_with(WorldConfig {
+            sq_wqebbs: 1024,
+            ncqe: 4096,
+            lazy_nbi_doorbell: true,
+            exclusive,
+            ..WorldConfig::default()
+        });
         let dev = Device::new(&w.channels[0]);
         let heads = || gcrb_page::heads(&w.channels[0].page()).unwrap();
         for i in 0..40u64 {
@@ -348,7 +390,12 @@ fn lazy_doorbells_ring_per_batch_and_quiet_rings_the_rest() {
             // prod_idx: what was announced to the NIC. Nothing until the 32nd
             // put crosses the batch boundary, then nothing more until quiet.
             let want = if i + 1 < 32 { 0 } else { 32 };
-            assert_eq!((heads().resv_head(), heads().prod_idx()), (i + 1, want), "exclusive {exclusive}: after put {}", i + 1);
+            assert_eq!(
+                (heads().resv_head(), heads().prod_idx()),
+                (i + 1, want),
+                "exclusive {exclusive}: after put {}",
+                i + 1
+            );
         }
         dev.quiet().unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
         for i in 0..40u64 {
@@ -357,7 +404,11 @@ fn lazy_doorbells_ring_per_batch_and_quiet_rings_the_rest() {
             assert_eq!(u64::from_le_bytes(got), i + 1);
         }
         let h = heads();
-        assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx()), (41, 41, 41), "exclusive {exclusive}: 40 puts and quiet's NOP, all rung and done");
+        assert_eq!(
+            (h.resv_head(), h.prod_idx(), h.cons_idx()),
+            (41, 41, 41),
+            "exclusive {exclusive}: 40 puts and quiet's NOP, all rung and done"
+        );
     }
     // Without the flag every lone put_nbi rings.
     let w = world_with(WorldConfig { sq_wqebbs: 1024, ncqe: 4096, ..WorldConfig::default() });
@@ -382,7 +433,8 @@ fn channels_of_their_own_post_side_by_side() {
                 for i in 0..per {
                     let slot = (t * per + i) * 8;
                     buf.write_bytes(slot, &((t * per + i) as u64).to_le_bytes()).unwrap();
-                    dev.put_nbi(1, slot as u64, slot as u64, 8).unwrap_or_else(|e| panic!("thread {t}: {e}\n{}", ch.report()));
+                    dev.put_nbi(1, slot as u64, slot as u64, 8)
+                        .unwrap_or_else(|e| panic!("thread {t}: {e}\n{}", ch.report()));
                 }
                 dev.quiet().unwrap();
             });

@@ -60,10 +60,12 @@ fn owners_on_channels_of_their_own_wrap_tiny_rings() {
                     s.spawn(move || {
                         Device::set_thread(t as u32);
                         let base = (t * PER * 8) as u64;
-                        let what = format!("sq {sq} ncqe {ncqe} collapsed {collapsed} lazy {lazy} early {early} owner {t}");
+                        let what =
+                            format!("sq {sq} ncqe {ncqe} collapsed {collapsed} lazy {lazy} early {early} owner {t}");
                         if t % 2 == 0 {
                             // One channel object for the whole burst: heads in its registers.
-                            dev.put_burst(1, base, 8, PER as u32, 7).unwrap_or_else(|e| panic!("{what}: {e}\n{}", ch.report()));
+                            dev.put_burst(1, base, 8, PER as u32, 7)
+                                .unwrap_or_else(|e| panic!("{what}: {e}\n{}", ch.report()));
                         } else {
                             // A channel object per call: each starts from the heads stored back.
                             for i in 0..PER as u64 {
@@ -90,7 +92,12 @@ fn owners_on_channels_of_their_own_wrap_tiny_rings() {
                 let n = h.resv_head();
                 let nops = n - PER as u64;
                 assert!(nops == 0 || (lazy && nops == 1), "sq {sq} lazy {lazy}: {nops} WQEBBs beyond the puts");
-                assert_eq!((h.ready_head(), h.prod_idx(), h.cons_idx()), (n, n, n), "sq {sq} lazy {lazy} QP {:#x}", ch.qpn);
+                assert_eq!(
+                    (h.ready_head(), h.prod_idx(), h.cons_idx()),
+                    (n, n, n),
+                    "sq {sq} lazy {lazy} QP {:#x}",
+                    ch.qpn
+                );
                 assert_eq!(gcrb_page::error(&ch.page()).unwrap().status(), 0);
             }
         }
@@ -123,7 +130,8 @@ fn an_early_doorbell_runs_each_wqe_once_and_leaves_the_record_current() {
     assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx()), (n, n, n));
     // The record reached the last index too (the recovery path's view).
     let q = w.nic.hca();
-    let rec = q.qp(w.channels[0].qpn).unwrap().mem.dbrec.read_be32(4 * marrow_mlx5::raw::MLX5_SND_DBR as usize).unwrap();
+    let rec =
+        q.qp(w.channels[0].qpn).unwrap().mem.dbrec.read_be32(4 * marrow_mlx5::raw::MLX5_SND_DBR as usize).unwrap();
     assert_eq!(rec, PUTS as u32);
 }
 

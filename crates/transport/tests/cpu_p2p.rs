@@ -35,11 +35,14 @@ impl Pair {
         let wins = [Shm::create("p2p-w0", WIN).unwrap(), Shm::create("p2p-w1", WIN).unwrap()];
         let pages = [Shm::create("p2p-g0", 4096).unwrap(), Shm::create("p2p-g1", 4096).unwrap()];
         let ring = Shm::create("p2p-ring", 4096).unwrap();
-        let keys = [(wins[0].region().base_addr() as u64, WIN as u64), (wins[1].region().base_addr() as u64, WIN as u64)];
+        let keys =
+            [(wins[0].region().base_addr() as u64, WIN as u64), (wins[1].region().base_addr() as u64, WIN as u64)];
         for pe in 0..2 {
-            let relay = relay
-                .filter(|_| pe == 0)
-                .map(|(entries, min_kib)| p2p::RelaySetup { ring: ring.region().base_addr() as u64, entries, min_kib });
+            let relay = relay.filter(|_| pe == 0).map(|(entries, min_kib)| p2p::RelaySetup {
+                ring: ring.region().base_addr() as u64,
+                entries,
+                min_kib,
+            });
             let setup = p2p::P2pSetup { local: (keys[pe].0, WIN as u64), keys, timeout_ns, relay };
             p2p::fill(&pages[pe].region(), &setup).unwrap();
         }
@@ -54,7 +57,8 @@ impl Pair {
     fn start_relay(&self, entries: u32) -> Relay {
         let win = |pe: usize| (self.wins[pe].region().base_addr() as u64, WIN as u64);
         let bounds = RelayBounds { src: win(0), dst: vec![win(0), win(1)] };
-        let engine = MemcpyEngine { windows: vec![self.wins[0].region(), self.wins[1].region()], page: self.pages[0].region() };
+        let engine =
+            MemcpyEngine { windows: vec![self.wins[0].region(), self.wins[1].region()], page: self.pages[0].region() };
         Relay::start(self.ring.region(), entries, bounds, Box::new(engine)).unwrap()
     }
 
@@ -81,7 +85,10 @@ fn puts_and_gets_move_exactly_the_bytes_asked() {
         w.wins[1].region().fill(0, WIN, 0xEE).unwrap();
         d0.put(1, roff, loff, len).unwrap();
         let mut got = vec![0u8; len as usize + 2];
-        w.wins[1].region().read_bytes(roff as usize - usize::from(roff > 0), &mut got[..len as usize + usize::from(roff > 0)]).unwrap();
+        w.wins[1]
+            .region()
+            .read_bytes(roff as usize - usize::from(roff > 0), &mut got[..len as usize + usize::from(roff > 0)])
+            .unwrap();
         let body = if roff > 0 { &got[1..=len as usize] } else { &got[..len as usize] };
         assert_eq!(body, &data[..], "put of {len} B at {roff}");
         if roff > 0 {

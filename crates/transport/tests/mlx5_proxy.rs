@@ -15,7 +15,9 @@ use zerocopy::{FromBytes, IntoBytes};
 
 #[test]
 fn device_code_through_the_proxy_moves_data_on_the_softnic() {
-    let w = World::new(WorldConfig { timeout: Duration::from_secs(5), sq_wqebbs: 16, ncqe: 16, ..WorldConfig::default() }).unwrap();
+    let w =
+        World::new(WorldConfig { timeout: Duration::from_secs(5), sq_wqebbs: 16, ncqe: 16, ..WorldConfig::default() })
+            .unwrap();
     let ch = &w.channels[0];
     let uar_db = w.nic.hca().qp(ch.qpn).unwrap().mem.uar.sub(MLX5_BF_OFFSET as usize, 8).unwrap();
     let mailbox = Shm::create("proxy-mailbox", 64).unwrap();

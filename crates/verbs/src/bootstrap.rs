@@ -133,7 +133,11 @@ pub struct Gathered<T> {
 /// (`MARROW_BOOTSTRAP`, rank 0 listening on its port on every interface).
 /// `timeout` bounds the TCP waits; an MPI collective has none of its own
 /// (mpirun ends the job when a rank dies).
-pub fn allgather_endpoints<T: Serialize + DeserializeOwned + Clone>(get: impl Fn(&str) -> Option<String>, mine: &T, timeout: Duration) -> Result<Gathered<T>, VerbsError> {
+pub fn allgather_endpoints<T: Serialize + DeserializeOwned + Clone>(
+    get: impl Fn(&str) -> Option<String>,
+    mine: &T,
+    timeout: Duration,
+) -> Result<Gathered<T>, VerbsError> {
     match route(&get)? {
         Some(Route::Mpi { mut mpi, launch }) => {
             mpi.init()?;
@@ -187,18 +191,26 @@ fn launch(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, Verbs
     ];
     for (r, s, name) in SOURCES {
         let Some(rank) = get(r) else { continue };
-        let num = |var: &str, v: &str| v.trim().parse::<usize>().map_err(|e| VerbsError::Bootstrap(format!("{var}={v:?}: {e}")));
+        let num = |var: &str, v: &str| {
+            v.trim().parse::<usize>().map_err(|e| VerbsError::Bootstrap(format!("{var}={v:?}: {e}")))
+        };
         let rank = num(r, &rank)?;
         let size = match get(s) {
             Some(v) => num(s, &v)?,
-            None => return Err(VerbsError::Bootstrap(format!("{r} is set ({name}) but {s} is not: cannot tell the number of ranks"))),
+            None => {
+                return Err(VerbsError::Bootstrap(format!(
+                    "{r} is set ({name}) but {s} is not: cannot tell the number of ranks"
+                )));
+            }
         };
         if rank >= size {
             return Err(VerbsError::Bootstrap(format!("{r}={rank} is not below {s}={size}")));
         }
         let (root, id) = match get("MARROW_BOOTSTRAP") {
             Some(t) => match t.rsplitn(3, ':').collect::<Vec<_>>()[..] {
-                [id, port, host] if port.parse::<u16>().is_ok() => (Some(format!("{host}:{port}")), Some(id.to_string())),
+                [id, port, host] if port.parse::<u16>().is_ok() => {
+                    (Some(format!("{host}:{port}")), Some(id.to_string()))
+                }
                 _ => (Some(t.clone()), None),
             },
             None => (None, None),
@@ -267,7 +279,12 @@ impl Root {
 
     /// Gather every rank's payload (the root is rank 0) and send the whole
     /// vector to every peer.
-    pub fn allgather<T: Serialize + DeserializeOwned + Clone>(&self, size: usize, mine: &T, timeout: Duration) -> Result<Vec<T>, VerbsError> {
+    pub fn allgather<T: Serialize + DeserializeOwned + Clone>(
+        &self,
+        size: usize,
+        mine: &T,
+        timeout: Duration,
+    ) -> Result<Vec<T>, VerbsError> {
         let deadline = Instant::now() + timeout;
         let mut all: Vec<Option<T>> = vec![None; size];
         all[0] = Some(mine.clone());
@@ -276,7 +293,9 @@ impl Root {
         while all.iter().any(Option::is_none) {
             let missing: Vec<usize> = all.iter().enumerate().filter(|(_, v)| v.is_none()).map(|(i, _)| i).collect();
             if Instant::now() > deadline {
-                return Err(VerbsError::Bootstrap(format!("timed out after {timeout:?} waiting for ranks {missing:?} to connect")));
+                return Err(VerbsError::Bootstrap(format!(
+                    "timed out after {timeout:?} waiting for ranks {missing:?} to connect"
+                )));
             }
             let (s, from) = match self.listener.accept() {
                 Ok(c) => c,
@@ -287,10 +306,12 @@ impl Root {
                 Err(e) => return Err(io("accept", e)),
             };
             s.set_nonblocking(false).map_err(|e| io("peer socket", e))?;
-            s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10)))).map_err(|e| io("peer socket", e))?;
+            s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10))))
+                .map_err(|e| io("peer socket", e))?;
             let mut line = String::new();
             BufReader::new(&s).read_line(&mut line).map_err(|e| io(&format!("read from {from}"), e))?;
-            let h: Hello<T> = serde_json::from_str(&line).map_err(|e| VerbsError::Bootstrap(format!("bad hello from {from}: {e}")))?;
+            let h: Hello<T> = serde_json::from_str(&line)
+                .map_err(|e| VerbsError::Bootstrap(format!("bad hello from {from}: {e}")))?;
             let refuse = if h.id != self.id {
                 Some(format!("id {} is not this rendezvous's {}", h.id, self.id))
             } else if h.size != size {
@@ -302,14 +323,19 @@ impl Root {
             };
             if let Some(why) = refuse {
                 let mut w = &s;
-                let _ = writeln!(w, "{}", serde_json::to_string(&Reply::<T>::Error { error: why.clone() }).unwrap_or_default());
+                let _ = writeln!(
+                    w,
+                    "{}",
+                    serde_json::to_string(&Reply::<T>::Error { error: why.clone() }).unwrap_or_default()
+                );
                 continue; // a stray peer does not end the job's rendezvous
             }
             all[h.rank] = Some(h.payload);
             peers.push(s);
         }
         let all: Vec<T> = all.into_iter().map(|v| v.expect("all present")).collect();
-        let reply = serde_json::to_string(&Reply::All { all: all.clone() }).map_err(|e| VerbsError::Bootstrap(e.to_string()))?;
+        let reply = serde_json::to_string(&Reply::All { all: all.clone() })
+            .map_err(|e| VerbsError::Bootstrap(e.to_string()))?;
         for mut p in peers {
             writeln!(p, "{reply}").map_err(|e| io("send all", e))?;
         }
@@ -319,7 +345,13 @@ impl Root {
 
 /// A peer's side: connect to `token` (`host:port:id`), retrying until the
 /// root listens or `timeout` passes, send our payload, receive everyone's.
-pub fn peer_allgather<T: Serialize + DeserializeOwned>(token: &str, rank: usize, size: usize, mine: &T, timeout: Duration) -> Result<Vec<T>, VerbsError> {
+pub fn peer_allgather<T: Serialize + DeserializeOwned>(
+    token: &str,
+    rank: usize,
+    size: usize,
+    mine: &T,
+    timeout: Duration,
+) -> Result<Vec<T>, VerbsError> {
     let (addr, id) = match token.rsplit_once(':') {
         Some((a, id)) if a.contains(':') => (a.to_string(), id.to_string()),
         _ => return Err(VerbsError::Bootstrap(format!("token {token:?} is not host:port:id"))),
@@ -337,15 +369,19 @@ pub fn peer_allgather<T: Serialize + DeserializeOwned>(token: &str, rank: usize,
             Err(e) => return Err(io(&format!("connect to the root {addr} (timed out after {timeout:?})"), e)),
         }
     };
-    s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10)))).map_err(|e| io("socket", e))?;
+    s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10))))
+        .map_err(|e| io("socket", e))?;
     let hello = Hello { id, rank, size, payload: mine };
     let mut w = &s;
-    writeln!(w, "{}", serde_json::to_string(&hello).map_err(|e| VerbsError::Bootstrap(e.to_string()))?).map_err(|e| io("send hello", e))?;
+    writeln!(w, "{}", serde_json::to_string(&hello).map_err(|e| VerbsError::Bootstrap(e.to_string()))?)
+        .map_err(|e| io("send hello", e))?;
     let mut line = String::new();
     BufReader::new(&s).read_line(&mut line).map_err(|e| io(&format!("wait for the root {addr}"), e))?;
     match serde_json::from_str::<Reply<T>>(&line) {
         Ok(Reply::All { all }) if all.len() == size => Ok(all),
-        Ok(Reply::All { all }) => Err(VerbsError::Bootstrap(format!("root sent {} records for {size} ranks", all.len()))),
+        Ok(Reply::All { all }) => {
+            Err(VerbsError::Bootstrap(format!("root sent {} records for {size} ranks", all.len())))
+        }
         Ok(Reply::Error { error }) => Err(VerbsError::Bootstrap(format!("root refused rank {rank}: {error}"))),
         Err(e) => Err(VerbsError::Bootstrap(format!("bad reply from the root ({e}): {line:?}"))),
     }
@@ -364,9 +400,22 @@ mod tests {
 
     #[test]
     fn launchers_are_detected_from_their_environment() {
-        let l = detect(env(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_BOOTSTRAP", "node0:18515")])).unwrap().unwrap();
+        let l = detect(env(&[
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("MARROW_BOOTSTRAP", "node0:18515"),
+        ]))
+        .unwrap()
+        .unwrap();
         assert_eq!((l.rank, l.size, l.launcher, l.root.as_deref()), (1, 2, "Open MPI mpirun", Some("node0:18515")));
-        let l = detect(env(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4"), ("SLURM_JOB_ID", "77"), ("MARROW_BOOTSTRAP", "n0:1")])).unwrap().unwrap();
+        let l = detect(env(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_JOB_ID", "77"),
+            ("MARROW_BOOTSTRAP", "n0:1"),
+        ]))
+        .unwrap()
+        .unwrap();
         assert_eq!((l.rank, l.launcher, l.id.as_deref()), (3, "Slurm srun", Some("slurm-77")));
         let l = detect(env(&[("PMIX_RANK", "0"), ("SLURM_NTASKS", "1")])).unwrap().unwrap();
         assert_eq!((l.launcher, l.root), ("PMIx (srun --mpi=pmix)", None));
@@ -383,23 +432,47 @@ mod tests {
     fn the_route_is_mpi_under_mpirun_when_libmpi_loads_else_tcp() {
         // libmpi forced absent under Open MPI's mpirun: the error names the
         // package and the other way, MARROW_BOOTSTRAP.
-        let e = route(env(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so")])).unwrap_err().to_string();
+        let e = route(env(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("MARROW_MPI_LIB", "/nonexistent/libmpi.so"),
+        ]))
+        .unwrap_err()
+        .to_string();
         assert!(
-            e.contains("libmpi not found (tried /nonexistent/libmpi.so") && e.contains("apt install libopenmpi3 openmpi-bin") && e.contains("MARROW_BOOTSTRAP (host:port of rank 0's rendezvous) is not set"),
+            e.contains("libmpi not found (tried /nonexistent/libmpi.so")
+                && e.contains("apt install libopenmpi3 openmpi-bin")
+                && e.contains("MARROW_BOOTSTRAP (host:port of rank 0's rendezvous) is not set"),
             "{e}"
         );
         // ... with MARROW_BOOTSTRAP it falls back to the rendezvous.
-        let r = route(env(&[("PMI_RANK", "1"), ("PMI_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so"), ("MARROW_BOOTSTRAP", "n0:9")])).unwrap();
+        let r = route(env(&[
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "2"),
+            ("MARROW_MPI_LIB", "/nonexistent/libmpi.so"),
+            ("MARROW_BOOTSTRAP", "n0:9"),
+        ]))
+        .unwrap();
         assert!(matches!(&r, Some(Route::Tcp(l)) if l.rank == 1 && l.root.as_deref() == Some("n0:9")), "{r:?}");
         // srun is not mpirun: no libmpi is tried, the rendezvous is used.
         let r = route(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("MARROW_BOOTSTRAP", "n0:9")])).unwrap();
         assert!(matches!(r, Some(Route::Tcp(_))), "{r:?}");
-        assert!(route(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")])).unwrap_err().to_string().contains("does not link libmpi/libpmix"));
+        assert!(
+            route(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")]))
+                .unwrap_err()
+                .to_string()
+                .contains("does not link libmpi/libpmix")
+        );
         assert!(route(env(&[])).unwrap().is_none());
         let e = allgather_endpoints(env(&[]), &RcEndpoint::sample(0), Duration::from_secs(1)).unwrap_err().to_string();
         assert!(e.contains("no launcher found") && e.contains("mpirun") && e.contains("MARROW_BOOTSTRAP"), "{e}");
         // One rank needs no exchange.
-        let g = allgather_endpoints(env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")]), &RcEndpoint::sample(0), Duration::from_secs(1)).unwrap();
+        let g = allgather_endpoints(
+            env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")]),
+            &RcEndpoint::sample(0),
+            Duration::from_secs(1),
+        )
+        .unwrap();
         assert_eq!((g.rank, g.size, g.all), (0, 1, vec![RcEndpoint::sample(0)]));
     }
 
@@ -410,7 +483,9 @@ mod tests {
         let peers: Vec<_> = (1..3)
             .map(|r| {
                 let t = token.clone();
-                std::thread::spawn(move || peer_allgather(&t, r, 3, &RcEndpoint::sample(r as u32), Duration::from_secs(10)))
+                std::thread::spawn(move || {
+                    peer_allgather(&t, r, 3, &RcEndpoint::sample(r as u32), Duration::from_secs(10))
+                })
             })
             .collect();
         let at_root = root.allgather(3, &RcEndpoint::sample(0), Duration::from_secs(10)).unwrap();
@@ -432,7 +507,10 @@ mod tests {
         assert!(pe.contains("id job-b is not this rendezvous's job-a"), "{pe}");
         // Nobody listening: the peer gives up at its deadline.
         let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let e = peer_allgather(&format!("127.0.0.1:{free}:x"), 1, 2, &RcEndpoint::sample(1), Duration::from_millis(300)).unwrap_err().to_string();
+        let e =
+            peer_allgather(&format!("127.0.0.1:{free}:x"), 1, 2, &RcEndpoint::sample(1), Duration::from_millis(300))
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("connect to the root"), "{e}");
     }
 }

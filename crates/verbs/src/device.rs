@@ -89,23 +89,44 @@ impl Context {
         unsafe { (v.ibv.ibv_free_device_list)(list) };
         let Some((_, dname)) = chosen else {
             return Err(match name {
-                Some(w) => VerbsError::DeviceNotFound { wanted: w.into(), present: if present.is_empty() { "none".into() } else { present.join(", ") } },
+                Some(w) => VerbsError::DeviceNotFound {
+                    wanted: w.into(),
+                    present: if present.is_empty() { "none".into() } else { present.join(", ") },
+                },
                 None => VerbsError::NoDevice(crate::probe::no_device_reason(std::path::Path::new("/sys"))),
             });
         };
         let ctx = ctx.filter(|c| !c.is_null()).ok_or(open_err)?;
-        let mut c = Context { v, ctx, name: dname, port, port_attr: ibv_port_attr::default(), link: LinkLayer::Infiniband, gid: [0; 16], gid_index, devx };
+        let mut c = Context {
+            v,
+            ctx,
+            name: dname,
+            port,
+            port_attr: ibv_port_attr::default(),
+            link: LinkLayer::Infiniband,
+            gid: [0; 16],
+            gid_index,
+            devx,
+        };
         // SAFETY: ctx is open; port_attr is a full ibv_port_attr, larger than
         // the compat prefix the exported ibv_query_port writes.
         rc("ibv_query_port", unsafe { (c.v.ibv.ibv_query_port)(c.ctx, port, &mut c.port_attr) })?;
-        let sysfs_ll = std::fs::read_to_string(format!("/sys/class/infiniband/{}/ports/{port}/link_layer", c.name)).unwrap_or_default();
-        c.link = if c.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET || sysfs_ll.trim() == "Ethernet" { LinkLayer::Ethernet } else { LinkLayer::Infiniband };
+        let sysfs_ll = std::fs::read_to_string(format!("/sys/class/infiniband/{}/ports/{port}/link_layer", c.name))
+            .unwrap_or_default();
+        c.link = if c.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET || sysfs_ll.trim() == "Ethernet" {
+            LinkLayer::Ethernet
+        } else {
+            LinkLayer::Infiniband
+        };
         let mut gid = ibv_gid::default();
         // SAFETY: ctx open, gid a valid out pointer.
         rc("ibv_query_gid", unsafe { (c.v.ibv.ibv_query_gid)(c.ctx, port, c_int::from(gid_index), &mut gid) })?;
         c.gid = gid.raw;
         if c.port_attr.state != IBV_PORT_ACTIVE {
-            return Err(VerbsError::NoDevice(format!("{} port {port} is not ACTIVE (state {}): check the cable, the subnet manager (IB) or the link (RoCE)", c.name, c.port_attr.state)));
+            return Err(VerbsError::NoDevice(format!(
+                "{} port {port} is not ACTIVE (state {}): check the cable, the subnet manager (IB) or the link (RoCE)",
+                c.name, c.port_attr.state
+            )));
         }
         Ok(c)
     }
@@ -161,7 +182,11 @@ impl<'c> Pd<'c> {
         if mr.is_null() {
             let err = std::io::Error::last_os_error();
             // ENOMEM here is nearly always RLIMIT_MEMLOCK: the pages are pinned.
-            let call = if err.raw_os_error() == Some(12) { "ibv_reg_mr (raise the memlock limit: ulimit -l unlimited)" } else { "ibv_reg_mr" };
+            let call = if err.raw_os_error() == Some(12) {
+                "ibv_reg_mr (raise the memlock limit: ulimit -l unlimited)"
+            } else {
+                "ibv_reg_mr"
+            };
             return Err(VerbsError::Call { call, err });
         }
         Ok(Mr { c: self.c, mr })
@@ -171,7 +196,9 @@ impl<'c> Pd<'c> {
     /// with `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD`): `offset` into the dma-buf,
     /// `iova` the address the WQEs will name (the GPU virtual address).
     pub fn reg_dmabuf(&self, fd: i32, offset: u64, len: usize, iova: u64, access: u32) -> Result<Mr<'_>, VerbsError> {
-        let f = self.c.v.opt.ibv_reg_dmabuf_mr.ok_or(VerbsError::Unsupported("ibv_reg_dmabuf_mr (rdma-core 34+): register GPU memory through nvidia_peermem and reg_host instead"))?;
+        let f = self.c.v.opt.ibv_reg_dmabuf_mr.ok_or(VerbsError::Unsupported(
+            "ibv_reg_dmabuf_mr (rdma-core 34+): register GPU memory through nvidia_peermem and reg_host instead",
+        ))?;
         // SAFETY: the kernel validates fd/offset/len against the dma-buf; pd is live.
         let mr = unsafe { f(self.pd, offset, len, iova, fd, access as c_int) };
         if mr.is_null() { Err(errno("ibv_reg_dmabuf_mr")) } else { Ok(Mr { c: self.c, mr }) }
@@ -280,7 +307,8 @@ impl<'c> RcQp<'c> {
     /// power of two; `dv.sq_wqe_cnt` says what it made.
     pub fn create(c: &'c Context, pd: &Pd<'c>, sq_wr: u32, ncqe: u32) -> Result<RcQp<'c>, VerbsError> {
         // SAFETY: ctx is live; the CQ is destroyed in Drop or on the error path.
-        let cq = unsafe { (c.v.ibv.ibv_create_cq)(c.ctx, ncqe as c_int, core::ptr::null_mut(), core::ptr::null_mut(), 0) };
+        let cq =
+            unsafe { (c.v.ibv.ibv_create_cq)(c.ctx, ncqe as c_int, core::ptr::null_mut(), core::ptr::null_mut(), 0) };
         if cq.is_null() {
             return Err(errno("ibv_create_cq"));
         }
@@ -297,7 +325,13 @@ impl<'c> RcQp<'c> {
             send_cq: cq,
             recv_cq: rcq,
             srq: core::ptr::null_mut(),
-            cap: ibv_qp_cap { max_send_wr: sq_wr, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 28 },
+            cap: ibv_qp_cap {
+                max_send_wr: sq_wr,
+                max_recv_wr: 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 28,
+            },
             qp_type: IBV_QPT_RC,
             sq_sig_all: 0,
         };
@@ -354,4 +388,3 @@ impl Drop for RcQp<'_> {
         }
     }
 }
-

@@ -107,7 +107,8 @@ fn path(p: &RcParams, remote: Option<&RcEndpoint>, rmac: [u8; 6]) -> Result<ads,
             }
             LinkLayer::Ethernet => {
                 a.set_grh(true).set_rgid_rip(&r.gid).set_src_addr_index(p.sgid_index).set_hop_limit(1);
-                a.set_rmac_47_32(u16::from_be_bytes([rmac[0], rmac[1]])).set_rmac_31_0(u32::from_be_bytes([rmac[2], rmac[3], rmac[4], rmac[5]]));
+                a.set_rmac_47_32(u16::from_be_bytes([rmac[0], rmac[1]]))
+                    .set_rmac_31_0(u32::from_be_bytes([rmac[2], rmac[3], rmac[4], rmac[5]]));
             }
         }
     }
@@ -245,7 +246,16 @@ pub fn cq_init_bytes(p: &GpuQueuePlan) -> Vec<u8> {
 /// where things ended up: device addresses of the three UMEMs, the UAR
 /// register (as the device sees it) and the object numbers.
 #[allow(clippy::too_many_arguments)]
-pub fn dv_queues(p: &GpuQueuePlan, qpn: u32, cqn: u32, sq: u64, cq: u64, dbr: u64, db_reg: u64, db_size: u32) -> crate::device::DvQueues {
+pub fn dv_queues(
+    p: &GpuQueuePlan,
+    qpn: u32,
+    cqn: u32,
+    sq: u64,
+    cq: u64,
+    dbr: u64,
+    db_reg: u64,
+    db_size: u32,
+) -> crate::device::DvQueues {
     crate::device::DvQueues {
         qpn,
         sq_buf: sq,
@@ -281,7 +291,9 @@ impl<'c> Devx<'c> {
     /// Over a context opened with `devx = true`.
     pub fn new(c: &'c crate::device::Context) -> Result<Devx<'c>, VerbsError> {
         if !c.devx {
-            return Err(VerbsError::Unsupported("devx needs a context opened with MLX5DV_CONTEXT_FLAGS_DEVX (Context::open(.., devx = true))"));
+            return Err(VerbsError::Unsupported(
+                "devx needs a context opened with MLX5DV_CONTEXT_FLAGS_DEVX (Context::open(.., devx = true))",
+            ));
         }
         Ok(Devx { c, objs: Vec::new(), umems: Vec::new(), uars: Vec::new() })
     }
@@ -298,7 +310,12 @@ impl<'c> Devx<'c> {
     /// Register GPU memory exported as a dma-buf as a UMEM (the IBGDA path:
     /// queues and doorbell records in GPU memory).
     pub fn umem_dmabuf(&mut self, fd: i32, offset: u64, len: usize) -> Result<Umem, VerbsError> {
-        let f = self.c.verbs().opt.mlx5dv_devx_umem_reg_ex.ok_or(VerbsError::Unsupported("mlx5dv_devx_umem_reg_ex (rdma-core 35+)"))?;
+        let f = self
+            .c
+            .verbs()
+            .opt
+            .mlx5dv_devx_umem_reg_ex
+            .ok_or(VerbsError::Unsupported("mlx5dv_devx_umem_reg_ex (rdma-core 35+)"))?;
         let mut i = crate::ffi::mlx5dv_devx_umem_in {
             addr: offset as *mut core::ffi::c_void,
             size: len,
@@ -319,7 +336,8 @@ impl<'c> Devx<'c> {
     /// `addr..addr+len` stays mapped while the UMEM lives.
     pub unsafe fn umem(&mut self, addr: *mut u8, len: usize) -> Result<Umem, VerbsError> {
         // SAFETY: the caller keeps the range mapped; the context is live.
-        let u = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_umem_reg)(self.c.raw(), addr.cast(), len, crate::qp::RC_ACCESS) };
+        let u =
+            unsafe { (self.c.verbs().mlx5.mlx5dv_devx_umem_reg)(self.c.raw(), addr.cast(), len, crate::qp::RC_ACCESS) };
         self.push_umem(u, "mlx5dv_devx_umem_reg")
     }
 
@@ -327,13 +345,19 @@ impl<'c> Devx<'c> {
     pub fn uar(&mut self) -> Result<(u32, u64), VerbsError> {
         // SAFETY: the context is live; NC first (an 8-byte doorbell register,
         // NVSHMEM's preference), BlueFlame otherwise.
-        let mut u = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_alloc_uar)(self.c.raw(), crate::ffi::MLX5DV_UAR_ALLOC_TYPE_NC) };
+        let mut u =
+            unsafe { (self.c.verbs().mlx5.mlx5dv_devx_alloc_uar)(self.c.raw(), crate::ffi::MLX5DV_UAR_ALLOC_TYPE_NC) };
         if u.is_null() {
             // SAFETY: as above.
-            u = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_alloc_uar)(self.c.raw(), crate::ffi::MLX5DV_UAR_ALLOC_TYPE_BF) };
+            u = unsafe {
+                (self.c.verbs().mlx5.mlx5dv_devx_alloc_uar)(self.c.raw(), crate::ffi::MLX5DV_UAR_ALLOC_TYPE_BF)
+            };
         }
         if u.is_null() {
-            return Err(VerbsError::Call { call: "mlx5dv_devx_alloc_uar (in a container this needs --privileged or the devx capability)", err: std::io::Error::last_os_error() });
+            return Err(VerbsError::Call {
+                call: "mlx5dv_devx_alloc_uar (in a container this needs --privileged or the devx capability)",
+                err: std::io::Error::last_os_error(),
+            });
         }
         self.uars.push(u);
         // SAFETY: a live UAR rdma-core returned.
@@ -346,7 +370,10 @@ impl<'c> Devx<'c> {
         // SAFETY: the context is live; `eqn` a valid out-pointer.
         let r = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_query_eqn)(self.c.raw(), 0, &mut eqn) };
         if r != 0 {
-            return Err(VerbsError::Call { call: "mlx5dv_devx_query_eqn", err: std::io::Error::from_raw_os_error(r.abs()) });
+            return Err(VerbsError::Call {
+                call: "mlx5dv_devx_query_eqn",
+                err: std::io::Error::from_raw_os_error(r.abs()),
+            });
         }
         Ok(eqn)
     }
@@ -355,7 +382,15 @@ impl<'c> Devx<'c> {
     pub fn create(&mut self, cmd: &'static str, input: &[u8]) -> Result<u32, VerbsError> {
         let mut out = [0u8; 64];
         // SAFETY: `input` and `out` are live buffers of the lengths given.
-        let o = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_obj_create)(self.c.raw(), input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
+        let o = unsafe {
+            (self.c.verbs().mlx5.mlx5dv_devx_obj_create)(
+                self.c.raw(),
+                input.as_ptr().cast(),
+                input.len(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        };
         if o.is_null() {
             let (status, syndrome) = out_status(&out);
             return Err(VerbsError::Devx { cmd, err: std::io::Error::last_os_error(), status, syndrome });
@@ -369,7 +404,15 @@ impl<'c> Devx<'c> {
         let o = *self.objs.get(obj_index).ok_or(VerbsError::Unsupported("no such devx object"))?;
         let mut out = [0u8; 64];
         // SAFETY: a live devx object; buffers of the lengths given.
-        let r = unsafe { (self.c.verbs().mlx5.mlx5dv_devx_obj_modify)(o, input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
+        let r = unsafe {
+            (self.c.verbs().mlx5.mlx5dv_devx_obj_modify)(
+                o,
+                input.as_ptr().cast(),
+                input.len(),
+                out.as_mut_ptr().cast(),
+                out.len(),
+            )
+        };
         if r != 0 {
             let (status, syndrome) = out_status(&out);
             return Err(VerbsError::Devx { cmd, err: std::io::Error::from_raw_os_error(r.abs()), status, syndrome });
@@ -402,12 +445,22 @@ mod tests {
 
     #[test]
     fn create_cq_carries_the_spec_in_the_right_bits() {
-        let s = CqSpec { log_cq_size: 7, uar_page: 0x123, eqn: 9, umem: (0x11, 0x2000), dbr: (0x12, 0x40), collapsed: true };
+        let s = CqSpec {
+            log_cq_size: 7,
+            uar_page: 0x123,
+            eqn: 9,
+            umem: (0x11, 0x2000),
+            dbr: (0x12, 0x40),
+            collapsed: true,
+        };
         let b = create_cq_in(&s).unwrap();
         let i = create_cq_in::read_from_bytes(&b).unwrap();
         assert_eq!(i.opcode(), 0x400);
         let c = cqc::read_from_bytes(i.cq_context()).unwrap();
-        assert_eq!((c.log_cq_size(), c.uar_page(), c.c_eqn_or_apu_element(), c.cc(), c.oi(), c.cqe_sz()), (7, 0x123, 9, true, true, 0));
+        assert_eq!(
+            (c.log_cq_size(), c.uar_page(), c.c_eqn_or_apu_element(), c.cc(), c.oi(), c.cqe_sz()),
+            (7, 0x123, 9, true, true, 0)
+        );
         assert_eq!((c.dbr_umem_valid(), c.dbr_umem_id(), c.dbr_addr()), (true, 0x12, 0x40));
         assert_eq!((i.cq_umem_valid(), i.cq_umem_id(), i.cq_umem_offset()), (true, 0x11, 0x2000));
         // Big-endian words: log_cq_size sits in byte 16+12 (cqc at 16, dword 3).
@@ -431,15 +484,23 @@ mod tests {
         let i = init2rtr_qp_in::read_from_bytes(&b).unwrap();
         let q = qpc::read_from_bytes(i.qpc()).unwrap();
         let a = ads::read_from_bytes(q.primary_address_path()).unwrap();
-        assert_eq!((i.opcode(), i.qpn(), q.remote_qpn(), q.next_rcv_psn(), q.mtu(), q.log_rra_max()), (0x503, 0x99, 0xabcd, 0x42, 5, 4));
+        assert_eq!(
+            (i.opcode(), i.qpn(), q.remote_qpn(), q.next_rcv_psn(), q.mtu(), q.log_rra_max()),
+            (0x503, 0x99, 0xabcd, 0x42, 5, 4)
+        );
         assert_eq!((a.rlid(), a.grh(), a.vhca_port_num()), (0x12, false, 1));
         let pr = RcParams { link: LinkLayer::Ethernet, sgid_index: 3, ..p };
         let b = init2rtr_qp_in(0x99, &pr, &remote, [1, 2, 3, 4, 5, 6]).unwrap();
         let q = qpc::read_from_bytes(init2rtr_qp_in::read_from_bytes(&b).unwrap().qpc()).unwrap();
         let a = ads::read_from_bytes(q.primary_address_path()).unwrap();
-        assert_eq!((a.grh(), *a.rgid_rip(), a.src_addr_index(), a.hop_limit(), a.rmac_47_32(), a.rmac_31_0()), (true, [7; 16], 3, 1, 0x0102, 0x03040506));
+        assert_eq!(
+            (a.grh(), *a.rgid_rip(), a.src_addr_index(), a.hop_limit(), a.rmac_47_32(), a.rmac_31_0()),
+            (true, [7; 16], 3, 1, 0x0102, 0x03040506)
+        );
 
-        let q = qpc::read_from_bytes(rst2init_qp_in::read_from_bytes(&rst2init_qp_in(0x99, &p).unwrap()).unwrap().qpc()).unwrap();
+        let q =
+            qpc::read_from_bytes(rst2init_qp_in::read_from_bytes(&rst2init_qp_in(0x99, &p).unwrap()).unwrap().qpc())
+                .unwrap();
         assert_eq!((q.rre(), q.rwe(), q.rae(), q.atomic_mode()), (true, true, true, 3));
         let b = rtr2rts_qp_in(0x99, &p, 0x0200_0007).unwrap();
         let q = qpc::read_from_bytes(rtr2rts_qp_in::read_from_bytes(&b).unwrap().qpc()).unwrap();
@@ -459,7 +520,10 @@ mod tests {
         assert_eq!(init.len(), 16384);
         assert!((0..256).all(|i| init[i * 64 + 63] == 0xf0 && init[i * 64..i * 64 + 63].iter().all(|b| *b == 0)));
         let d = dv_queues(&p, 0x11, 0x22, 0x1000_0000, 0x2000_0000, 0x3000_0000, 0x7f00_0800, 8);
-        assert_eq!((d.sq_wqe_cnt, d.cqe_cnt, d.dbrec, d.cq_dbrec, d.sq_stride, d.cqe_size), (64, 256, 0x3000_0000, 0x3000_0040, 64, 64));
+        assert_eq!(
+            (d.sq_wqe_cnt, d.cqe_cnt, d.dbrec, d.cq_dbrec, d.sq_stride, d.cqe_size),
+            (64, 256, 0x3000_0000, 0x3000_0040, 64, 64)
+        );
     }
 
     #[test]

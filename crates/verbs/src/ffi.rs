@@ -348,7 +348,15 @@ impl Default for mlx5dv_qp {
 /// All pointers null, all counts zero: what `mlx5dv_init_obj` fills in.
 impl Default for mlx5dv_cq {
     fn default() -> Self {
-        mlx5dv_cq { buf: core::ptr::null_mut(), dbrec: core::ptr::null_mut(), cqe_cnt: 0, cqe_size: 0, cq_uar: core::ptr::null_mut(), cqn: 0, comp_mask: 0 }
+        mlx5dv_cq {
+            buf: core::ptr::null_mut(),
+            dbrec: core::ptr::null_mut(),
+            cqe_cnt: 0,
+            cqe_size: 0,
+            cq_uar: core::ptr::null_mut(),
+            cqn: 0,
+            comp_mask: 0,
+        }
     }
 }
 

@@ -35,7 +35,9 @@ pub use lib_load::Verbs;
 pub enum VerbsError {
     /// rdma-core's shared library is not installed (or not where the
     /// override points).
-    #[error("{lib} not found ({detail}): install rdma-core's runtime (apt install libibverbs1 ibverbs-providers; the {package} package provides it)")]
+    #[error(
+        "{lib} not found ({detail}): install rdma-core's runtime (apt install libibverbs1 ibverbs-providers; the {package} package provides it)"
+    )]
     LibraryMissing {
         /// Library path or name tried.
         lib: String,
@@ -45,7 +47,9 @@ pub enum VerbsError {
         detail: String,
     },
     /// The library is too old to have a symbol marrow calls.
-    #[error("{lib} has no {symbol} ({detail}): rdma-core is too old; marrow needs rdma-core 33 or newer (Debian 12 ships 44)")]
+    #[error(
+        "{lib} has no {symbol} ({detail}): rdma-core is too old; marrow needs rdma-core 33 or newer (Debian 12 ships 44)"
+    )]
     SymbolMissing {
         /// Library.
         lib: String,
@@ -89,7 +93,9 @@ pub enum VerbsError {
     #[error("unusable queue: {0}")]
     Queue(String),
     /// No libmpi could be opened (the bootstrap under mpirun wanted one).
-    #[error("libmpi not found (tried {tried}: {detail}): install Open MPI's runtime (apt install libopenmpi3 openmpi-bin) or MPICH's (apt install libmpich12 mpich), or point MARROW_MPI_LIB at a libmpi.so")]
+    #[error(
+        "libmpi not found (tried {tried}: {detail}): install Open MPI's runtime (apt install libopenmpi3 openmpi-bin) or MPICH's (apt install libmpich12 mpich), or point MARROW_MPI_LIB at a libmpi.so"
+    )]
     MpiMissing {
         /// Libraries tried.
         tried: String,
@@ -115,7 +121,10 @@ pub fn open_checked(sysfs: &std::path::Path) -> Result<(Verbs, Vec<String>), Ver
         let listed = if devs.is_empty() {
             "ibv_get_device_list returned 0 devices".to_string()
         } else {
-            format!("ibv_get_device_list returned {} but none is mlx5", devs.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "))
+            format!(
+                "ibv_get_device_list returned {} but none is mlx5",
+                devs.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", ")
+            )
         };
         return Err(VerbsError::NoDevice(format!("{listed}; {}", probe::no_device_reason(sysfs))));
     }

@@ -76,7 +76,8 @@ pub struct Optional {
     /// `ibv_reg_dmabuf_mr` (IBVERBS_1.12, rdma-core 34): GPU memory by dma-buf.
     pub ibv_reg_dmabuf_mr: Option<unsafe extern "C" fn(*mut c_void, u64, usize, u64, c_int, c_int) -> *mut ibv_mr>,
     /// `mlx5dv_devx_umem_reg_ex` (MLX5_1.19, rdma-core 35): UMEMs over a dma-buf.
-    pub mlx5dv_devx_umem_reg_ex: Option<unsafe extern "C" fn(*mut c_void, *mut mlx5dv_devx_umem_in) -> *mut mlx5dv_devx_umem>,
+    pub mlx5dv_devx_umem_reg_ex:
+        Option<unsafe extern "C" fn(*mut c_void, *mut mlx5dv_devx_umem_in) -> *mut mlx5dv_devx_umem>,
 }
 
 /// rdma-core, loaded.
@@ -124,7 +125,10 @@ impl Verbs {
         let opt = unsafe {
             Optional {
                 ibv_reg_dmabuf_mr: ibv_lib.get(b"ibv_reg_dmabuf_mr\0").ok().map(|s: libloading::Symbol<_>| *s),
-                mlx5dv_devx_umem_reg_ex: mlx5_lib.get(b"mlx5dv_devx_umem_reg_ex\0").ok().map(|s: libloading::Symbol<_>| *s),
+                mlx5dv_devx_umem_reg_ex: mlx5_lib
+                    .get(b"mlx5dv_devx_umem_reg_ex\0")
+                    .ok()
+                    .map(|s: libloading::Symbol<_>| *s),
             }
         };
         Ok(Verbs { ibv, mlx5, opt, paths: (ibv_path, mlx5_path), _libs: (ibv_lib, mlx5_lib) })

@@ -47,7 +47,13 @@ struct Handled<H> {
 
 impl<H: Copy> Handled<H> {
     fn load(lib: &libloading::Library, path: &str, comm_world: H, byte: H) -> Result<Self, VerbsError> {
-        Ok(Handled { comm_world, byte, comm_rank: sym(lib, path, "MPI_Comm_rank")?, comm_size: sym(lib, path, "MPI_Comm_size")?, allgather: sym(lib, path, "MPI_Allgather")? })
+        Ok(Handled {
+            comm_world,
+            byte,
+            comm_rank: sym(lib, path, "MPI_Comm_rank")?,
+            comm_size: sym(lib, path, "MPI_Comm_size")?,
+            allgather: sym(lib, path, "MPI_Allgather")?,
+        })
     }
 }
 
@@ -82,7 +88,11 @@ pub struct Mpi {
 
 impl std::fmt::Debug for Mpi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mpi").field("path", &self.path).field("flavour", &self.flavour()).field("we_initialized", &self.we_initialized).finish()
+        f.debug_struct("Mpi")
+            .field("path", &self.path)
+            .field("flavour", &self.flavour())
+            .field("we_initialized", &self.we_initialized)
+            .finish()
     }
 }
 
@@ -127,13 +137,19 @@ impl Mpi {
         let abi = match (ompi(b"ompi_mpi_comm_world\0"), ompi(b"ompi_mpi_byte\0")) {
             (Some(world), Some(byte)) => Abi::OpenMpi(Handled::load(&lib, path, world, byte)?),
             (Some(_), None) => {
-                return Err(VerbsError::Bootstrap(format!("{path} has ompi_mpi_comm_world but no ompi_mpi_byte: an Open MPI marrow does not know")));
+                return Err(VerbsError::Bootstrap(format!(
+                    "{path} has ompi_mpi_comm_world but no ompi_mpi_byte: an Open MPI marrow does not know"
+                )));
             }
-            _ if sym::<unsafe extern "C" fn()>(&lib, path, "MPIR_Err_return_comm").is_ok() || sym::<unsafe extern "C" fn()>(&lib, path, "PMPI_Init").is_ok() => {
+            _ if sym::<unsafe extern "C" fn()>(&lib, path, "MPIR_Err_return_comm").is_ok()
+                || sym::<unsafe extern "C" fn()>(&lib, path, "PMPI_Init").is_ok() =>
+            {
                 Abi::Mpich(Handled::load(&lib, path, MPICH_COMM_WORLD, MPICH_BYTE)?)
             }
             _ => {
-                return Err(VerbsError::Bootstrap(format!("{path} is neither Open MPI nor MPICH (no ompi_mpi_comm_world, no PMPI_Init)")));
+                return Err(VerbsError::Bootstrap(format!(
+                    "{path} is neither Open MPI nor MPICH (no ompi_mpi_comm_world, no PMPI_Init)"
+                )));
             }
         };
         Ok(Mpi {
@@ -173,7 +189,9 @@ impl Mpi {
         // SAFETY: as above; MPI_Finalized may be called at any time.
         Self::check("MPI_Finalized", unsafe { (self.finalized)(&mut done) })?;
         if done != 0 {
-            return Err(VerbsError::Bootstrap("MPI was already finalised in this process; it cannot start again".into()));
+            return Err(VerbsError::Bootstrap(
+                "MPI was already finalised in this process; it cannot start again".into(),
+            ));
         }
         // SAFETY: MPI_Init accepts NULL argc/argv (MPI-2 and later).
         Self::check("MPI_Init", unsafe { (self.init)(std::ptr::null_mut(), std::ptr::null_mut()) })?;
@@ -206,15 +224,23 @@ impl Mpi {
             }
         };
         Self::check("MPI_Comm_size", rc)?;
-        usize::try_from(s).ok().filter(|&s| s > 0).ok_or_else(|| VerbsError::Bootstrap(format!("MPI_Comm_size gave {s}")))
+        usize::try_from(s)
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| VerbsError::Bootstrap(format!("MPI_Comm_size gave {s}")))
     }
 
     /// `MPI_Allgather` of `n` bytes from `send` into `recv` (`n * size` bytes).
     fn allgather_raw(&self, send: &[u8], recv: &mut [u8]) -> Result<(), VerbsError> {
-        let n = c_int::try_from(send.len()).map_err(|_| VerbsError::Bootstrap(format!("record of {} bytes is too large for MPI_Allgather", send.len())))?;
+        let n = c_int::try_from(send.len()).map_err(|_| {
+            VerbsError::Bootstrap(format!("record of {} bytes is too large for MPI_Allgather", send.len()))
+        })?;
         let size = self.size()?;
         if recv.len() != send.len() * size {
-            return Err(VerbsError::Bootstrap(format!("receive buffer of {} bytes for {size} records of {n}", recv.len())));
+            return Err(VerbsError::Bootstrap(format!(
+                "receive buffer of {} bytes for {size} records of {n}",
+                recv.len()
+            )));
         }
         // SAFETY: `send` holds n bytes and `recv` n * size bytes (checked
         // above), both live for the call; handles are this ABI's
@@ -222,8 +248,12 @@ impl Mpi {
         // buffer is used after it returns.
         let rc = unsafe {
             match &self.abi {
-                Abi::OpenMpi(h) => (h.allgather)(send.as_ptr().cast(), n, h.byte, recv.as_mut_ptr().cast(), n, h.byte, h.comm_world),
-                Abi::Mpich(h) => (h.allgather)(send.as_ptr().cast(), n, h.byte, recv.as_mut_ptr().cast(), n, h.byte, h.comm_world),
+                Abi::OpenMpi(h) => {
+                    (h.allgather)(send.as_ptr().cast(), n, h.byte, recv.as_mut_ptr().cast(), n, h.byte, h.comm_world)
+                }
+                Abi::Mpich(h) => {
+                    (h.allgather)(send.as_ptr().cast(), n, h.byte, recv.as_mut_ptr().cast(), n, h.byte, h.comm_world)
+                }
             }
         };
         Self::check("MPI_Allgather", rc)
@@ -235,7 +265,8 @@ impl Mpi {
         let size = self.size()?;
         let mut lens = vec![0u8; 8 * size];
         self.allgather_raw(&(mine.len() as u64).to_le_bytes(), &mut lens)?;
-        let lens: Vec<usize> = lens.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
+        let lens: Vec<usize> =
+            lens.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
         let max = lens.iter().copied().max().unwrap_or(0);
         if max == 0 {
             return Ok(vec![Vec::new(); size]);
@@ -273,7 +304,13 @@ mod tests {
         let e = Mpi::load_from(&["/nonexistent/libmpi.so.40"]).unwrap_err();
         assert!(matches!(e, VerbsError::MpiMissing { .. }), "{e:?}");
         let e = e.to_string();
-        assert!(e.contains("/nonexistent/libmpi.so.40") && e.contains("apt install libopenmpi3 openmpi-bin") && e.contains(ENV_MPI_LIB) && e.contains("No such file"), "{e}");
+        assert!(
+            e.contains("/nonexistent/libmpi.so.40")
+                && e.contains("apt install libopenmpi3 openmpi-bin")
+                && e.contains(ENV_MPI_LIB)
+                && e.contains("No such file"),
+            "{e}"
+        );
     }
 
     #[test]

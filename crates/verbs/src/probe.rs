@@ -117,7 +117,9 @@ pub fn devices(sysfs: &Path) -> Vec<RdmaDevice> {
         .into_iter()
         .map(|name| {
             let d = dir.join(&name);
-            let link_name = |p: &Path| std::fs::read_link(p).ok().and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()));
+            let link_name = |p: &Path| {
+                std::fs::read_link(p).ok().and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
+            };
             let driver = link_name(&d.join("device/driver"));
             let pci = link_name(&d.join("device"));
             let mut ports: Vec<Port> = std::fs::read_dir(d.join("ports"))
@@ -136,7 +138,15 @@ pub fn devices(sysfs: &Path) -> Vec<RdmaDevice> {
                 .unwrap_or_default();
             ports.sort_by_key(|p| p.num);
             let mlx5 = name.starts_with("mlx5_") || driver.as_deref() == Some("mlx5_core");
-            RdmaDevice { fw_ver: read_trim(&d.join("fw_ver")), hca_type: read_trim(&d.join("hca_type")), name, driver, mlx5, pci, ports }
+            RdmaDevice {
+                fw_ver: read_trim(&d.join("fw_ver")),
+                hca_type: read_trim(&d.join("hca_type")),
+                name,
+                driver,
+                mlx5,
+                pci,
+                ports,
+            }
         })
         .collect()
 }
@@ -159,11 +169,19 @@ pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
         .as_deref()
         .unwrap_or("")
         .lines()
-        .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == "RegistryDwords").map(|(_, v)| v.trim().trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.trim() == "RegistryDwords")
+                .map(|(_, v)| v.trim().trim_matches('"').to_string())
+        })
         .unwrap_or_default();
-    let peer_mapping_override = registry.split(';').any(|kv| kv.trim().replace(' ', "").eq_ignore_ascii_case("PeerMappingOverride=1"));
+    let peer_mapping_override =
+        registry.split(';').any(|kv| kv.trim().replace(' ', "").eq_ignore_ascii_case("PeerMappingOverride=1"));
     let (mode, mode_reason) = if !nvidia {
-        (DoorbellMode::Host, "no nvidia driver loaded: the device code runs on CPU threads and stores to the UAR itself".to_string())
+        (
+            DoorbellMode::Host,
+            "no nvidia driver loaded: the device code runs on CPU threads and stores to the UAR itself".to_string(),
+        )
     } else if peer_mapping_override {
         (DoorbellMode::GpuDoorbell, "RegistryDwords has PeerMappingOverride=1: the UAR can be mapped into the GPU with cudaHostRegister(IoMemory)".to_string())
     } else if is_root {
@@ -176,12 +194,16 @@ pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
     };
     let kernel = read_trim(&proc_root.join("sys/kernel/osrelease"));
     let kver = kernel.as_deref().and_then(kernel_version);
-    let open_modules = read_trim(&proc_root.join("driver/nvidia/version")).is_some_and(|v| v.contains("Open Kernel Module"));
+    let open_modules =
+        read_trim(&proc_root.join("driver/nvidia/version")).is_some_and(|v| v.contains("Open Kernel Module"));
     let peermem = sysfs.join("module/nvidia_peermem").exists();
     let (gpu_mem, gpu_mem_reason) = if !nvidia {
         (GpuMemPath::None, "no nvidia driver: host-pinned buffers only".to_string())
     } else if open_modules && kver.is_some_and(|v| v >= (5, 12)) {
-        (GpuMemPath::DmaBuf, format!("open nvidia kernel modules and kernel {} (dma-buf needs >= 5.12)", kernel.unwrap_or_default()))
+        (
+            GpuMemPath::DmaBuf,
+            format!("open nvidia kernel modules and kernel {} (dma-buf needs >= 5.12)", kernel.unwrap_or_default()),
+        )
     } else if peermem {
         (GpuMemPath::Peermem, "nvidia_peermem is loaded".to_string())
     } else {
@@ -189,7 +211,11 @@ pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
             GpuMemPath::None,
             format!(
                 "neither dma-buf ({}) nor nvidia_peermem (not loaded): GPU buffers cannot be registered; modprobe nvidia_peermem or use the open kernel modules",
-                if open_modules { format!("kernel {} < 5.12", kernel.unwrap_or_default()) } else { "proprietary kernel modules".to_string() }
+                if open_modules {
+                    format!("kernel {} < 5.12", kernel.unwrap_or_default())
+                } else {
+                    "proprietary kernel modules".to_string()
+                }
             ),
         )
     };
@@ -207,7 +233,8 @@ pub fn no_device_reason(sysfs: &Path) -> String {
             dir.display()
         );
     }
-    let names: Vec<String> = devs.iter().map(|d| format!("{} ({})", d.name, d.driver.as_deref().unwrap_or("driver unknown"))).collect();
+    let names: Vec<String> =
+        devs.iter().map(|d| format!("{} ({})", d.name, d.driver.as_deref().unwrap_or("driver unknown"))).collect();
     format!("no mlx5 device among {}: marrow's backend drives ConnectX (mlx5) only", names.join(", "))
 }
 
@@ -245,7 +272,10 @@ mod tests {
         add_dev(&r, "rxe0", "virtio-pci", "0000:00:03.0", "Ethernet");
         let d = devices(&r.join("sys"));
         assert_eq!(d.len(), 2);
-        assert_eq!((d[0].name.as_str(), d[0].mlx5, d[0].driver.as_deref(), d[0].pci.as_deref()), ("mlx5_0", true, Some("mlx5_core"), Some("0000:17:00.0")));
+        assert_eq!(
+            (d[0].name.as_str(), d[0].mlx5, d[0].driver.as_deref(), d[0].pci.as_deref()),
+            ("mlx5_0", true, Some("mlx5_core"), Some("0000:17:00.0"))
+        );
         assert_eq!(d[0].ports, vec![Port { num: 1, link_layer: "InfiniBand".into(), state: "4: ACTIVE".into() }]);
         assert_eq!((d[0].fw_ver.as_deref(), d[0].hca_type.as_deref()), (Some("28.39.1002"), Some("MT4129")));
         assert!(!d[1].mlx5);
@@ -260,7 +290,12 @@ mod tests {
     fn no_infiniband_class_names_what_to_install() {
         let r = tree("empty");
         let why = no_device_reason(&r.join("sys"));
-        assert!(why.contains("class/infiniband is empty or absent") && why.contains("ibverbs-providers") && why.contains("mlx5_ib"), "{why}");
+        assert!(
+            why.contains("class/infiniband is empty or absent")
+                && why.contains("ibverbs-providers")
+                && why.contains("mlx5_ib"),
+            "{why}"
+        );
         let p = probe(&r.join("sys"), &r.join("proc"), false);
         assert!(p.devices.is_empty());
         assert_eq!((p.mode, p.gpu_mem), (DoorbellMode::Host, GpuMemPath::None));
@@ -275,18 +310,31 @@ mod tests {
         fs::create_dir_all(proc_.join("sys/kernel")).unwrap();
         fs::write(proc_.join("driver/nvidia/params"), "EnableStreamMemOPs: 1\nRegistryDwords: \"\"\n").unwrap();
         fs::write(proc_.join("sys/kernel/osrelease"), "6.1.0-13-amd64\n").unwrap();
-        fs::write(proc_.join("driver/nvidia/version"), "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06\n").unwrap();
+        fs::write(
+            proc_.join("driver/nvidia/version"),
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06\n",
+        )
+        .unwrap();
         let p = probe(&r.join("sys"), &proc_, false);
         assert_eq!(p.mode, DoorbellMode::CpuProxy);
-        assert!(p.mode_reason.contains("PeerMappingOverride=1 is not in") && p.mode_reason.contains("NVreg_RegistryDwords"), "{}", p.mode_reason);
+        assert!(
+            p.mode_reason.contains("PeerMappingOverride=1 is not in") && p.mode_reason.contains("NVreg_RegistryDwords"),
+            "{}",
+            p.mode_reason
+        );
         assert_eq!(p.gpu_mem, GpuMemPath::DmaBuf);
         assert_eq!(probe(&r.join("sys"), &proc_, true).mode, DoorbellMode::GpuDoorbell);
-        fs::write(proc_.join("driver/nvidia/params"), "RegistryDwords: \"RMForceStaticBar1=1;PeerMappingOverride=1;\"\n").unwrap();
+        fs::write(
+            proc_.join("driver/nvidia/params"),
+            "RegistryDwords: \"RMForceStaticBar1=1;PeerMappingOverride=1;\"\n",
+        )
+        .unwrap();
         let p = probe(&r.join("sys"), &proc_, false);
         assert!(p.peer_mapping_override);
         assert_eq!(p.mode, DoorbellMode::GpuDoorbell);
         // Proprietary modules: dma-buf is out; peermem decides.
-        fs::write(proc_.join("driver/nvidia/version"), "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06\n").unwrap();
+        fs::write(proc_.join("driver/nvidia/version"), "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06\n")
+            .unwrap();
         assert_eq!(probe(&r.join("sys"), &proc_, false).gpu_mem, GpuMemPath::None);
         fs::create_dir_all(r.join("sys/module/nvidia_peermem")).unwrap();
         assert_eq!(probe(&r.join("sys"), &proc_, false).gpu_mem, GpuMemPath::Peermem);

@@ -68,8 +68,8 @@ impl DoorbellProxy {
                     if v == EMPTY {
                         // Spin while doorbells are recent (a put loop rings
                         // every few microseconds), then sleep, so an idle
-                        // proxy costs nothing on 2-core machines (DESIGN.md,
-                        // polling).
+                        // proxy costs nothing on 2-core machines
+                        // (docs/SOURCES.md §4).
                         if last.elapsed() > SPIN {
                             std::thread::sleep(Duration::from_micros(20));
                         } else {

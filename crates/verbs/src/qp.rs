@@ -111,7 +111,8 @@ impl Default for RcParams {
 
 /// Remote access a marrow channel grants: the device code writes, reads and
 /// does atomics on the peer's symmetric buffer.
-pub const RC_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+pub const RC_ACCESS: u32 =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
 /// RESET→INIT: state, P_Key index, port, access flags.
 pub fn reset_to_init(p: &RcParams) -> (ibv_qp_attr, u32) {
@@ -172,7 +173,8 @@ pub fn rtr_to_rts(p: &RcParams, local_psn: u32) -> (ibv_qp_attr, u32) {
         max_rd_atomic: p.rd_atomic,
         ..Default::default()
     };
-    let mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+    let mask =
+        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
     (a, mask)
 }
 
@@ -185,7 +187,12 @@ pub const RC_TRANSITIONS: [(u32, u32, u32, u32); 3] = [
     (
         IBV_QPS_INIT,
         IBV_QPS_RTR,
-        IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+        IBV_QP_AV
+            | IBV_QP_PATH_MTU
+            | IBV_QP_DEST_QPN
+            | IBV_QP_RQ_PSN
+            | IBV_QP_MAX_DEST_RD_ATOMIC
+            | IBV_QP_MIN_RNR_TIMER,
         IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
     ),
     (
@@ -248,7 +255,15 @@ mod tests {
     use super::*;
 
     fn remote() -> RcEndpoint {
-        RcEndpoint { qpn: 0x1234, lid: 7, gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8], psn: 0x0abc_def0, rkey: 9, addr: 0x1000, len: 64 }
+        RcEndpoint {
+            qpn: 0x1234,
+            lid: 7,
+            gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+            psn: 0x0abc_def0,
+            rkey: 9,
+            addr: 0x1000,
+            len: 64,
+        }
     }
 
     #[test]
@@ -290,7 +305,10 @@ mod tests {
         // RoCE: GID with a GRH, the local GID index, no LID.
         let pr = RcParams { link: LinkLayer::Ethernet, sgid_index: 3, ..p };
         let (a, _) = init_to_rtr(&pr, &remote());
-        assert_eq!((a.ah_attr.is_global, a.ah_attr.dlid, a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit), (1, 0, 3, 1));
+        assert_eq!(
+            (a.ah_attr.is_global, a.ah_attr.dlid, a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit),
+            (1, 0, 3, 1)
+        );
         assert_eq!(a.ah_attr.grh.dgid.raw, remote().gid);
         let (a, _) = rtr_to_rts(&p, 0x0100_0005);
         assert_eq!((a.sq_psn, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic), (5, 14, 7, 7, 16));

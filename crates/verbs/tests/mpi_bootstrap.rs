@@ -1,7 +1,7 @@
 //! The bootstrap's all-gather as `marrow bench mlx5` runs it under a
 //! launcher, through the `marrow-mpi-probe` helper binary: two ranks under a
-//! real Open MPI `mpirun` (skipped, saying why, where `mpirun` is absent; CI
-//! installs openmpi-bin), two ranks over the TCP rendezvous, and the errors
+//! real Open MPI `mpirun` (failing, naming the packages, where `mpirun` is
+//! absent: `scripts/install-test-deps.sh` installs openmpi-bin), two ranks over the TCP rendezvous, and the errors
 //! when neither exchange is possible.
 
 use marrow_verbs::qp::RcEndpoint;
@@ -30,7 +30,11 @@ fn run(mut c: Command, limit: Duration) -> Output {
         if start.elapsed() > limit {
             let _ = child.kill();
             let o = child.wait_with_output().expect("output");
-            panic!("{c:?} still running after {limit:?}\nstdout: {}\nstderr: {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            panic!(
+                "{c:?} still running after {limit:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -42,7 +46,11 @@ fn run(mut c: Command, limit: Duration) -> Output {
 fn check_two_ranks(o: &Output, via: &str) {
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "exit {:?}\nstdout: {out}\nstderr: {err}", o.status);
-    let mut lines: Vec<serde_json::Value> = out.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let mut lines: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
     lines.sort_by_key(|v| v["rank"].as_u64());
     assert_eq!(lines.len(), 2, "stdout: {out}\nstderr: {err}");
     let want: Vec<RcEndpoint> = (0..2).map(RcEndpoint::sample).collect();
@@ -65,17 +73,19 @@ fn on_path(name: &str) -> Option<std::path::PathBuf> {
 
 #[test]
 fn two_ranks_under_open_mpi_gather_each_others_endpoint() {
-    let Some(mpirun) = on_path("mpirun") else {
-        eprintln!("skipped: no mpirun on PATH (apt install openmpi-bin libopenmpi3; scripts/install-test-deps.sh does)");
-        return;
-    };
+    // scripts/test.sh installs Open MPI first, so a missing mpirun is a
+    // broken test setup, not a reason to pass.
+    let mpirun = on_path("mpirun")
+        .expect("no mpirun on PATH: run scripts/install-test-deps.sh (apt install openmpi-bin libopenmpi3)");
     let mut v = clean(mpirun.to_str().unwrap());
     v.arg("--version");
     let version = String::from_utf8_lossy(&run(v, Duration::from_secs(30)).stdout).into_owned();
-    if !version.contains("Open MPI") {
-        eprintln!("skipped: {} is not Open MPI's ({})", mpirun.display(), version.lines().next().unwrap_or(""));
-        return;
-    }
+    assert!(
+        version.contains("Open MPI"),
+        "{} is not Open MPI's ({}): this test drives Open MPI's mpirun; put Debian's openmpi-bin first on PATH",
+        mpirun.display(),
+        version.lines().next().unwrap_or("")
+    );
     let mut c = clean(mpirun.to_str().unwrap());
     // --allow-run-as-root: CI containers run as root, which Open MPI refuses
     // by default (the development machine, Debian 12's Open MPI 4.1.4 as
@@ -85,7 +95,19 @@ fn two_ranks_under_open_mpi_gather_each_others_endpoint() {
     // (process_vm_readv), which containers without CAP_SYS_PTRACE refuse
     // ("Read -1, expected ..."); TCP over loopback needs nothing.
     // plm_rsh_agent empty: a single node needs no ssh (containers have none).
-    c.args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca", "btl", "self,tcp", "--mca", "plm_rsh_agent", ""]).arg(PROBE);
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+        "--mca",
+        "btl",
+        "self,tcp",
+        "--mca",
+        "plm_rsh_agent",
+        "",
+    ])
+    .arg(PROBE);
     check_two_ranks(&run(c, Duration::from_secs(120)), "MPI_Allgather (Open MPI");
 }
 
@@ -95,7 +117,12 @@ fn two_ranks_over_the_tcp_rendezvous_without_mpi() {
     let ranks: Vec<_> = (0..2)
         .map(|r| {
             let mut c = clean(PROBE);
-            c.envs([("MARROW_RANK", r.to_string()), ("MARROW_SIZE", "2".into()), ("MARROW_BOOTSTRAP", format!("127.0.0.1:{port}")), ("MARROW_BOOTSTRAP_ID", "probe".into())]);
+            c.envs([
+                ("MARROW_RANK", r.to_string()),
+                ("MARROW_SIZE", "2".into()),
+                ("MARROW_BOOTSTRAP", format!("127.0.0.1:{port}")),
+                ("MARROW_BOOTSTRAP_ID", "probe".into()),
+            ]);
             std::thread::spawn(move || run(c, Duration::from_secs(60)))
         })
         .collect();
@@ -112,11 +139,19 @@ fn two_ranks_over_the_tcp_rendezvous_without_mpi() {
 fn without_libmpi_or_a_rendezvous_the_error_names_both() {
     // Looks like mpirun's rank 0 of 2, libmpi forced absent, no MARROW_BOOTSTRAP.
     let mut c = clean(PROBE);
-    c.envs([("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"), ("MARROW_MPI_LIB", "/nonexistent/libmpi.so.40")]);
+    c.envs([
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("MARROW_MPI_LIB", "/nonexistent/libmpi.so.40"),
+    ]);
     let o = run(c, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("Open MPI mpirun gives rank 0 of 2") && err.contains("libmpi not found (tried /nonexistent/libmpi.so.40"), "{err}");
+    assert!(
+        err.contains("Open MPI mpirun gives rank 0 of 2")
+            && err.contains("libmpi not found (tried /nonexistent/libmpi.so.40"),
+        "{err}"
+    );
     assert!(err.contains("apt install libopenmpi3 openmpi-bin") && err.contains("MARROW_BOOTSTRAP"), "{err}");
     // No launcher at all.
     let o = run(clean(PROBE), Duration::from_secs(30));

@@ -3,7 +3,7 @@
  * doorbell themselves, through one channel (QP + CQ) described by its GCRB.
  * Written once; compiled for the GPU (nvcc/NVRTC, sm_90) and the CPU (g++).
  *
- * The protocol follows NVSHMEM's (reference mlx5-gpu-initiated.md §2.2-2.4):
+ * The protocol follows NVSHMEM's (docs/SOURCES.md §2.2-2.4):
  *   1. reserve WQEBBs: atomic add on gcrb_heads.resv_head, then wait for room
  *      by polling the CQ (NVSHMEM ibgda_wait_for_slot_availability); lanes of
  *      a warp that post together reserve once (warp-aggregated);

@@ -10,7 +10,7 @@
  *   wc_flush    - push the doorbell out before what follows
  * The rings, doorbell records and CQs live in host memory mapped into the GPU
  * (cudaHostRegister), so the GPU fences are system scope
- * (reference mlx5-gpu-initiated.md §2.3: NVSHMEM's IBGDA_MEMBAR is
+ * (docs/SOURCES.md §2.3: NVSHMEM's IBGDA_MEMBAR is
  * __threadfence_system() unless NIC buffers are in GPU memory).
  */
 #ifndef MARROW_PLATFORM_H

@@ -17,10 +17,10 @@
 //! Every check prints `ok - …` or `not ok - …`; each phase ends with
 //! `# PHASE: N passed, M failed` and exits non-zero on a failure.
 
+mod layout;
 #[path = "../../module/uapi.rs"]
 #[allow(dead_code)] // the module-side limits are not needed here
 mod uapi;
-mod layout;
 
 use marrow_driver::{CqMode, CqPoller, SendQueue};
 use marrow_mlx5::cqe::Completion;
@@ -245,15 +245,38 @@ fn phase_root(t: &mut Tap) {
     let uar = add_window(&fd, &uar_spec());
     t.check(uar.map(|w| w.index) == Ok(W_UAR), format!("ADD_WINDOW: UAR page, rw, write-combined -> index {uar:?}"));
     let info = add_window(&fd, &info_spec());
-    t.check(info.map(|w| w.index) == Ok(W_INFO), format!("ADD_WINDOW: info page, read-only, uncached -> index {info:?}"));
+    t.check(
+        info.map(|w| w.index) == Ok(W_INFO),
+        format!("ADD_WINDOW: info page, read-only, uncached -> index {info:?}"),
+    );
     // Root's mistakes are refused too.
-    t.refused(add_window(&fd, &MarrowWindow { flags: 0x80, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW with an unknown flag bit");
-    t.refused(add_window(&fd, &MarrowWindow { pgoff: 255, npages: 2, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW past the end of the 1 MiB BAR");
+    t.refused(
+        add_window(&fd, &MarrowWindow { flags: 0x80, ..uar_spec() }),
+        libc::EINVAL,
+        "ADD_WINDOW with an unknown flag bit",
+    );
+    t.refused(
+        add_window(&fd, &MarrowWindow { pgoff: 255, npages: 2, ..uar_spec() }),
+        libc::EINVAL,
+        "ADD_WINDOW past the end of the 1 MiB BAR",
+    );
     t.refused(add_window(&fd, &MarrowWindow { npages: 0, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW of 0 pages");
-    t.refused(add_window(&fd, &MarrowWindow { bar: 0, pgoff: 0, npages: 1, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW on BAR0 (256-byte register BAR, less than a page)");
-    t.refused(add_window(&fd, &MarrowWindow { bar: 1, pgoff: 0, npages: 1, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW on BAR1 (not implemented by ivshmem-plain)");
+    t.refused(
+        add_window(&fd, &MarrowWindow { bar: 0, pgoff: 0, npages: 1, ..uar_spec() }),
+        libc::EINVAL,
+        "ADD_WINDOW on BAR0 (256-byte register BAR, less than a page)",
+    );
+    t.refused(
+        add_window(&fd, &MarrowWindow { bar: 1, pgoff: 0, npages: 1, ..uar_spec() }),
+        libc::EINVAL,
+        "ADD_WINDOW on BAR1 (not implemented by ivshmem-plain)",
+    );
     t.refused(add_window(&fd, &MarrowWindow { bar: 6, ..uar_spec() }), libc::EINVAL, "ADD_WINDOW on BAR6");
-    t.refused(add_window(&fd, &MarrowWindow { devfn: 31 << 3, ..uar_spec() }), libc::ENODEV, "ADD_WINDOW on a PCI address with no device (00:1f.0)");
+    t.refused(
+        add_window(&fd, &MarrowWindow { devfn: 31 << 3, ..uar_spec() }),
+        libc::ENODEV,
+        "ADD_WINDOW on a PCI address with no device (00:1f.0)",
+    );
     pat_check(t, &fd);
 }
 
@@ -313,9 +336,21 @@ fn phase_user(t: &mut Tap) {
     t.refused(map_rw(&fd, 0, PAGE), libc::EINVAL, "M2 mmap before selecting a window");
     t.refused(select(&fd, 7), libc::ENOENT, "M3 SELECT_WINDOW of an empty slot (7)");
     t.refused(select(&fd, 1000), libc::ENOENT, "M4 SELECT_WINDOW out of range (1000)");
-    t.refused(ioctl_ptr(&fd, uapi::MARROW_IOC_TYPE << 8 | 99, std::ptr::null_mut()), libc::ENOTTY, "M5 unknown ioctl _IO('M', 99)");
-    t.refused(ioctl_ptr(&fd, 0x5401 /* TCGETS */, std::ptr::null_mut()), libc::ENOTTY, "M6 a tty ioctl (TCGETS) on /dev/marrow");
-    t.refused(ioctl_ptr(&fd, uapi::MARROW_IOC_SELECT_WINDOW, 16 as *mut u8), libc::EFAULT, "M7 SELECT_WINDOW with a bad pointer");
+    t.refused(
+        ioctl_ptr(&fd, uapi::MARROW_IOC_TYPE << 8 | 99, std::ptr::null_mut()),
+        libc::ENOTTY,
+        "M5 unknown ioctl _IO('M', 99)",
+    );
+    t.refused(
+        ioctl_ptr(&fd, 0x5401 /* TCGETS */, std::ptr::null_mut()),
+        libc::ENOTTY,
+        "M6 a tty ioctl (TCGETS) on /dev/marrow",
+    );
+    t.refused(
+        ioctl_ptr(&fd, uapi::MARROW_IOC_SELECT_WINDOW, 16 as *mut u8),
+        libc::EFAULT,
+        "M7 SELECT_WINDOW with a bad pointer",
+    );
 
     // ---- the queue window: bounds, protections, mremap
     t.accepted(select(&fd, W_QUEUES), "SELECT_WINDOW 0 (queues)");
@@ -328,19 +363,37 @@ fn phase_user(t: &mut Tap) {
         libc::EPERM,
         "M11 mmap with PROT_EXEC",
     );
-    t.refused(mmap(&fd, 0, PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE), libc::EINVAL, "M12 MAP_PRIVATE mapping");
+    t.refused(
+        mmap(&fd, 0, PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE),
+        libc::EINVAL,
+        "M12 MAP_PRIVATE mapping",
+    );
     if let Some(one) = t.accepted(map_rw(&fd, 0, PAGE), "mmap one page of the queue window") {
-        t.refused(mprotect(&one, libc::PROT_READ | libc::PROT_EXEC), libc::EACCES, "M13 mprotect(PROT_EXEC) of a window mapping");
+        t.refused(
+            mprotect(&one, libc::PROT_READ | libc::PROT_EXEC),
+            libc::EACCES,
+            "M13 mprotect(PROT_EXEC) of a window mapping",
+        );
         // mm/mremap.c refuses to grow a VM_DONTEXPAND or VM_PFNMAP vma with EFAULT.
         t.refused(mremap_grow(&one, 2 * PAGE, 0), libc::EFAULT, "M14 mremap growing a window mapping in place");
-        t.refused(mremap_grow(&one, 2 * PAGE, libc::MREMAP_MAYMOVE), libc::EFAULT, "M15 mremap growing a window mapping (MREMAP_MAYMOVE)");
+        t.refused(
+            mremap_grow(&one, 2 * PAGE, libc::MREMAP_MAYMOVE),
+            libc::EFAULT,
+            "M15 mremap growing a window mapping (MREMAP_MAYMOVE)",
+        );
     }
 
     // ---- the read-only window
     t.accepted(select(&fd, W_INFO), "SELECT_WINDOW 2 (info, read-only)");
     t.refused(map_rw(&fd, 0, PAGE), libc::EACCES, "M16 writable mmap of a read-only window");
-    if let Some(ro) = t.accepted(mmap(&fd, 0, PAGE, libc::PROT_READ, libc::MAP_SHARED), "read-only mmap of the info window") {
-        t.refused(mprotect(&ro, libc::PROT_READ | libc::PROT_WRITE), libc::EACCES, "M17 mprotect(PROT_WRITE) of a read-only window mapping");
+    if let Some(ro) =
+        t.accepted(mmap(&fd, 0, PAGE, libc::PROT_READ, libc::MAP_SHARED), "read-only mmap of the info window")
+    {
+        t.refused(
+            mprotect(&ro, libc::PROT_READ | libc::PROT_WRITE),
+            libc::EACCES,
+            "M17 mprotect(PROT_WRITE) of a read-only window mapping",
+        );
     }
     // A read-only open file cannot get a writable shared mapping at all (mm/mmap.c).
     if let Ok(rofd) = open(DEV, libc::O_RDONLY) {
@@ -351,8 +404,14 @@ fn phase_user(t: &mut Tap) {
     // ---- queue memory
     let first = t.accepted(alloc_bytes(&fd, PAGE), "ALLOC one page of DMA-coherent queue memory");
     if let Some(a) = first {
-        t.check(a.bus_addr != 0 && a.bus_addr % PAGE as u64 == 0, format!("ALLOC returns a page-aligned bus address {:#x}", a.bus_addr));
-        t.check(a.mmap_offset == uapi::MARROW_MMAP_ALLOC_BASE, format!("ALLOC returns mmap offset {:#x}", a.mmap_offset));
+        t.check(
+            a.bus_addr != 0 && a.bus_addr % PAGE as u64 == 0,
+            format!("ALLOC returns a page-aligned bus address {:#x}", a.bus_addr),
+        );
+        t.check(
+            a.mmap_offset == uapi::MARROW_MMAP_ALLOC_BASE,
+            format!("ALLOC returns mmap offset {:#x}", a.mmap_offset),
+        );
         if let Some(m) = t.accepted(map_rw(&fd, a.mmap_offset, PAGE), "mmap the queue memory") {
             let r = m.region();
             let zero = (0..PAGE).all(|i| r.read_u8(i) == Ok(0));
@@ -361,26 +420,49 @@ fn phase_user(t: &mut Tap) {
             let mut back = [0u8; 12];
             r.read_bytes(100, &mut back).ok();
             t.check(&back == b"queue memory", "queue memory reads back what was written");
-            t.refused(mremap_grow(&m, 2 * PAGE, libc::MREMAP_MAYMOVE), libc::EFAULT, "M19 mremap growing a queue-memory mapping");
+            t.refused(
+                mremap_grow(&m, 2 * PAGE, libc::MREMAP_MAYMOVE),
+                libc::EFAULT,
+                "M19 mremap growing a queue-memory mapping",
+            );
         }
         t.refused(map_rw(&fd, a.mmap_offset, 2 * PAGE), libc::EINVAL, "M20 mmap longer than the allocation");
-        t.refused(map_rw(&fd, a.mmap_offset + uapi::MARROW_MMAP_ALLOC_STRIDE * 5, PAGE), libc::EINVAL, "M21 mmap of an allocation that does not exist");
+        t.refused(
+            map_rw(&fd, a.mmap_offset + uapi::MARROW_MMAP_ALLOC_STRIDE * 5, PAGE),
+            libc::EINVAL,
+            "M21 mmap of an allocation that does not exist",
+        );
     }
     t.refused(alloc_bytes(&fd, 100), libc::EINVAL, "M22 ALLOC of a size that is not a multiple of 4096");
     t.refused(alloc_bytes(&fd, 0), libc::EINVAL, "M23 ALLOC of 0 bytes");
-    t.refused(alloc(&fd, MarrowAlloc { bytes: PAGE as u64, window: 9, ..Default::default() }), libc::ENOENT, "M24 ALLOC for a window that does not exist");
-    t.refused(alloc(&fd, MarrowAlloc { bytes: PAGE as u64, window: 0, reserved: 1, ..Default::default() }), libc::EINVAL, "M25 ALLOC with the reserved field set");
+    t.refused(
+        alloc(&fd, MarrowAlloc { bytes: PAGE as u64, window: 9, ..Default::default() }),
+        libc::ENOENT,
+        "M24 ALLOC for a window that does not exist",
+    );
+    t.refused(
+        alloc(&fd, MarrowAlloc { bytes: PAGE as u64, window: 0, reserved: 1, ..Default::default() }),
+        libc::EINVAL,
+        "M25 ALLOC with the reserved field set",
+    );
     // Up to the per-user limit (max_user_bytes=65536): 15 more pages fit.
     let rest = t.accepted(alloc_bytes(&fd, LIMIT - PAGE), "ALLOC up to the per-user limit (64 KiB in all)");
     t.refused(alloc_bytes(&fd, PAGE), libc::EDQUOT, "M26 ALLOC beyond the per-user limit");
     if let Ok(fd2) = open(DEV, libc::O_RDWR) {
-        t.refused(alloc_bytes(&fd2, PAGE), libc::EDQUOT, "M27 ALLOC beyond the limit from a second open file of the same user");
+        t.refused(
+            alloc_bytes(&fd2, PAGE),
+            libc::EDQUOT,
+            "M27 ALLOC beyond the limit from a second open file of the same user",
+        );
     }
     let _ = (rest, first);
     drop(fd);
     // Release freed everything: the whole limit is available again.
     if let Some(fd3) = t.accepted(open(DEV, libc::O_RDWR), "reopen /dev/marrow") {
-        t.accepted(alloc_bytes(&fd3, LIMIT), "after close, ALLOC of the whole limit succeeds (release freed the memory)");
+        t.accepted(
+            alloc_bytes(&fd3, LIMIT),
+            "after close, ALLOC of the whole limit succeeds (release freed the memory)",
+        );
     }
 
     // ---- the NIC outside the VM
@@ -443,11 +525,19 @@ fn rdma_write(t: &mut Tap, info: &Region, uar: &Region, queues: &Region) -> bool
         *uar,
         qpn,
     );
-    let mut cq = CqPoller::new(sub(layout::CQ_OFF, layout::CQ_NCQE as usize * 64), layout::CQ_NCQE, sub(layout::CQ_DBREC_OFF, 8), CqMode::Normal);
+    let mut cq = CqPoller::new(
+        sub(layout::CQ_OFF, layout::CQ_NCQE as usize * 64),
+        layout::CQ_NCQE,
+        sub(layout::CQ_DBREC_OFF, 8),
+        CqMode::Normal,
+    );
     let sgl = [Sge { addr: layout::bar_offset(layout::SRC_OFF), length: layout::BUF_BYTES as u32, lkey }];
     let op = WqeOp::RdmaWrite { remote: RemoteAddr { raddr: layout::bar_offset(layout::DST_OFF), rkey }, sgl: &sgl };
     let posted = sq.post(CtrlParams::signaled(0, qpn), &op);
-    if !t.check(posted.is_ok(), format!("post an RDMA_WRITE of {} bytes (marrow-driver, marrow-mlx5): {posted:?}", layout::BUF_BYTES)) {
+    if !t.check(
+        posted.is_ok(),
+        format!("post an RDMA_WRITE of {} bytes (marrow-driver, marrow-mlx5): {posted:?}", layout::BUF_BYTES),
+    ) {
         return false;
     }
     let rung = sq.ring();
@@ -512,15 +602,24 @@ fn phase_hold(t: &mut Tap) {
 /// After the device was unbound from its driver (`how` = "unbound") or
 /// removed (`how` = "removed"), its windows are dead.
 fn phase_gone(t: &mut Tap, how: &str, first: u32) {
-    let Some(fd) = t.accepted(open(DEV, libc::O_RDWR), &format!("open /dev/marrow after the ivshmem device was {how}")) else {
+    let Some(fd) = t.accepted(open(DEV, libc::O_RDWR), &format!("open /dev/marrow after the ivshmem device was {how}"))
+    else {
         return;
     };
     let n = |k: u32| format!("M{}", first + k);
-    t.refused(window_info(&fd, W_QUEUES), libc::ENODEV, &format!("{} WINDOW_INFO of a window whose device was {how}", n(0)));
+    t.refused(
+        window_info(&fd, W_QUEUES),
+        libc::ENODEV,
+        &format!("{} WINDOW_INFO of a window whose device was {how}", n(0)),
+    );
     t.accepted(select(&fd, W_QUEUES), "SELECT_WINDOW still names the window");
     t.refused(map_rw(&fd, 0, PAGE), libc::ENODEV, &format!("{} mmap of a window whose device was {how}", n(1)));
     t.accepted(select(&fd, W_UAR), "SELECT_WINDOW of the UAR window");
-    t.refused(map_rw(&fd, 0, PAGE), libc::ENODEV, &format!("{} mmap of the doorbell page of a device that was {how}", n(2)));
+    t.refused(
+        map_rw(&fd, 0, PAGE),
+        libc::ENODEV,
+        &format!("{} mmap of the doorbell page of a device that was {how}", n(2)),
+    );
     t.refused(alloc_bytes(&fd, PAGE), libc::ENODEV, &format!("{} ALLOC for a window whose device was {how}", n(3)));
 }
 
@@ -531,15 +630,32 @@ fn phase_dmesg(t: &mut Tap, log: &str, kmemleak: Option<&str>) {
     // "leak" alone would match kmemleak's own start-up lines; these are the
     // leak reports: kmemleak's (mm/kmemleak.c) and the module's own at unload.
     const BAD: [&str; 13] = [
-        "BUG", "WARNING", "Oops", "suspected memory leak", "marrow: leak", "refcount_t", "general protection",
-        "Call Trace", "possible circular", "possible recursive", "lockdep", "sleeping function called", "UBSAN",
+        "BUG",
+        "WARNING",
+        "Oops",
+        "suspected memory leak",
+        "marrow: leak",
+        "refcount_t",
+        "general protection",
+        "Call Trace",
+        "possible circular",
+        "possible recursive",
+        "lockdep",
+        "sleeping function called",
+        "UBSAN",
     ];
     let bad: Vec<&str> = text.lines().filter(|l| BAD.iter().any(|b| l.contains(b))).collect();
     for l in &bad {
         println!("# {l}");
     }
-    t.check(bad.is_empty(), format!("no BUG, WARNING, Oops, leak, refcount or lockdep report in dmesg ({} found)", bad.len()));
-    t.check(text.contains("marrow: unloaded, no queue memory outstanding"), "the module unloaded with no queue memory outstanding");
+    t.check(
+        bad.is_empty(),
+        format!("no BUG, WARNING, Oops, leak, refcount or lockdep report in dmesg ({} found)", bad.len()),
+    );
+    t.check(
+        text.contains("marrow: unloaded, no queue memory outstanding"),
+        "the module unloaded with no queue memory outstanding",
+    );
     if let Some(k) = kmemleak {
         let report = std::fs::read_to_string(k).unwrap_or_default();
         let n = report.matches("unreferenced object").count();
@@ -565,7 +681,9 @@ fn phase_direct(t: &mut Tap, file: &str) {
     let uar = bar.sub(layout::UAR_PAGE as usize * PAGE, PAGE).unwrap();
     let queues = bar.sub(layout::QUEUES_PAGE as usize * PAGE, layout::QUEUES_PAGES as usize * PAGE).unwrap();
     let ok = rdma_write(t, &info, &uar, &queues);
-    queues.write_bytes(layout::STATUS_OFF, &(if ok { layout::DONE_MAGIC } else { layout::FAIL_MAGIC }).to_le_bytes()).ok();
+    queues
+        .write_bytes(layout::STATUS_OFF, &(if ok { layout::DONE_MAGIC } else { layout::FAIL_MAGIC }).to_le_bytes())
+        .ok();
 }
 
 fn main() {
@@ -582,7 +700,9 @@ fn main() {
         "dmesg" if args.len() >= 3 => phase_dmesg(&mut t, &args[2], args.get(3).map(String::as_str)),
         "direct" if args.len() >= 3 => phase_direct(&mut t, &args[2]),
         _ => {
-            eprintln!("usage: marrow-kmodtest root|outsider|user|hold|unbound|removed|dmesg LOG [KMEMLEAK]|direct FILE");
+            eprintln!(
+                "usage: marrow-kmodtest root|outsider|user|hold|unbound|removed|dmesg LOG [KMEMLEAK]|direct FILE"
+            );
             std::process::exit(2);
         }
     }

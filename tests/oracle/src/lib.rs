@@ -81,8 +81,28 @@ unsafe extern "C" {
     fn oracle_field_at(i: usize) -> *const RawField;
     fn oracle_const_count() -> usize;
     fn oracle_const_at(i: usize) -> *const RawConst;
-    fn devx_create_cq_in(inp: *mut u8, log_cq_size: u32, uar: u32, eqn: u32, umem_id: u32, umem_off: u64, dbr_umem: u32, dbr_off: u64, cc: i32) -> usize;
-    fn devx_create_qp_in(inp: *mut u8, pd: u32, uar: u32, log_sq: u32, cqn_snd: u32, cqn_rcv: u32, wq_umem: u32, dbr_umem: u32, dbr_off: u64) -> usize;
+    fn devx_create_cq_in(
+        inp: *mut u8,
+        log_cq_size: u32,
+        uar: u32,
+        eqn: u32,
+        umem_id: u32,
+        umem_off: u64,
+        dbr_umem: u32,
+        dbr_off: u64,
+        cc: i32,
+    ) -> usize;
+    fn devx_create_qp_in(
+        inp: *mut u8,
+        pd: u32,
+        uar: u32,
+        log_sq: u32,
+        cqn_snd: u32,
+        cqn_rcv: u32,
+        wq_umem: u32,
+        dbr_umem: u32,
+        dbr_off: u64,
+    ) -> usize;
     fn devx_rst2init_qp_in(inp: *mut u8, qpn: u32, port: u32) -> usize;
     fn devx_init2rtr_qp_in(
         inp: *mut u8,
@@ -100,7 +120,16 @@ unsafe extern "C" {
         rmac: *const u8,
         ack_timeout: u32,
     ) -> usize;
-    fn devx_rtr2rts_qp_in(inp: *mut u8, qpn: u32, retry: u32, rnr: u32, psn: u32, log_sra: u32, ack_timeout: u32, port: u32) -> usize;
+    fn devx_rtr2rts_qp_in(
+        inp: *mut u8,
+        qpn: u32,
+        retry: u32,
+        rnr: u32,
+        psn: u32,
+        log_sra: u32,
+        ack_timeout: u32,
+        port: u32,
+    ) -> usize;
     fn ifc_rdma_count() -> usize;
     fn ifc_rdma_at(i: usize) -> *const IfcField;
     fn ifc_linux_count() -> usize;
@@ -164,7 +193,17 @@ pub fn x86_set_ctrl_seg(a: &CtrlArgs) -> [u8; 16] {
     let mut out = [POISON; 16];
     // SAFETY: the harness reads and writes exactly 16 bytes at `out`.
     unsafe {
-        oracle_x86_set_ctrl_seg(out.as_mut_ptr(), a.pi, a.opcode, a.opmod, a.qp_num, a.fm_ce_se, a.ds, a.signature, htobe32(a.imm))
+        oracle_x86_set_ctrl_seg(
+            out.as_mut_ptr(),
+            a.pi,
+            a.opcode,
+            a.opmod,
+            a.qp_num,
+            a.fm_ce_se,
+            a.ds,
+            a.signature,
+            htobe32(a.imm),
+        )
     };
     out
 }
@@ -399,7 +438,12 @@ fn read_ifc(count: usize, at: impl Fn(usize) -> *const IfcField) -> Vec<IfcField
             let r = unsafe { &*p };
             // SAFETY: as above.
             let (s, f) = unsafe { (CStr::from_ptr(r.strct), CStr::from_ptr(r.field)) };
-            IfcFieldOut { strct: s.to_string_lossy().into_owned(), field: f.to_string_lossy().into_owned(), bit_off: r.bit_off, bit_sz: r.bit_sz }
+            IfcFieldOut {
+                strct: s.to_string_lossy().into_owned(),
+                field: f.to_string_lossy().into_owned(),
+                bit_off: r.bit_off,
+                bit_sz: r.bit_sz,
+            }
         })
         .collect()
 }
@@ -436,9 +480,18 @@ fn devx_call(f: impl FnOnce(*mut u8) -> usize) -> Vec<u8> {
 
 /// `create_cq_in` as rdma-core's DEVX_SET builds it (kernel mlx5_ifc.h).
 #[allow(clippy::too_many_arguments)]
-pub fn devx_create_cq(log_cq_size: u32, uar: u32, eqn: u32, umem: (u32, u64), dbr: (u32, u64), collapsed: bool) -> Vec<u8> {
+pub fn devx_create_cq(
+    log_cq_size: u32,
+    uar: u32,
+    eqn: u32,
+    umem: (u32, u64),
+    dbr: (u32, u64),
+    collapsed: bool,
+) -> Vec<u8> {
     // SAFETY: the harness writes DEVX_ST_SZ_BYTES(create_cq_in) bytes, fewer than DEVX_BUF.
-    devx_call(|p| unsafe { devx_create_cq_in(p, log_cq_size, uar, eqn, umem.0, umem.1, dbr.0, dbr.1, i32::from(collapsed)) })
+    devx_call(|p| unsafe {
+        devx_create_cq_in(p, log_cq_size, uar, eqn, umem.0, umem.1, dbr.0, dbr.1, i32::from(collapsed))
+    })
 }
 
 /// `create_qp_in` as DEVX_SET builds it (rdma-core mlx5_ifc.h).
@@ -476,7 +529,22 @@ pub struct Init2Rtr {
 pub fn devx_init2rtr(a: &Init2Rtr) -> Vec<u8> {
     // SAFETY: as above; gid and rmac point at 16 and 6 readable bytes.
     devx_call(|p| unsafe {
-        devx_init2rtr_qp_in(p, a.qpn, a.mtu, a.remote_qpn, a.psn, a.log_rra, a.min_rnr, a.port, i32::from(a.roce), a.rlid, a.gid.as_ptr(), a.sgid, a.rmac.as_ptr(), a.ack_timeout)
+        devx_init2rtr_qp_in(
+            p,
+            a.qpn,
+            a.mtu,
+            a.remote_qpn,
+            a.psn,
+            a.log_rra,
+            a.min_rnr,
+            a.port,
+            i32::from(a.roce),
+            a.rlid,
+            a.gid.as_ptr(),
+            a.sgid,
+            a.rmac.as_ptr(),
+            a.ack_timeout,
+        )
     })
 }
 

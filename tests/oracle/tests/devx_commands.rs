@@ -41,7 +41,11 @@ fn create_qp_matches_devx_set() {
             dbr: (r.next_u32(), r.next_u64()),
         };
         let ours = devx::create_qp_in(&s).unwrap();
-        assert_eq!(ours, devx_create_qp(s.pd, s.uar_page, u32::from(s.log_sq_size), s.cqn, s.wq_umem, s.dbr), "case {case}: {s:?}");
+        assert_eq!(
+            ours,
+            devx_create_qp(s.pd, s.uar_page, u32::from(s.log_sq_size), s.cqn, s.wq_umem, s.dbr),
+            "case {case}: {s:?}"
+        );
     }
 }
 
@@ -67,10 +71,22 @@ fn qp_transitions_match_devx_set() {
             sl: 0,
             traffic_class: 0,
         };
-        let remote = RcEndpoint { qpn: r.next_u32() & 0xff_ffff, lid: r.next_u16(), gid, psn: r.next_u32(), rkey: 0, addr: 0, len: 0 };
+        let remote = RcEndpoint {
+            qpn: r.next_u32() & 0xff_ffff,
+            lid: r.next_u16(),
+            gid,
+            psn: r.next_u32(),
+            rkey: 0,
+            addr: 0,
+            len: 0,
+        };
         let qpn = r.next_u32() & 0xff_ffff;
         let log_rd = u32::from(p.rd_atomic).trailing_zeros();
-        assert_eq!(devx::rst2init_qp_in(qpn, &p).unwrap(), devx_rst2init(qpn, u32::from(p.port)), "case {case} rst2init");
+        assert_eq!(
+            devx::rst2init_qp_in(qpn, &p).unwrap(),
+            devx_rst2init(qpn, u32::from(p.port)),
+            "case {case} rst2init"
+        );
         let a = Init2Rtr {
             qpn,
             mtu: p.mtu,
@@ -86,11 +102,23 @@ fn qp_transitions_match_devx_set() {
             rmac,
             ack_timeout: u32::from(p.timeout),
         };
-        assert_eq!(devx::init2rtr_qp_in(qpn, &p, &remote, rmac).unwrap(), devx_init2rtr(&a), "case {case} init2rtr {a:?}");
+        assert_eq!(
+            devx::init2rtr_qp_in(qpn, &p, &remote, rmac).unwrap(),
+            devx_init2rtr(&a),
+            "case {case} init2rtr {a:?}"
+        );
         let psn = r.next_u32();
         assert_eq!(
             devx::rtr2rts_qp_in(qpn, &p, psn).unwrap(),
-            devx_rtr2rts(qpn, u32::from(p.retry_cnt), u32::from(p.rnr_retry), psn & 0xff_ffff, log_rd, u32::from(p.timeout), u32::from(p.port)),
+            devx_rtr2rts(
+                qpn,
+                u32::from(p.retry_cnt),
+                u32::from(p.rnr_retry),
+                psn & 0xff_ffff,
+                log_rd,
+                u32::from(p.timeout),
+                u32::from(p.port)
+            ),
             "case {case} rtr2rts"
         );
     }

@@ -11,9 +11,20 @@ use marrow_mlx5::raw::ALL_LAYOUTS;
 use marrow_oracle::{IfcFieldOut, ifc_consts, ifc_linux_fields, ifc_rdma_core_fields};
 
 const PRM: [&str; 11] = [
-    "cqc", "create_cq_in", "create_cq_out", "ads", "qpc", "create_qp_in", "create_qp_out", "rst2init_qp_in", "init2rtr_qp_in", "rtr2rts_qp_in", "rst2init_qp_out",
+    "cqc",
+    "create_cq_in",
+    "create_cq_out",
+    "ads",
+    "qpc",
+    "create_qp_in",
+    "create_qp_out",
+    "rst2init_qp_in",
+    "init2rtr_qp_in",
+    "rtr2rts_qp_in",
+    "rst2init_qp_out",
 ];
-const NOT_IN_KERNEL_IFC: [(&str, &str); 3] = [("create_cq_in", "cq_umem_offset"), ("create_cq_in", "cq_umem_id"), ("cqc", "dbr_umem_id")];
+const NOT_IN_KERNEL_IFC: [(&str, &str); 3] =
+    [("create_cq_in", "cq_umem_offset"), ("create_cq_in", "cq_umem_id"), ("cqc", "dbr_umem_id")];
 
 /// (struct, field) → (bit offset, bit width), from the generated layouts.
 fn ours() -> Vec<IfcFieldOut> {
@@ -26,13 +37,23 @@ fn ours() -> Vec<IfcFieldOut> {
                 continue;
             }
             if f.bits.is_empty() {
-                v.push(IfcFieldOut { strct: name.into(), field: f.name.into(), bit_off: f.offset * 8, bit_sz: f.size * 8 });
+                v.push(IfcFieldOut {
+                    strct: name.into(),
+                    field: f.name.into(),
+                    bit_off: f.offset * 8,
+                    bit_sz: f.size * 8,
+                });
             }
             for b in f.bits.iter().filter(|b| !b.name.starts_with("reserved_at_")) {
                 // Bit `hi` of a big-endian field of `size` bytes is PRM bit
                 // (size*8 - 1 - hi) counted from the field's first byte's MSB.
                 let off = f.offset * 8 + (f.size * 8 - 1 - b.hi as usize);
-                v.push(IfcFieldOut { strct: name.into(), field: b.name.into(), bit_off: off, bit_sz: b.width() as usize });
+                v.push(IfcFieldOut {
+                    strct: name.into(),
+                    field: b.name.into(),
+                    bit_off: off,
+                    bit_sz: b.width() as usize,
+                });
             }
         }
     }
@@ -45,13 +66,22 @@ fn every_prm_field_matches_mlx5_ifc_bit_for_bit() {
     theirs.extend(ifc_linux_fields());
     let ours = ours();
     for o in &ours {
-        let t = theirs.iter().find(|t| t.strct == o.strct && t.field == o.field).unwrap_or_else(|| panic!("{}.{} missing from the harness", o.strct, o.field));
+        let t = theirs
+            .iter()
+            .find(|t| t.strct == o.strct && t.field == o.field)
+            .unwrap_or_else(|| panic!("{}.{} missing from the harness", o.strct, o.field));
         if o.field.is_empty() {
             // Flexible arrays (pas[]) are outside sizeof; marrow's fixed part
             // is exactly the header's.
             assert_eq!(o.bit_sz, t.bit_sz, "sizeof mlx5_ifc_{}_bits", o.strct);
         } else {
-            assert_eq!((o.bit_off, o.bit_sz), (t.bit_off, t.bit_sz), "{}.{}: (bit offset, width) ours vs mlx5_ifc.h", o.strct, o.field);
+            assert_eq!(
+                (o.bit_off, o.bit_sz),
+                (t.bit_off, t.bit_sz),
+                "{}.{}: (bit offset, width) ours vs mlx5_ifc.h",
+                o.strct,
+                o.field
+            );
         }
     }
     assert_eq!(ours.len(), theirs.len());
@@ -82,9 +112,13 @@ fn command_constants_match_mlx5_ifc() {
 /// Fields of a scapy packet class in rdma-core's tests/mlx5_prm_structs.py:
 /// name → (bit offset, width), by adding up the declared widths.
 fn prm_structs_py(class: &str) -> std::collections::HashMap<String, (usize, usize)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/rdma-core-src/rdma-core-56.1/tests/mlx5_prm_structs.py");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}; run scripts/install-test-deps.sh", path.display()));
-    let start = text.find(&format!("class {class}(PRMPacket):")).unwrap_or_else(|| panic!("{class} not in mlx5_prm_structs.py"));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/rdma-core-src/rdma-core-56.1/tests/mlx5_prm_structs.py");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/install-test-deps.sh", path.display()));
+    let start = text
+        .find(&format!("class {class}(PRMPacket):"))
+        .unwrap_or_else(|| panic!("{class} not in mlx5_prm_structs.py"));
     let body = &text[start..];
     let body = &body[..body.find("\n\n\n").unwrap_or(body.len())];
     let mut bit = 0usize;
@@ -108,7 +142,11 @@ fn prm_structs_py(class: &str) -> std::collections::HashMap<String, (usize, usiz
             64 * 8 // SwCqc: the 64-byte cqc
         } else if line.starts_with("PacketListField(") {
             continue; // pas[]: outside the fixed layout
-        } else if line.starts_with("fields_desc") || line.starts_with("class ") || line.starts_with(']') || line.is_empty() {
+        } else if line.starts_with("fields_desc")
+            || line.starts_with("class ")
+            || line.starts_with(']')
+            || line.is_empty()
+        {
             continue;
         } else {
             panic!("{class}: field kind not understood: {line}");
@@ -139,11 +177,20 @@ fn cq_umem_fields_match_rdma_cores_prm_structs_py() {
     assert_eq!(sw["dbr_umem_id"], (d.offset * 8, d.size * 8));
     // Where both name a field, they agree (names differ in places: c_eqn).
     for (name, (off, w)) in &sw {
-        let ours = c.fields.iter().flat_map(|f| {
-            let base = f.offset * 8;
-            let whole = (!f.reserved && f.bits.is_empty() && f.name == name).then_some((base, f.size * 8));
-            whole.into_iter().chain(f.bits.iter().filter(|b| b.name == name).map(move |b| (base + f.size * 8 - 1 - b.hi as usize, b.width() as usize)))
-        }).next();
+        let ours = c
+            .fields
+            .iter()
+            .flat_map(|f| {
+                let base = f.offset * 8;
+                let whole = (!f.reserved && f.bits.is_empty() && f.name == name).then_some((base, f.size * 8));
+                whole.into_iter().chain(
+                    f.bits
+                        .iter()
+                        .filter(|b| b.name == name)
+                        .map(move |b| (base + f.size * 8 - 1 - b.hi as usize, b.width() as usize)),
+                )
+            })
+            .next();
         if let Some(o) = ours {
             assert_eq!(o, (*off, *w), "cqc.{name} vs SwCqc");
         }

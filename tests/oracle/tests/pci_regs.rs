@@ -213,15 +213,21 @@ fn constants_match_linux_pci_regs_h() {
     // hw-specs/pcie.toml: every field citing `LX PCI_NAME` sits at Linux's offset.
     for layout in marrow_pcie::generated::pcie::ALL_LAYOUTS {
         for f in layout.fields {
-            let Some(name) = f.cite.split("LX ").nth(1).filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) else {
+            let Some(name) =
+                f.cite.split("LX ").nth(1).filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            else {
                 continue;
             };
             match linux.get(name) {
                 Some(&l) if l == f.offset as u64 => {
                     checked.insert(name.to_string());
                 }
-                Some(&l) => wrong.push(format!("hw-specs {}.{} at {:#x}, Linux {name} = {l:#x}", layout.name, f.name, f.offset)),
-                None => wrong.push(format!("hw-specs {}.{} cites {name}, not in the harness table", layout.name, f.name)),
+                Some(&l) => {
+                    wrong.push(format!("hw-specs {}.{} at {:#x}, Linux {name} = {l:#x}", layout.name, f.name, f.offset))
+                }
+                None => {
+                    wrong.push(format!("hw-specs {}.{} cites {name}, not in the harness table", layout.name, f.name))
+                }
             }
         }
     }
@@ -263,7 +269,12 @@ fn constants_match_linux_pci_regs_h() {
     ];
     for (layout, bit, lx) in bit_masks {
         let l = marrow_pcie::generated::pcie::ALL_LAYOUTS.iter().find(|l| l.name == *layout).unwrap();
-        let b = l.fields.iter().flat_map(|f| f.bits.iter()).find(|b| b.name == *bit).unwrap_or_else(|| panic!("{layout}.{bit}"));
+        let b = l
+            .fields
+            .iter()
+            .flat_map(|f| f.bits.iter())
+            .find(|b| b.name == *bit)
+            .unwrap_or_else(|| panic!("{layout}.{bit}"));
         let mask = ((1u64 << (b.hi - b.lo + 1)) - 1) << b.lo;
         match linux.get(*lx) {
             Some(&v) if v == mask => {}
@@ -272,7 +283,12 @@ fn constants_match_linux_pci_regs_h() {
     }
     // Linux's PCI_REBAR_CAP_SIZES (0x00fffff0) is 1 MiB..128 GiB only; the
     // spec's field is bits 31:4 (to 128 TiB): ours must cover Linux's.
-    let rebar = marrow_pcie::generated::pcie::pci_rebar_cap::LAYOUT.fields.iter().flat_map(|f| f.bits.iter()).find(|b| b.name == "rebar_cap_sizes").unwrap();
+    let rebar = marrow_pcie::generated::pcie::pci_rebar_cap::LAYOUT
+        .fields
+        .iter()
+        .flat_map(|f| f.bits.iter())
+        .find(|b| b.name == "rebar_cap_sizes")
+        .unwrap();
     assert_eq!((rebar.hi, rebar.lo), (31, 4));
     assert_eq!(linux["PCI_REBAR_CAP_SIZES"] & !(0xffff_fff0u64), 0);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

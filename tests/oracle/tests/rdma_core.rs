@@ -198,7 +198,9 @@ fn built_wqes_match_rdma_core_segment_by_segment() {
         let data = |s: &Sge| set_data_seg(s.length, s.lkey, s.addr).to_vec();
         match op {
             WqeOp::Nop => {}
-            WqeOp::RdmaWrite { remote, sgl } | WqeOp::RdmaWriteImm { remote, sgl, .. } | WqeOp::RdmaRead { remote, sgl } => {
+            WqeOp::RdmaWrite { remote, sgl }
+            | WqeOp::RdmaWriteImm { remote, sgl, .. }
+            | WqeOp::RdmaRead { remote, sgl } => {
                 want.extend(raddr(remote));
                 sgl.iter().for_each(|s| want.extend(data(s)));
             }

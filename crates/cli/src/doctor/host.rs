@@ -1,7 +1,7 @@
 //! Host settings that decide whether GPU-initiated RDMA can work: the IOMMU
 //! mode, the nvidia driver's parameters, and how NIC and GPU memory meet
-//! (nvidia_peermem or DMA-BUF). Sources: `reference/pcie.md` §5.4 and the
-//! pain-point table (NVSHMEM/DeepEP issues for the driver parameters).
+//! (nvidia_peermem or DMA-BUF). Sources: `docs/SOURCES.md` §2.5 and §3.3
+//! (NCCL's `gdr.cc`; NVSHMEM and DeepEP issues for the driver parameters).
 
 use serde::Serialize;
 use std::path::Path;
@@ -29,7 +29,9 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Host {
     let iommu = match (iommu_units, pt) {
         (0, _) => "off (no /sys/class/iommu units): DMA addresses are physical".to_string(),
         (n, true) => format!("on, passthrough ({n} units, iommu=pt): device DMA is not translated"),
-        (n, false) => format!("on, translating ({n} units, no iommu=pt): peer-to-peer needs IOMMU mappings, and ACS redirect makes P2P fault"),
+        (n, false) => format!(
+            "on, translating ({n} units, no iommu=pt): peer-to-peer needs IOMMU mappings, and ACS redirect makes P2P fault"
+        ),
     };
     let params_text = std::fs::read_to_string(proc_root.join("driver/nvidia/params")).ok();
     let nvidia_params: Vec<(String, String)> = params_text
@@ -46,7 +48,9 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Host {
     if nvidia_driver {
         let get = |k: &str| nvidia_params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         if get("EnableStreamMemOPs") != Some("1") {
-            notes.push("nvidia EnableStreamMemOPs is not 1: NVSHMEM/DeepEP IBGDA setups set NVreg_EnableStreamMemOPs=1".into());
+            notes.push(
+                "nvidia EnableStreamMemOPs is not 1: NVSHMEM/DeepEP IBGDA setups set NVreg_EnableStreamMemOPs=1".into(),
+            );
         }
         if !get("RegistryDwords").is_some_and(|v| v.contains("PeerMappingOverride=1")) {
             notes.push("nvidia RegistryDwords lacks PeerMappingOverride=1: set NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for GPU-initiated NIC doorbells (not needed for CPU-assisted IBGDA)".into());

@@ -2,8 +2,8 @@
 //! GPU-initiated RDMA? Reads a sysfs tree (the live `/sys` or a captured
 //! one) and `/proc`, then reports the tree with link speeds, every GPU and
 //! NIC, and per GPU–NIC pair the path class, ACS on each bridge, ATS, and a
-//! verdict with its reason and fix. The checks follow `reference/pcie.md`
-//! §5.4; PCIe registers are decoded by `marrow-pcie`.
+//! verdict with its reason and fix. The checks follow `docs/SOURCES.md`
+//! §3; PCIe registers are decoded by `marrow-pcie`.
 
 pub mod host;
 pub mod pair;
@@ -56,21 +56,29 @@ pub fn notes(cfg: &marrow_pcie::Config) -> Vec<String> {
         _ => {}
     }
     if let Some(Ok(s)) = cfg.secondary_pcie()
-        && s.lane_error_status != 0 {
-            let lanes: Vec<String> = s.lanes_in_error().map(|l| l.to_string()).collect();
-            v.push(format!("lane errors logged on lanes {} (Secondary PCIe Lane Error Status, RW1C)", lanes.join(" ")));
-        }
+        && s.lane_error_status != 0
+    {
+        let lanes: Vec<String> = s.lanes_in_error().map(|l| l.to_string()).collect();
+        v.push(format!("lane errors logged on lanes {} (Secondary PCIe Lane Error Status, RW1C)", lanes.join(" ")));
+    }
     if let Some(Ok(p)) = cfg.physical_layer_16gt()
-        && (p.local_parity_mismatch | p.first_retimer_parity_mismatch | p.second_retimer_parity_mismatch) != 0 {
-            v.push(format!(
-                "16GT/s data parity mismatches: lanes {:#x} here, {:#x} at retimer 1, {:#x} at retimer 2",
-                p.local_parity_mismatch, p.first_retimer_parity_mismatch, p.second_retimer_parity_mismatch
-            ));
-        }
+        && (p.local_parity_mismatch | p.first_retimer_parity_mismatch | p.second_retimer_parity_mismatch) != 0
+    {
+        v.push(format!(
+            "16GT/s data parity mismatches: lanes {:#x} here, {:#x} at retimer 1, {:#x} at retimer 2",
+            p.local_parity_mismatch, p.first_retimer_parity_mismatch, p.second_retimer_parity_mismatch
+        ));
+    }
     if let Some(Ok(s)) = cfg.sriov()
-        && s.total_vfs > 0 {
-            v.push(format!("SR-IOV: {} of {} VFs{}", s.num_vfs, s.total_vfs, if s.vf_enable { " enabled" } else { ", VF Enable off" }));
-        }
+        && s.total_vfs > 0
+    {
+        v.push(format!(
+            "SR-IOV: {} of {} VFs{}",
+            s.num_vfs,
+            s.total_vfs,
+            if s.vf_enable { " enabled" } else { ", VF Enable off" }
+        ));
+    }
     v
 }
 
@@ -127,7 +135,13 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
             link_degraded: degraded,
             acs_ctl: cfg.and_then(|c| c.acs()).map(|a| a.control_raw),
             bars: if interesting {
-                f.bar_sizes.iter().enumerate().take(6).filter(|(_, s)| **s > 0).map(|(i, s)| format!("BAR{i} {}", size_text(*s))).collect()
+                f.bar_sizes
+                    .iter()
+                    .enumerate()
+                    .take(6)
+                    .filter(|(_, s)| **s > 0)
+                    .map(|(i, s)| format!("BAR{i} {}", size_text(*s)))
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -156,7 +170,10 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
     Ok(Report {
         devices,
         gpus: gpus.iter().map(|f| f.bdf.clone()).collect(),
-        nics: nics.iter().map(|f| format!("{}{}", f.bdf, f.infiniband.as_ref().map(|i| format!(" ({i})")).unwrap_or_default())).collect(),
+        nics: nics
+            .iter()
+            .map(|f| format!("{}{}", f.bdf, f.infiniband.as_ref().map(|i| format!(" ({i})")).unwrap_or_default()))
+            .collect(),
         pairs,
         host: host::read(sysfs, proc_root),
         rdma: rdma::read(sysfs, proc_root),
@@ -177,9 +194,10 @@ pub fn render_text(r: &Report) -> String {
             let _ = write!(line, " {}", d.role);
         }
         if let Some(p) = &d.port_type
-            && d.role == "bridge" {
-                let _ = write!(line, " ({p})");
-            }
+            && d.role == "bridge"
+        {
+            let _ = write!(line, " ({p})");
+        }
         if let Some(l) = &d.link {
             let _ = write!(line, " link {l}{}", if d.link_degraded { " (below capability)" } else { "" });
         }
@@ -205,7 +223,12 @@ pub fn render_text(r: &Report) -> String {
     }
     if r.host.nvidia_driver {
         let params: Vec<String> = r.host.nvidia_params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-        let _ = writeln!(o, "nvidia driver: {}; nvidia_peermem {}", params.join(" "), if r.host.nvidia_peermem { "loaded" } else { "not loaded" });
+        let _ = writeln!(
+            o,
+            "nvidia driver: {}; nvidia_peermem {}",
+            params.join(" "),
+            if r.host.nvidia_peermem { "loaded" } else { "not loaded" }
+        );
     } else {
         let _ = writeln!(o, "nvidia driver: not loaded (no /proc/driver/nvidia/params)");
     }
@@ -216,11 +239,20 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(o, "GPU-NIC pairs: none (need at least one GPU and one RDMA NIC)");
     }
     for p in &r.pairs {
-        let _ = writeln!(o, "GPU {} <-> NIC {}: {:?} -> {}", p.gpu, p.nic, p.class, format!("{:?}", p.verdict).to_uppercase());
+        let _ = writeln!(
+            o,
+            "GPU {} <-> NIC {}: {:?} -> {}",
+            p.gpu,
+            p.nic,
+            p.class,
+            format!("{:?}", p.verdict).to_uppercase()
+        );
         for b in &p.bridges {
             let acs = match b.acs_ctl {
                 Some(c) => format!("ACSCtl {c:#06x}{}", if b.redirects { " (redirects P2P)" } else { "" }),
-                None if b.config_bytes <= 256 => format!("ACS unknown: only {} bytes of config space readable", b.config_bytes),
+                None if b.config_bytes <= 256 => {
+                    format!("ACS unknown: only {} bytes of config space readable", b.config_bytes)
+                }
                 None => "no ACS".into(),
             };
             let _ = writeln!(o, "    bridge {} {acs}", b.bdf);

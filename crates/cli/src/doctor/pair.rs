@@ -1,8 +1,8 @@
 //! One GPU–NIC pair: the path class with `nvidia-smi topo -m` meanings, the
 //! ACS control of every bridge on the path, and the verdict. Classification
-//! follows NCCL's graph (see `reference/pcie.md` §5.2): a device's node is
+//! follows NCCL's graph (`docs/SOURCES.md` §3.1): a device's node is
 //! two sysfs components up, a BDF there is a switch and `pciDDDD:BB` a CPU;
-//! ACS follows Linux p2pdma (§5.3): RR, CR or EC on any bridge between the
+//! ACS follows Linux p2pdma (§3.2): RR, CR or EC on any bridge between the
 //! two and their common upstream bridge sends peer-to-peer to the root complex.
 
 use super::scan::Function;
@@ -125,9 +125,20 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
             acs_ctl: acs.map(|a| a.control_raw),
             acs_offset: acs.map(|a| a.offset),
             redirects: acs.is_some_and(|a| a.control.intersects(P2P_REDIRECT)),
-            dpc_triggered: func.and_then(|f| f.cfg()).and_then(|c| c.dpc()).and_then(Result::ok).filter(|d| d.triggered).map(|d| {
-                format!("{}, source {:02x}:{:02x}.{}", d.trigger_reason_text(), d.source_id >> 8, (d.source_id >> 3) & 0x1f, d.source_id & 7)
-            }),
+            dpc_triggered: func
+                .and_then(|f| f.cfg())
+                .and_then(|c| c.dpc())
+                .and_then(Result::ok)
+                .filter(|d| d.triggered)
+                .map(|d| {
+                    format!(
+                        "{}, source {:02x}:{:02x}.{}",
+                        d.trigger_reason_text(),
+                        d.source_id >> 8,
+                        (d.source_id >> 3) & 0x1f,
+                        d.source_id & 7
+                    )
+                }),
         });
     }
     let nic_ats = n.cfg().and_then(|c| c.ats()).map(|a| a.enabled);
@@ -135,7 +146,8 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
     let unreadable: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.config_bytes <= 256).collect();
     let contained: Vec<&BridgeAcs> = bridges.iter().filter(|b| b.dpc_triggered.is_some()).collect();
     let (verdict, reason, fix) = if !contained.is_empty() {
-        let names: Vec<String> = contained.iter().map(|b| format!("{} ({})", b.bdf, b.dpc_triggered.as_deref().unwrap_or(""))).collect();
+        let names: Vec<String> =
+            contained.iter().map(|b| format!("{} ({})", b.bdf, b.dpc_triggered.as_deref().unwrap_or(""))).collect();
         (
             Verdict::Blocked,
             format!(
@@ -151,8 +163,14 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
         let names: Vec<String> = unreadable.iter().map(|b| format!("{} ({} bytes)", b.bdf, b.config_bytes)).collect();
         (
             Verdict::Unknown,
-            format!("{class:?}, but the extended config space of {} is not readable, so ACS cannot be checked", names.join(", ")),
-            vec!["run marrow doctor as root: sysfs gives other users only the first 64 bytes of config space".to_string()],
+            format!(
+                "{class:?}, but the extended config space of {} is not readable, so ACS cannot be checked",
+                names.join(", ")
+            ),
+            vec![
+                "run marrow doctor as root: sysfs gives other users only the first 64 bytes of config space"
+                    .to_string(),
+            ],
         )
     } else if !redirecting.is_empty() && class <= PathClass::PXB {
         let names: Vec<&str> = redirecting.iter().map(|b| b.bdf.as_str()).collect();
@@ -180,13 +198,22 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
         match class {
             PathClass::PIX | PathClass::PXB => (
                 Verdict::Ok,
-                format!("{class:?}: {}, no ACS redirect on the path; NCCL enables GPUDirect RDMA at this distance by default", class.meaning()),
+                format!(
+                    "{class:?}: {}, no ACS redirect on the path; NCCL enables GPUDirect RDMA at this distance by default",
+                    class.meaning()
+                ),
                 Vec::new(),
             ),
             PathClass::PHB | PathClass::NODE => (
                 Verdict::Degraded,
-                format!("{class:?}: {}; NCCL turns GPUDirect RDMA off past PXB by default, and root-complex peer-to-peer throughput depends on the CPU", class.meaning()),
-                vec!["put the GPU and NIC under one PCIe switch, or set NCCL_NET_GDR_LEVEL=PHB to try anyway".to_string()],
+                format!(
+                    "{class:?}: {}; NCCL turns GPUDirect RDMA off past PXB by default, and root-complex peer-to-peer throughput depends on the CPU",
+                    class.meaning()
+                ),
+                vec![
+                    "put the GPU and NIC under one PCIe switch, or set NCCL_NET_GDR_LEVEL=PHB to try anyway"
+                        .to_string(),
+                ],
             ),
             PathClass::SYS => (
                 Verdict::Blocked,

@@ -35,7 +35,10 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
     } else if !p.devices.iter().any(|d| d.mlx5) {
         Some(probe::no_device_reason(sysfs))
     } else if !p.devices.iter().filter(|d| d.mlx5).any(|d| d.ports.iter().any(|port| port.state.contains("ACTIVE"))) {
-        Some("no mlx5 port is ACTIVE: check the cable and link (ibstat), and on InfiniBand a running subnet manager".into())
+        Some(
+            "no mlx5 port is ACTIVE: check the cable and link (ibstat), and on InfiniBand a running subnet manager"
+                .into(),
+        )
     } else if p.memlock.is_some_and(|m| m < probe::MEMLOCK_NEEDED) {
         Some(format!(
             "max locked memory is {} KiB: ibv_reg_mr pins what it registers and fails with ENOMEM; run ulimit -l unlimited (or set memlock in /etc/security/limits.conf)",
@@ -45,7 +48,17 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
         None
     };
     let memlock = p.memlock;
-    Backend { libibverbs, libibverbs_ok, devices: p.devices, mode: p.mode, mode_reason: p.mode_reason, gpu_mem: p.gpu_mem, gpu_mem_reason: p.gpu_mem_reason, memlock, blocker }
+    Backend {
+        libibverbs,
+        libibverbs_ok,
+        devices: p.devices,
+        mode: p.mode,
+        mode_reason: p.mode_reason,
+        gpu_mem: p.gpu_mem,
+        gpu_mem_reason: p.gpu_mem_reason,
+        memlock,
+        blocker,
+    }
 }
 
 pub fn render(b: &Backend, o: &mut String) {
@@ -55,7 +68,8 @@ pub fn render(b: &Backend, o: &mut String) {
         let _ = writeln!(o, "  devices: none");
     }
     for d in &b.devices {
-        let ports: Vec<String> = d.ports.iter().map(|p| format!("port {} {} {}", p.num, p.link_layer, p.state)).collect();
+        let ports: Vec<String> =
+            d.ports.iter().map(|p| format!("port {} {} {}", p.num, p.link_layer, p.state)).collect();
         let _ = writeln!(
             o,
             "  {}{}: {}{}{}{}",
@@ -79,13 +93,20 @@ pub fn render(b: &Backend, o: &mut String) {
         GpuMemPath::None => "none",
     };
     let _ = writeln!(o, "  GPU memory registration: {mem}: {}", b.gpu_mem_reason);
-    let _ = writeln!(o, "  max locked memory: {}", b.memlock.map_or("unlimited".to_string(), |m| format!("{} KiB", m >> 10)));
+    let _ = writeln!(
+        o,
+        "  max locked memory: {}",
+        b.memlock.map_or("unlimited".to_string(), |m| format!("{} KiB", m >> 10))
+    );
     match &b.blocker {
         Some(why) => {
             let _ = writeln!(o, "  backend: unavailable: {why}");
         }
         None => {
-            let _ = writeln!(o, "  backend: ready (marrow bench mlx5 --listen 0.0.0.0:18515 on one node, --connect on the other)");
+            let _ = writeln!(
+                o,
+                "  backend: ready (marrow bench mlx5 --listen 0.0.0.0:18515 on one node, --connect on the other)"
+            );
         }
     }
 }
@@ -112,7 +133,11 @@ mod tests {
         fs::create_dir_all(r.join("proc/driver/nvidia")).unwrap();
         fs::write(r.join("proc/driver/nvidia/params"), "RegistryDwords: \"\"\n").unwrap();
         fs::create_dir_all(r.join("proc/self")).unwrap();
-        fs::write(r.join("proc/self/limits"), "Max locked memory         unlimited            unlimited            bytes\n").unwrap();
+        fs::write(
+            r.join("proc/self/limits"),
+            "Max locked memory         unlimited            unlimited            bytes\n",
+        )
+        .unwrap();
         let b = read(&r.join("sys"), &r.join("proc"));
         let mut o = String::new();
         render(&b, &mut o);
@@ -128,10 +153,18 @@ mod tests {
         }
         assert!(o.contains("max locked memory: unlimited"), "{o}");
         // A small memlock limit blocks the backend, with the fix.
-        fs::write(r.join("proc/self/limits"), "Max locked memory         65536                65536                bytes\n").unwrap();
+        fs::write(
+            r.join("proc/self/limits"),
+            "Max locked memory         65536                65536                bytes\n",
+        )
+        .unwrap();
         let b = read(&r.join("sys"), &r.join("proc"));
         if b.libibverbs_ok {
-            assert!(b.blocker.as_deref().is_some_and(|w| w.contains("64 KiB") && w.contains("ulimit -l unlimited")), "{:?}", b.blocker);
+            assert!(
+                b.blocker.as_deref().is_some_and(|w| w.contains("64 KiB") && w.contains("ulimit -l unlimited")),
+                "{:?}",
+                b.blocker
+            );
         }
         let _ = fs::remove_dir_all(&r);
     }

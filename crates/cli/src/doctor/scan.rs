@@ -58,7 +58,11 @@ pub fn scan(sysfs: &Path) -> Result<Vec<Function>, String> {
         let after = all.iter().rposition(|c| c == "devices").map_or(all.len(), |i| i + 1);
         let parts = &all[after..];
         let Some((root, rest)) = parts.split_first().filter(|(r, _)| r.starts_with("pci")) else {
-            return Err(format!("{} resolves to {}, not under a pciDDDD:BB host bridge", link.display(), real.display()));
+            return Err(format!(
+                "{} resolves to {}, not under a pciDDDD:BB host bridge",
+                link.display(),
+                real.display()
+            ));
         };
         let Some((bdf, ancestors)) = rest.split_last() else {
             return Err(format!("{}: no function below {root}", real.display()));

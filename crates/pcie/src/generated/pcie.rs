@@ -5029,7 +5029,7 @@ impl tlp_dw0 {
         self.set_dw0(w as u32)
     }
 
-    /// `dw0[18:18]`: ID-based ordering (Attr[2]).
+    /// `dw0[18:18]`: ID-based ordering (Attr\[2\]).
     #[inline]
     pub fn attr2(&self) -> bool {
         marrow_layout::get_bits(self.dw0() as u64, 18, 18) != 0
@@ -5109,7 +5109,7 @@ impl tlp_dw0 {
         self.set_dw0(w as u32)
     }
 
-    /// `dw0[13:12]`: Attr[1:0]: relaxed ordering (13), no snoop (12).
+    /// `dw0[13:12]`: Attr\[1:0\]: relaxed ordering (13), no snoop (12).
     #[inline]
     pub fn attr(&self) -> u8 {
         marrow_layout::get_bits(self.dw0() as u64, 13, 12) as u8
@@ -5202,7 +5202,7 @@ impl tlp_request_dw1 {
         ],
     };
 
-    /// Requester ID, Tag[7:0], byte enables (PCIE §2.2.7), offset 0x0.
+    /// Requester ID, Tag\[7:0\], byte enables (PCIE §2.2.7), offset 0x0.
     #[inline]
     pub fn dw1(&self) -> u32 {
         self.dw1.get()
@@ -5231,7 +5231,7 @@ impl tlp_request_dw1 {
         self.set_dw1(w as u32)
     }
 
-    /// `dw1[15:8]`: Tag[7:0].
+    /// `dw1[15:8]`: Tag\[7:0\].
     #[inline]
     pub fn tag(&self) -> u8 {
         marrow_layout::get_bits(self.dw1() as u64, 15, 8) as u8
@@ -5451,7 +5451,7 @@ impl tlp_completion_dw2 {
         ],
     };
 
-    /// Requester ID, Tag[7:0], Lower Address (PCIE §2.2.9), offset 0x0.
+    /// Requester ID, Tag\[7:0\], Lower Address (PCIE §2.2.9), offset 0x0.
     #[inline]
     pub fn dw2(&self) -> u32 {
         self.dw2.get()
@@ -5480,7 +5480,7 @@ impl tlp_completion_dw2 {
         self.set_dw2(w as u32)
     }
 
-    /// `dw2[15:8]`: Tag[7:0] of the request.
+    /// `dw2[15:8]`: Tag\[7:0\] of the request.
     #[inline]
     pub fn tag(&self) -> u8 {
         marrow_layout::get_bits(self.dw2() as u64, 15, 8) as u8

@@ -53,10 +53,26 @@ pub struct BenchOpts {
 /// Run one rank; returns the lines to print.
 pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error> {
     let opened = open(&o.roots.0, &o.roots.1)?;
-    say(&format!("rdma-core: {} and {}; mlx5 devices: {}", opened.verbs.paths.0, opened.verbs.paths.1, opened.devices.join(", ")));
-    say(&format!("doorbell mode: host (device code on a CPU thread); with a GPU this host would use {:?}: {}", opened.probe.mode, opened.probe.mode_reason));
+    say(&format!(
+        "rdma-core: {} and {}; mlx5 devices: {}",
+        opened.verbs.paths.0,
+        opened.verbs.paths.1,
+        opened.devices.join(", ")
+    ));
+    say(&format!(
+        "doorbell mode: host (device code on a CPU thread); with a GPU this host would use {:?}: {}",
+        opened.probe.mode, opened.probe.mode_reason
+    ));
     let ctx = Context::open(opened.verbs.clone(), o.device.as_deref(), o.port, o.gid_index, false)?;
-    say(&format!("{} port {}: {:?}, LID {:#x}, GID[{}] {}", ctx.name, ctx.port, ctx.link, ctx.port_attr.lid, ctx.gid_index, gid_text(&ctx.gid)));
+    say(&format!(
+        "{} port {}: {:?}, LID {:#x}, GID[{}] {}",
+        ctx.name,
+        ctx.port,
+        ctx.link,
+        ctx.port_attr.lid,
+        ctx.gid_index,
+        gid_text(&ctx.gid)
+    ));
     let pd = Pd::alloc(&ctx)?;
     let len = 1usize << 20;
     let buf = Shm::create("mlx5-bench", len).map_err(|e| Mlx5Error::Queue(format!("buffer: {e}")))?;
@@ -65,9 +81,29 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
     let mr = unsafe { pd.reg_host(region.base_addr() as *mut u8, len, RC_ACCESS)? };
     let (lkey, rkey) = mr.keys();
     let qp = RcQp::create(&ctx, &pd, 64, 64)?;
-    say(&format!("QP {:#x}: SQ {} WQEBBs x {} B at {:#x}, dbrec {:#x}, BlueFlame {:#x} ({} B); CQ {:#x}: {} x {} B", qp.dv.qpn, qp.dv.sq_wqe_cnt, qp.dv.sq_stride, qp.dv.sq_buf, qp.dv.dbrec, qp.dv.bf_reg, qp.dv.bf_size, qp.dv.cqn, qp.dv.cqe_cnt, qp.dv.cqe_size));
+    say(&format!(
+        "QP {:#x}: SQ {} WQEBBs x {} B at {:#x}, dbrec {:#x}, BlueFlame {:#x} ({} B); CQ {:#x}: {} x {} B",
+        qp.dv.qpn,
+        qp.dv.sq_wqe_cnt,
+        qp.dv.sq_stride,
+        qp.dv.sq_buf,
+        qp.dv.dbrec,
+        qp.dv.bf_reg,
+        qp.dv.bf_size,
+        qp.dv.cqn,
+        qp.dv.cqe_cnt,
+        qp.dv.cqe_size
+    ));
     let psn = (std::process::id() ^ 0x5a5a) & 0xff_ffff;
-    let me = RcEndpoint { qpn: qp.dv.qpn, lid: ctx.port_attr.lid, gid: ctx.gid, psn, rkey, addr: region.base_addr() as u64, len: len as u64 };
+    let me = RcEndpoint {
+        qpn: qp.dv.qpn,
+        lid: ctx.port_attr.lid,
+        gid: ctx.gid,
+        psn,
+        rkey,
+        addr: region.base_addr() as u64,
+        len: len as u64,
+    };
     let timeout = Duration::from_secs(120);
     let (rank, all) = match (&o.listen, &o.connect) {
         (Some(addr), None) => {
@@ -82,12 +118,17 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
         (None, None) => {
             let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), &me, timeout)?;
             if g.size != 2 {
-                return Err(Mlx5Error::Queue(format!("the launcher started {} ranks; marrow bench mlx5 runs exactly 2", g.size)));
+                return Err(Mlx5Error::Queue(format!(
+                    "the launcher started {} ranks; marrow bench mlx5 runs exactly 2",
+                    g.size
+                )));
             }
             say(&format!("rank {} of 2: endpoints exchanged by {}", g.rank, g.via));
             (g.rank, g.all)
         }
-        (Some(_), Some(_)) => return Err(Mlx5Error::Queue("give --listen ADDR on rank 0 or --connect TOKEN on rank 1, not both".into())),
+        (Some(_), Some(_)) => {
+            return Err(Mlx5Error::Queue("give --listen ADDR on rank 0 or --connect TOKEN on rank 1, not both".into()));
+        }
     };
     let peer = all[1 - rank];
     qp.connect(&ctx.rc_params(), psn, &peer)?;
@@ -96,7 +137,8 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
     keys[rank] = (me.addr, me.rkey);
     keys[1 - rank] = (peer.addr, peer.rkey);
     let setup = gcrb_setup(&qp.dv, Doorbell::Uar, (lkey, me.addr, me.len), keys, 2_000_000_000, false)?;
-    let page = Shm::create("mlx5-gcrb", marrow_gcrb::GCRB_PAGE_SIZE as usize).map_err(|e| Mlx5Error::Queue(format!("GCRB page: {e}")))?;
+    let page = Shm::create("mlx5-gcrb", marrow_gcrb::GCRB_PAGE_SIZE as usize)
+        .map_err(|e| Mlx5Error::Queue(format!("GCRB page: {e}")))?;
     gcrb_page::fill(&page.region(), &setup)?;
     let mut out = String::new();
     let half = len / 2;
@@ -119,7 +161,9 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
     if rank == 0 {
         let d = Device::on_page(&page.region());
         d.check_config().map_err(|e| Mlx5Error::Queue(format!("GCRB: {e}")))?;
-        let dev = |what: &str, e: crate::DeviceError| Mlx5Error::Queue(format!("{what}: {e}\n{}", gcrb_page::report(&page.region())));
+        let dev = |what: &str, e: crate::DeviceError| {
+            Mlx5Error::Queue(format!("{what}: {e}\n{}", gcrb_page::report(&page.region())))
+        };
         // Correctness: put a pattern into rank 1's upper half, quiet, read
         // it back with a get into our upper half, compare.
         for i in 0..n {
@@ -160,7 +204,13 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
             None => {
                 let _ = writeln!(out, "rank 1: rank 0's {n}-byte put arrived intact");
             }
-            Some(i) => return Err(Mlx5Error::Queue(format!("rank 1: byte {i} is {:#04x}, expected {:#04x}", got[i], pattern(i)))),
+            Some(i) => {
+                return Err(Mlx5Error::Queue(format!(
+                    "rank 1: byte {i} is {:#04x}, expected {:#04x}",
+                    got[i],
+                    pattern(i)
+                )));
+            }
         }
     }
     drop(qp);

@@ -12,9 +12,9 @@
 //! that has none). Without a NIC it never gets here: `bench::run` stops at
 //! opening the device, with the error naming what is missing.
 
+use super::Mlx5Error;
 use super::gpu_map;
 use super::setup::{Doorbell, gcrb_setup};
-use super::Mlx5Error;
 use crate::gcrb_page;
 use crate::gpu::{Gpu, Grid, RwKernel};
 use marrow_mmio::Region;
@@ -84,7 +84,11 @@ fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell) -> Result<String, Mlx5Error> {
     let dg = gpu.upload(r.page).map_err(cuda)?;
     let fail = |what: &str, rc: i32| -> Mlx5Error {
         let _ = gpu.download(&dg, r.page);
-        Mlx5Error::Queue(format!("{what}: device code returned {rc} ({})\n{}", crate::DeviceError(rc), gcrb_page::report(r.page)))
+        Mlx5Error::Queue(format!(
+            "{what}: device code returned {rc} ({})\n{}",
+            crate::DeviceError(rc),
+            gcrb_page::report(r.page)
+        ))
     };
     let mut out = String::new();
     let pattern = |i: usize| (i as u8).wrapping_mul(29).wrapping_add(3);
@@ -105,7 +109,11 @@ fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell) -> Result<String, Mlx5Error> {
     let mut back = vec![0u8; n];
     r.buf.read_bytes(0, &mut back)?;
     if let Some(i) = (0..n).find(|&i| back[i] != pattern(i)) {
-        return Err(Mlx5Error::Queue(format!("GPU put then get: byte {i} came back {:#04x}, put {:#04x}", back[i], pattern(i))));
+        return Err(Mlx5Error::Queue(format!(
+            "GPU put then get: byte {i} came back {:#04x}, put {:#04x}",
+            back[i],
+            pattern(i)
+        )));
     }
     let _ = writeln!(out, "GPU thread: put {n} B and got it back: every byte matches");
     let grid = Grid { blocks: 8, threads: 128 };
@@ -118,7 +126,12 @@ fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell) -> Result<String, Mlx5Error> {
     if rc != 0 {
         return Err(fail("GPU put latency", rc));
     }
-    let _ = writeln!(out, "GPU 8 B blocking put x{}: {:.2} us each (GPU clock)", r.iters, ns as f64 / f64::from(r.iters.max(1)) / 1e3);
+    let _ = writeln!(
+        out,
+        "GPU 8 B blocking put x{}: {:.2} us each (GPU clock)",
+        r.iters,
+        ns as f64 / f64::from(r.iters.max(1)) / 1e3
+    );
     // Hand the channel back to the CPU path: the heads as the GPU left
     // them (the NIC's indices continue from there), the CPU's doorbell.
     gpu.download(&dg, r.page).map_err(cuda)?;

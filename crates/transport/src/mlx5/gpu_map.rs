@@ -25,10 +25,14 @@ pub fn map_uar(gpu: &crate::gpu::Gpu, uar: *mut u8, len: usize) -> Result<u64, M
     let flags = cu::CU_MEMHOSTREGISTER_PORTABLE | cu::CU_MEMHOSTREGISTER_DEVICEMAP | cu::CU_MEMHOSTREGISTER_IOMEMORY;
     // SAFETY: `uar..uar+len` is the UAR page rdma-core mmapped for the
     // context, which outlives the channel; IOMEMORY tells CUDA it is MMIO.
-    unsafe { cu::cuMemHostRegister_v2(uar.cast(), len, flags) }.result().map_err(|e| Mlx5Error::Cuda(format!("cuMemHostRegister(UAR, IOMEMORY): {e:?}")))?;
+    unsafe { cu::cuMemHostRegister_v2(uar.cast(), len, flags) }
+        .result()
+        .map_err(|e| Mlx5Error::Cuda(format!("cuMemHostRegister(UAR, IOMEMORY): {e:?}")))?;
     let mut d: cu::CUdeviceptr = 0;
     // SAFETY: registered just above; `d` is a valid out-pointer.
-    unsafe { cu::cuMemHostGetDevicePointer_v2(&mut d, uar.cast(), 0) }.result().map_err(|e| Mlx5Error::Cuda(format!("cuMemHostGetDevicePointer(UAR): {e:?}")))?;
+    unsafe { cu::cuMemHostGetDevicePointer_v2(&mut d, uar.cast(), 0) }
+        .result()
+        .map_err(|e| Mlx5Error::Cuda(format!("cuMemHostGetDevicePointer(UAR): {e:?}")))?;
     Ok(d)
 }
 
@@ -39,10 +43,20 @@ pub fn dmabuf_fd(gpu: &crate::gpu::Gpu, dptr: u64, len: usize) -> Result<i32, Ml
     // SAFETY: `fd` is a valid out-pointer for the int the driver writes;
     // `dptr..dptr+len` is a live allocation of this context.
     unsafe {
-        cu::cuMemGetHandleForAddressRange((&mut fd as *mut i32).cast(), dptr, len, cu::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)
+        cu::cuMemGetHandleForAddressRange(
+            (&mut fd as *mut i32).cast(),
+            dptr,
+            len,
+            cu::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+            0,
+        )
     }
     .result()
-    .map_err(|e| Mlx5Error::Cuda(format!("cuMemGetHandleForAddressRange(DMA_BUF_FD): {e:?} (needs the open kernel modules and Linux >= 5.12)")))?;
+    .map_err(|e| {
+        Mlx5Error::Cuda(format!(
+            "cuMemGetHandleForAddressRange(DMA_BUF_FD): {e:?} (needs the open kernel modules and Linux >= 5.12)"
+        ))
+    })?;
     Ok(fd)
 }
 
@@ -51,14 +65,18 @@ pub fn dmabuf_fd(gpu: &crate::gpu::Gpu, dptr: u64, len: usize) -> Result<i32, Ml
 /// reason carried to `marrow doctor`/`bench` output.
 pub fn mode_after(mapping: &Result<u64, Mlx5Error>) -> (DoorbellMode, String) {
     match mapping {
-        Ok(_) => (DoorbellMode::GpuDoorbell, "the UAR is mapped into the GPU (cudaHostRegister IoMemory succeeded)".into()),
+        Ok(_) => {
+            (DoorbellMode::GpuDoorbell, "the UAR is mapped into the GPU (cudaHostRegister IoMemory succeeded)".into())
+        }
         // The driver's peer-mapping refusal (no PeerMappingOverride, not
         // root) is NOT_PERMITTED or NOT_SUPPORTED; INVALID_VALUE is what an
         // address that is not MMIO gets (measured on an H200: an ordinary
         // page with IOMEMORY), which no regkey fixes.
         Err(e) if e.to_string().contains("NOT_PERMITTED") || e.to_string().contains("NOT_SUPPORTED") => (
             DoorbellMode::CpuProxy,
-            format!("{e}; falling back to the CPU proxy (set options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for GPU doorbells)"),
+            format!(
+                "{e}; falling back to the CPU proxy (set options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\" for GPU doorbells)"
+            ),
         ),
         Err(e) => (DoorbellMode::CpuProxy, format!("{e}; falling back to the CPU proxy")),
     }
@@ -69,7 +87,11 @@ pub fn mode_after(mapping: &Result<u64, Mlx5Error>) -> (DoorbellMode, String) {
 /// through `mailbox` (a host address the GPU can write, forwarded by a
 /// [`marrow_verbs::proxy::DoorbellProxy`] the caller starts). Returns the
 /// doorbell for [`super::setup::gcrb_setup`], the mode and why.
-pub fn choose_doorbell(gpu: &crate::gpu::Gpu, dv: &marrow_verbs::device::DvQueues, mailbox: u64) -> (super::setup::Doorbell, DoorbellMode, String) {
+pub fn choose_doorbell(
+    gpu: &crate::gpu::Gpu,
+    dv: &marrow_verbs::device::DvQueues,
+    mailbox: u64,
+) -> (super::setup::Doorbell, DoorbellMode, String) {
     use super::setup::Doorbell;
     let page = dv.bf_reg & !0xfff;
     let m = map_uar(gpu, page as *mut u8, 4096);
@@ -106,7 +128,9 @@ pub fn register_host(gpu: &crate::gpu::Gpu, ranges: &[(u64, usize)]) -> Result<V
             .map_err(|e| Mlx5Error::Cuda(format!("cuMemHostGetDevicePointer({base:#x}): {e:?}")))?;
         if d != base {
             unregister_host(gpu, &done);
-            return Err(Mlx5Error::Cuda(format!("host {base:#x} maps to device {d:#x}: the GCRB needs identical addresses")));
+            return Err(Mlx5Error::Cuda(format!(
+                "host {base:#x} maps to device {d:#x}: the GCRB needs identical addresses"
+            )));
         }
     }
     Ok(done)
@@ -141,7 +165,8 @@ fn page_ranges(ranges: &[(u64, usize)]) -> Vec<(u64, usize)> {
 
 /// The UAR doorbell register as a window, for the CPU proxy to forward into.
 pub fn uar_register(dv: &marrow_verbs::device::DvQueues) -> Result<marrow_mmio::Region, Mlx5Error> {
-    let p = std::ptr::NonNull::new(dv.bf_reg as *mut u8).ok_or_else(|| Mlx5Error::Queue("mlx5dv_qp.bf.reg is null".into()))?;
+    let p = std::ptr::NonNull::new(dv.bf_reg as *mut u8)
+        .ok_or_else(|| Mlx5Error::Queue("mlx5dv_qp.bf.reg is null".into()))?;
     // SAFETY: `bf.reg` is the BlueFlame register of the UAR page rdma-core
     // mapped for this context (8 bytes at least); it stays mapped while the
     // QP lives, and the proxy is stopped before the QP is destroyed.
@@ -160,7 +185,8 @@ mod tests {
 
     #[test]
     fn a_refused_uar_mapping_falls_back_to_the_proxy_and_says_why() {
-        let (m, why) = mode_after(&Err(Mlx5Error::Cuda("cuMemHostRegister(UAR, IOMEMORY): CUDA_ERROR_NOT_PERMITTED".into())));
+        let (m, why) =
+            mode_after(&Err(Mlx5Error::Cuda("cuMemHostRegister(UAR, IOMEMORY): CUDA_ERROR_NOT_PERMITTED".into())));
         assert_eq!(m, DoorbellMode::CpuProxy);
         assert!(why.contains("NOT_PERMITTED") && why.contains("PeerMappingOverride=1"), "{why}");
         assert_eq!(mode_after(&Ok(0x7f00_0000_0800)).0, DoorbellMode::GpuDoorbell);

@@ -7,7 +7,7 @@
 //! | GCRB from `mlx5dv_qp`/`mlx5dv_cq` | [`setup`] | yes: decoded and run through the device code on CPU threads |
 //! | UAR and dma-buf on the GPU | [`gpu_map`] | no (no GPU here): compiles; the refusal path picks the CPU proxy |
 //! | Opening a device | [`open`] | only the failure: a clear error naming what is missing |
-//! | Two ranks end to end (`marrow bench mlx5`) | [`bench`] | no (needs two ConnectX ports) |
+//! | Two ranks end to end (`marrow bench mlx5`) | [`mod@bench`] | no (needs two ConnectX ports) |
 //!
 //! Doorbell modes: the UAR mapped into the GPU (`cudaHostRegister(...,
 //! IoMemory)`), or, when the driver refuses that mapping (the
@@ -64,6 +64,8 @@ pub fn open(sysfs: &Path, proc_root: &Path) -> Result<Opened, Mlx5Error> {
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0")))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
         .unwrap_or(false)
 }

@@ -33,7 +33,14 @@ pub enum Doorbell {
 
 /// The GCRB for one channel. `local`: (lkey, address, length) of the local
 /// window; `keys`: (address, rkey) of each PE's window.
-pub fn gcrb_setup(dv: &DvQueues, doorbell: Doorbell, local: (u32, u64, u64), keys: [(u64, u32); 2], timeout_ns: u64, trace: bool) -> Result<GcrbSetup, Mlx5Error> {
+pub fn gcrb_setup(
+    dv: &DvQueues,
+    doorbell: Doorbell,
+    local: (u32, u64, u64),
+    keys: [(u64, u32); 2],
+    timeout_ns: u64,
+    trace: bool,
+) -> Result<GcrbSetup, Mlx5Error> {
     let bad = |m: String| Err(Mlx5Error::Queue(m));
     if dv.sq_stride != MLX5_SEND_WQE_BB {
         return bad(format!("SQ stride {} bytes: the device code builds {MLX5_SEND_WQE_BB}-byte WQEBBs", dv.sq_stride));
@@ -50,7 +57,13 @@ pub fn gcrb_setup(dv: &DvQueues, doorbell: Doorbell, local: (u32, u64, u64), key
     if dv.cqe_cnt == 0 || !dv.cqe_cnt.is_power_of_two() {
         return bad(format!("CQ of {} entries: the device code needs a power of two", dv.cqe_cnt));
     }
-    for (name, a, align) in [("SQ buffer", dv.sq_buf, 64), ("doorbell record", dv.dbrec, 4), ("CQ buffer", dv.cq_buf, 64), ("CQ doorbell record", dv.cq_dbrec, 4), ("BlueFlame register", dv.bf_reg, 8)] {
+    for (name, a, align) in [
+        ("SQ buffer", dv.sq_buf, 64),
+        ("doorbell record", dv.dbrec, 4),
+        ("CQ buffer", dv.cq_buf, 64),
+        ("CQ doorbell record", dv.cq_dbrec, 4),
+        ("BlueFlame register", dv.bf_reg, 8),
+    ] {
         if a == 0 || !a.is_multiple_of(align) {
             return bad(format!("{name} at {a:#x}: null or not {align}-byte aligned"));
         }
@@ -60,7 +73,9 @@ pub fn gcrb_setup(dv: &DvQueues, doorbell: Doorbell, local: (u32, u64, u64), key
     // is not a doorbell register.
     let off = (dv.bf_reg & 0xfff) as u32;
     if off < MLX5_BF_OFFSET || !(off - MLX5_BF_OFFSET).is_multiple_of(MLX5_DB_BLUEFLAME_BUFFER_SIZE) {
-        return bad(format!("BlueFlame register at UAR offset {off:#x}: expected {MLX5_BF_OFFSET:#x} + k*{MLX5_DB_BLUEFLAME_BUFFER_SIZE:#x}"));
+        return bad(format!(
+            "BlueFlame register at UAR offset {off:#x}: expected {MLX5_BF_OFFSET:#x} + k*{MLX5_DB_BLUEFLAME_BUFFER_SIZE:#x}"
+        ));
     }
     let db = match doorbell {
         // bf.size 0: a doorbell-only register (no BlueFlame buffer); 8 bytes.
@@ -86,7 +101,9 @@ mod tests {
     use super::*;
     use crate::cpu::Device;
     use crate::gcrb_page;
-    use marrow_gcrb::{GCRB_MAGIC, GCRB_OFF_CONFIG, GCRB_OFF_KEYS, GCRB_PAGE_SIZE, GCRB_VERSION, gcrb_config, gcrb_key};
+    use marrow_gcrb::{
+        GCRB_MAGIC, GCRB_OFF_CONFIG, GCRB_OFF_KEYS, GCRB_PAGE_SIZE, GCRB_VERSION, gcrb_config, gcrb_key,
+    };
     use marrow_mlx5::raw::{MLX5_SND_DBR, WqeOpcode};
     use marrow_mlx5::wqe_decode::WqeView;
     use marrow_mmio::Region;
@@ -129,7 +146,14 @@ mod tests {
                 bf: mlx5dv_bf { reg: p(&self.uar, 0x800), size: 0x100 },
                 ..mlx5dv_qp::default()
             };
-            let c = mlx5dv_cq { buf: p(&self.cq, 0), dbrec: p(&self.dbr, 32).cast(), cqe_cnt: ncqe, cqe_size: 64, cqn: 0x80, ..mlx5dv_cq::default() };
+            let c = mlx5dv_cq {
+                buf: p(&self.cq, 0),
+                dbrec: p(&self.dbr, 32).cast(),
+                cqe_cnt: ncqe,
+                cqe_size: 64,
+                cqn: 0x80,
+                ..mlx5dv_cq::default()
+            };
             (q, c)
         }
     }
@@ -138,7 +162,9 @@ mod tests {
         let (q, c) = f.dv(64, 64);
         let dv = DvQueues::from_dv(0x1234, &q, &c);
         let base = f.buf.region().base_addr() as u64;
-        let s = gcrb_setup(&dv, doorbell, (0x11, base, 0x8000), [(base, 0x21), (base + 0x8000, 0x22)], 1_000_000_000, true).unwrap();
+        let s =
+            gcrb_setup(&dv, doorbell, (0x11, base, 0x8000), [(base, 0x21), (base + 0x8000, 0x22)], 1_000_000_000, true)
+                .unwrap();
         (dv, s)
     }
 
@@ -219,7 +245,9 @@ mod tests {
         let f = FakeHca::new(64, 64);
         let (q, c) = f.dv(64, 64);
         let ok = DvQueues::from_dv(1, &q, &c);
-        let run = |dv: DvQueues| gcrb_setup(&dv, Doorbell::Uar, (0, 0, 0), [(0, 0); 2], 1, false).map(|_| ()).unwrap_err().to_string();
+        let run = |dv: DvQueues| {
+            gcrb_setup(&dv, Doorbell::Uar, (0, 0, 0), [(0, 0); 2], 1, false).map(|_| ()).unwrap_err().to_string()
+        };
         assert!(run(DvQueues { cqe_size: 128, ..ok }).contains("MLX5_CQE_SIZE=64"));
         assert!(run(DvQueues { sq_stride: 128, ..ok }).contains("64-byte WQEBBs"));
         assert!(run(DvQueues { sq_wqe_cnt: 48, ..ok }).contains("power of two"));
@@ -231,11 +259,31 @@ mod tests {
         assert_eq!(s.db, (0x7000_0000_0800, 0x100));
         // Step 2's queues (GPU memory, devx) pass the same checks.
         let p = marrow_verbs::devx::plan(128, 512).unwrap();
-        let d = marrow_verbs::devx::dv_queues(&p, 0x77, 0x88, 0x7000_0000_0000, 0x7000_0001_0000, 0x7000_0002_0000, 0x7f00_0000_0800, 8);
+        let d = marrow_verbs::devx::dv_queues(
+            &p,
+            0x77,
+            0x88,
+            0x7000_0000_0000,
+            0x7000_0001_0000,
+            0x7000_0002_0000,
+            0x7f00_0000_0800,
+            8,
+        );
         let s = gcrb_setup(&d, Doorbell::GpuUar(0x7100_0000_0800), (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
-        assert_eq!((s.sq, s.cq.1, s.dbrec, s.cq.2, s.db), ((0x7000_0000_0000, 128), 512, 0x7000_0002_0000, 0x7000_0002_0040, (0x7100_0000_0800, 8)));
+        assert_eq!(
+            (s.sq, s.cq.1, s.dbrec, s.cq.2, s.db),
+            ((0x7000_0000_0000, 128), 512, 0x7000_0002_0000, 0x7000_0002_0040, (0x7100_0000_0800, 8))
+        );
         // A doorbell-only UAR (bf.size 0) still takes one 8-byte store.
-        let s = gcrb_setup(&DvQueues { bf_size: 0, bf_reg: ok.bf_reg + 0x100, ..ok }, Doorbell::Uar, (0, 0, 0), [(0, 0); 2], 1, false).unwrap();
+        let s = gcrb_setup(
+            &DvQueues { bf_size: 0, bf_reg: ok.bf_reg + 0x100, ..ok },
+            Doorbell::Uar,
+            (0, 0, 0),
+            [(0, 0); 2],
+            1,
+            false,
+        )
+        .unwrap();
         assert_eq!(s.db.1, 8);
     }
 }
