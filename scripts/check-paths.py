@@ -27,6 +27,7 @@ EXTERNAL = {
     "scripts/config": "Linux",
     "scripts/min-tool-version.sh": "Linux",
     "docs/specs/ivshmem-spec.rst": "QEMU",
+    "docs/nvshmem.md": "DeepEP",
 }
 
 
