@@ -4,6 +4,9 @@
 #   g++:            compiles the generated C header as C++ in the oracle tests.
 #   linux-libc-dev: Linux's <linux/pci_regs.h>, the oracle for marrow-pcie's constants.
 #   pciutils:       lspci, which the marrow-pcie differential test runs on every fixture.
+#   tshark:         Wireshark's dissectors, the judge of every RoCEv2 frame the
+#                   softnic writes to a pcap (crates/roce/tests/tshark.rs and the
+#                   softnic's wire tests).
 #   binutils:       objdump, which crates/mmio/tests/barrier_insns.rs reads the barriers with.
 #   ibverbs-providers, libibverbs1: rdma-core's runtime (libmlx5.so.1, libibverbs.so.1),
 #                   which marrow-verbs dlopens; its tests check the no-device errors.
@@ -23,6 +26,7 @@ command -v g++ >/dev/null || need+=(g++)
 command -v lspci >/dev/null || need+=(pciutils)
 command -v cc >/dev/null || need+=(gcc)
 command -v objdump >/dev/null || need+=(binutils)
+command -v tshark >/dev/null || need+=(tshark)
 [ -e /usr/lib/x86_64-linux-gnu/libmlx5.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libmlx5.so.1 ] || need+=(ibverbs-providers)
 command -v curl >/dev/null || need+=(curl)
 command -v mpirun >/dev/null || need+=(openmpi-bin)
