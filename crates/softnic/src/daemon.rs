@@ -113,7 +113,7 @@ fn handle(nic: &SoftNic, req: Request, mut fds: Vec<OwnedFd>, mapped: &mut Vec<A
                 Ok(s) => s,
                 Err(e) => return err(e),
             };
-            match hca.modify_qp(qpn, ModifyQp { state, dest_qpn, rnr_retry, dest_link: None }) {
+            match hca.modify_qp(qpn, ModifyQp { state, dest_qpn, rnr_retry, wire: None }) {
                 Ok(()) => (Reply::Ok, Vec::new()),
                 Err(e) => err(e.to_string()),
             }

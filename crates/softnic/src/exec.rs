@@ -24,16 +24,16 @@
 //! memory (the NIC in host-endianness atomic mode).
 //!
 //! This is the requester half; the responder half is [`crate::respond`],
-//! called directly for a peer in the same model or through a
-//! [`crate::link`] for a peer in another softnic process.
+//! called directly for a peer in the same model, or the RC transport
+//! ([`crate::rc`]) for a peer across a RoCEv2 wire.
 
 use crate::hca::Hca;
-use crate::link::{self, ReqOp, Sink};
 use crate::mr::{Access, KeyFault, Loc};
+use crate::rc::requester::Message;
 use crate::respond::{self, Nak, Src};
 use crate::trace::Kind;
 use marrow_mlx5::raw::{Syndrome, WqeOpcode, mlx5_wqe_ctrl_seg};
-use marrow_mlx5::wqe_decode::{CtrlFields, Local, ParsedWqe, WqeView};
+use marrow_mlx5::wqe_decode::{AtomicArgs, CtrlFields, Local, ParsedWqe, WqeView};
 use marrow_mmio::Region;
 use zerocopy::{FromBytes, FromZeros};
 
@@ -59,15 +59,10 @@ pub enum Outcome {
     },
     /// The peer has no receive WQE: retry after the RNR timer.
     Rnr,
-    /// Sent to a peer in another softnic; completes when its response arrives.
-    Pending {
-        /// Request id on the link.
-        id: u64,
-        /// Where the response's bytes go.
-        sink: Sink,
-        /// `byte_cnt` for the CQE once acknowledged.
-        byte_cnt: u32,
-    },
+    /// On the wire: the requester completes it when the peer answers.
+    Sent,
+    /// The wire QP has as much outstanding as it may: try again later.
+    Busy,
 }
 
 fn err(syndrome: Syndrome, why: impl Into<String>) -> Outcome {
@@ -109,28 +104,24 @@ impl Piece<'_> {
     }
 
     /// Copy `out.len()` bytes starting `at` bytes into this piece.
-    pub fn read(&self, at: usize, out: &mut [u8]) {
+    pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
         match self {
-            Piece::Mem(r, o, _) => {
-                let _ = r.read_bytes(o + at, out);
+            Piece::Mem(r, o, _) => r.read_bytes(o + at, out).map_err(|e| e.to_string()),
+            Piece::Dev(loc, _) => loc.read(at, out),
+            Piece::Inline(d) => {
+                let src = d.get(at..at + out.len()).ok_or("read past the inline data")?;
+                out.copy_from_slice(src);
+                Ok(())
             }
-            Piece::Dev(loc, _) => {
-                let _ = loc.read(at, out);
-            }
-            Piece::Inline(d) => out.copy_from_slice(&d[at..at + out.len()]),
         }
     }
 
     /// Copy `data` into this piece, `at` bytes in.
-    pub fn write(&self, at: usize, data: &[u8]) {
+    pub fn write(&self, at: usize, data: &[u8]) -> Result<(), String> {
         match self {
-            Piece::Mem(r, o, _) => {
-                let _ = r.write_bytes(o + at, data);
-            }
-            Piece::Dev(loc, _) => {
-                let _ = loc.write(at, data);
-            }
-            Piece::Inline(_) => {}
+            Piece::Mem(r, o, _) => r.write_bytes(o + at, data).map_err(|e| e.to_string()),
+            Piece::Dev(loc, _) => loc.write(at, data),
+            Piece::Inline(_) => Err("inline data is not writable".into()),
         }
     }
 
@@ -185,33 +176,34 @@ fn locals<'a>(
 }
 
 /// The bytes of `pieces`, gathered (for a link, or device memory).
-pub(crate) fn gather(pieces: &[Piece<'_>]) -> Vec<u8> {
+pub(crate) fn gather(pieces: &[Piece<'_>]) -> Result<Vec<u8>, Outcome> {
     let mut v = vec![0u8; pieces.iter().map(Piece::len).sum()];
     let mut at = 0;
     for p in pieces {
-        p.read(0, &mut v[at..at + p.len()]);
+        p.read(0, &mut v[at..at + p.len()]).map_err(|e| err(Syndrome::LOCAL_PROT_ERR, format!("local read: {e}")))?;
         at += p.len();
     }
-    v
+    Ok(v)
 }
 
 /// Scatter the bytes at `src` into `pieces`.
-fn scatter(src: &Loc, pieces: &[Piece<'_>]) {
+fn scatter(src: &Loc, pieces: &[Piece<'_>]) -> Result<(), String> {
     let mut off = 0;
     for p in pieces {
         match (src, p) {
             (Loc::Host(sr, so), Piece::Mem(r, o, l)) => {
-                let _ = Region::copy(sr, so + off, r, *o, *l);
+                Region::copy(sr, so + off, r, *o, *l).map_err(|e| e.to_string())?;
             }
             _ => {
                 // Device memory on either side: stage through the host.
                 let mut buf = vec![0u8; p.len()];
-                let _ = src.read(off, &mut buf);
-                p.write(0, &buf);
+                src.read(off, &mut buf)?;
+                p.write(0, &buf)?;
             }
         }
         off += p.len();
     }
+    Ok(())
 }
 
 /// Execute the WQE `wqe` fetched from `qpn`'s send queue; `ctrl` is its
@@ -228,7 +220,7 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcom
         }
         return Outcome::Error { syndrome, vendor, why: "injected fault".into() };
     }
-    let (pd, sq_ci, peer, link) = (qp.pd, qp.sq_ci as u16, qp.peer, qp.peer_link);
+    let (pd, sq_ci, peer, wire) = (qp.pd, qp.sq_ci as u16, qp.peer, qp.wire.is_some());
     let view = match WqeView::new(wqe) {
         Ok(v) => v,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
@@ -250,7 +242,7 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcom
         return Outcome::Done { byte_cnt: 0 };
     }
     let Some(peer) = peer else { return err(Syndrome::TRANSPORT_RETRY_EXC_ERR, "QP has no peer") };
-    let to = Target { peer, link };
+    let to = Target { peer, wire };
     let result = match ctrl.opcode {
         WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, &p, to),
         WqeOpcode::SEND | WqeOpcode::SEND_IMM => send(hca, qpn, pd, &p, to),
@@ -260,11 +252,11 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcom
     result.unwrap_or_else(|o| o)
 }
 
-/// Where the responder is: a QP of this model, or one behind a link.
+/// Where the responder is: a QP of this model, or one across a wire.
 #[derive(Clone, Copy)]
 struct Target {
     peer: u32,
-    link: Option<u32>,
+    wire: bool,
 }
 
 fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
@@ -272,9 +264,9 @@ fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to:
     let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
     let imm = (p.ctrl.opcode == WqeOpcode::RDMA_WRITE_IMM).then_some(p.ctrl.imm);
-    if let Some(l) = to.link {
-        let op = ReqOp::Write { raddr: remote.raddr, rkey: remote.rkey, imm };
-        return Ok(link::request(hca, l, qpn, to.peer, op, gather(&pieces), Sink::None, total as u32));
+    if to.wire {
+        let msg = Message::Write { remote, imm, data: gather(&pieces)? };
+        return Ok(hca.wire_post(qpn, msg, p.ctrl, total as u32));
     }
     respond::write(hca, to.peer, remote, Src::Pieces(&pieces), imm).map_err(nak)?;
     Ok(Outcome::Done { byte_cnt: total as u32 })
@@ -284,8 +276,9 @@ fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Targe
     let mut pieces = Pieces::new();
     let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let imm = (p.ctrl.opcode == WqeOpcode::SEND_IMM).then_some(p.ctrl.imm);
-    if let Some(l) = to.link {
-        return Ok(link::request(hca, l, qpn, to.peer, ReqOp::Send { imm }, gather(&pieces), Sink::None, total as u32));
+    if to.wire {
+        let msg = Message::Send { imm, data: gather(&pieces)? };
+        return Ok(hca.wire_post(qpn, msg, p.ctrl, total as u32));
     }
     respond::send(hca, to.peer, Src::Pieces(&pieces), imm).map_err(nak)?;
     Ok(Outcome::Done { byte_cnt: total as u32 })
@@ -295,17 +288,17 @@ fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: 
     let mut pieces = Pieces::new();
     let total = locals(hca, pd, p, Access::LOCAL_WRITE, &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
-    if let Some(l) = to.link {
-        let dst = pieces.iter().filter_map(|p| match p {
+    if to.wire {
+        let sink = pieces.iter().filter_map(|p| match p {
             Piece::Mem(r, o, l) => Some((Loc::Host(*r, *o), *l)),
             Piece::Dev(loc, l) => Some((loc.clone(), *l)),
             Piece::Inline(_) => None,
         });
-        let op = ReqOp::Read { raddr: remote.raddr, rkey: remote.rkey, len: total };
-        return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Read(dst.collect()), total as u32));
+        let msg = Message::Read { remote, len: total as u32, sink: sink.collect() };
+        return Ok(hca.wire_post(qpn, msg, p.ctrl, total as u32));
     }
     let src = respond::read(hca, to.peer, remote, total).map_err(nak)?;
-    scatter(&src, &pieces);
+    scatter(&src, &pieces).map_err(|e| err(Syndrome::LOCAL_PROT_ERR, format!("RDMA_READ into local memory: {e}")))?;
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
@@ -327,17 +320,19 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Tar
         .local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE)
         .map_err(|f| local_fault(f, local.lkey))?;
     let remote = p.remote.unwrap_or_default();
-    if let Some(l) = to.link {
-        let op = link::atomic_op(remote, args);
-        return Ok(link::request(hca, l, qpn, to.peer, op, Vec::new(), Sink::Atomic { at: result, width }, width));
+    if to.wire {
+        if !matches!(args, AtomicArgs::Cs { .. } | AtomicArgs::Fa { .. }) {
+            let why = "masked atomics have no RoCEv2 wire form: IBA defines only COMPARE_SWAP and FETCH_ADD";
+            return Err(err(Syndrome::LOCAL_QP_OP_ERR, why));
+        }
+        let msg = Message::Atomic { remote, args, result };
+        return Ok(hca.wire_post(qpn, msg, p.ctrl, width));
     }
     let old = respond::atomic(hca, to.peer, remote, args).map_err(nak)?;
-    write_old(&result, width, old);
-    Ok(Outcome::Done { byte_cnt: width })
-}
-
-/// The old value of an atomic lands in the local buffer, in host order like the target.
-pub(crate) fn write_old(at: &Loc, width: u32, old: u64) {
+    // The old value lands in the local buffer, in host order like the target.
     let (b8, b4) = (old.to_ne_bytes(), (old as u32).to_ne_bytes());
-    let _ = at.write(0, if width == 8 { &b8[..] } else { &b4[..] });
+    result
+        .write(0, if width == 8 { &b8[..] } else { &b4[..] })
+        .map_err(|e| err(Syndrome::LOCAL_PROT_ERR, format!("atomic result into local memory: {e}")))?;
+    Ok(Outcome::Done { byte_cnt: width })
 }

@@ -6,9 +6,7 @@ use crate::cq::{Cq, CqMode};
 use crate::exec::{self, Outcome};
 use crate::fault::Faults;
 use crate::mr::{Access, MrTable, Pd};
-use crate::qp::Awaiting;
 use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState};
-use crate::respond::Nak;
 use crate::table::Table;
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
@@ -66,6 +64,14 @@ pub enum HcaError {
         /// The QP.
         qpn: u32,
     },
+    /// RoCEv2 attributes that cannot be used.
+    #[error("QP {qpn:#x}: {why}")]
+    BadWire {
+        /// The QP.
+        qpn: u32,
+        /// What is wrong.
+        why: String,
+    },
     /// Shared memory could not be created.
     #[error("shared memory: {0}")]
     Io(#[from] std::io::Error),
@@ -80,15 +86,15 @@ pub struct ModifyQp {
     pub dest_qpn: Option<u32>,
     /// RNR retry count (7 = infinite).
     pub rnr_retry: Option<u32>,
-    /// The link the destination QP is behind (INIT→RTR), when it lives in
-    /// another softnic instance.
-    pub dest_link: Option<u32>,
+    /// The RoCEv2 path (INIT→RTR, and RTR→RTS for `sq_psn`, timeouts and
+    /// retries), when the destination QP is reached over a wire port.
+    pub wire: Option<crate::rc::WireAttrs>,
 }
 
 impl ModifyQp {
     /// Just a state change.
     pub fn to(state: QpState) -> Self {
-        ModifyQp { state, dest_qpn: None, rnr_retry: None, dest_link: None }
+        ModifyQp { state, dest_qpn: None, rnr_retry: None, wire: None }
     }
 
     /// INIT→RTR towards `dest_qpn` of this model.
@@ -126,9 +132,8 @@ pub struct Hca {
     pub(crate) events: Vec<AsyncEvent>,
     /// RNR retry interval.
     pub(crate) rnr_timer: std::time::Duration,
-    /// Links to other softnic instances.
-    pub(crate) links: crate::link::Senders,
-    next_request: u64,
+    /// Wire ports ([`crate::SoftNic::attach_port`]).
+    pub(crate) ports: Vec<crate::rc::port::PortHandle>,
 }
 
 impl Default for Hca {
@@ -143,8 +148,7 @@ impl Default for Hca {
             trace: None,
             events: Vec::new(),
             rnr_timer: std::time::Duration::from_micros(20),
-            links: Vec::new(),
-            next_request: 1,
+            ports: Vec::new(),
         }
     }
 }
@@ -281,8 +285,7 @@ impl Hca {
             delayed: Vec::new(),
             rnr: None,
             rnr_retry: 7,
-            peer_link: None,
-            awaiting: None,
+            wire: None,
             blueflame: None,
         })
     }
@@ -298,13 +301,34 @@ impl Hca {
 
     /// Modify a QP (the control path: `ibv_modify_qp`).
     pub fn modify_qp(&mut self, qpn: u32, m: ModifyQp) -> Result<(), HcaError> {
+        let nports = self.ports.len() as u32;
         let qp = self.qp_mut(qpn)?;
         if !qp.state.can_move_to(m.state) {
             return Err(HcaError::BadTransition { qpn, from: qp.state, to: m.state });
         }
+        if let Some(w) = &m.wire
+            && w.port >= nports
+        {
+            return Err(HcaError::BadWire { qpn, why: format!("port {} does not exist ({nports} attached)", w.port) });
+        }
+        // Everything is checked before anything changes.
+        let wire = match (qp.state, m.state, m.wire) {
+            (QpState::Init, QpState::Rtr, Some(w)) => {
+                let dest = m.dest_qpn.ok_or(HcaError::NoPeer { qpn })?;
+                Some(crate::rc::WireQp::new(w, dest).map_err(|why| HcaError::BadWire { qpn, why })?)
+            }
+            (_, _, Some(w)) => {
+                w.check().map_err(|why| HcaError::BadWire { qpn, why })?;
+                None
+            }
+            _ => None,
+        };
         if qp.state == QpState::Init && m.state == QpState::Rtr {
             qp.peer = Some(m.dest_qpn.ok_or(HcaError::NoPeer { qpn })?);
-            qp.peer_link = m.dest_link;
+            qp.wire = wire.map(Box::new);
+        } else if let (Some(w), Some(wq)) = (m.wire, qp.wire.as_mut()) {
+            wq.path.attrs = w;
+            wq.req.update(&w);
         }
         if let Some(r) = m.rnr_retry {
             qp.rnr_retry = r;
@@ -314,8 +338,7 @@ impl Hca {
             qp.sq_target = None;
             qp.rq_ci = 0;
             qp.peer = None;
-            qp.peer_link = None;
-            qp.awaiting = None;
+            qp.wire = None;
             qp.blueflame = None;
             qp.error_reported = false;
             qp.rnr = None;
@@ -380,9 +403,11 @@ impl Hca {
     pub fn scan(&mut self) -> usize {
         let mut work = 0;
         // QPNs are dense from the table's base: no list to allocate per scan.
+        let now = Instant::now();
         for qpn in self.qps.number_range() {
             self.find_doorbells(qpn);
             work += self.walk_send_queue(qpn);
+            work += self.tick_wire(qpn, now);
         }
         work
     }
@@ -509,7 +534,20 @@ impl Hca {
         // A bounded batch per scan keeps one busy QP from starving the others.
         while done < 256 {
             let Some(qp) = self.qps.get(&qpn) else { break };
-            if qp.pending() == 0 || qp.faults.stall || qp.awaiting.is_some() {
+            if qp.faults.stall {
+                break;
+            }
+            if qp.state == QpState::Err && qp.wire.as_ref().is_some_and(|w| w.req.outstanding() > 0) {
+                // WQEs on the wire when the QP failed complete first, flushed.
+                let mut actions = Vec::new();
+                if let Some(w) = self.qps.get_mut(&qpn).and_then(|q| q.wire.as_mut()) {
+                    w.req.flush(&mut actions);
+                }
+                done += actions.len();
+                self.apply(qpn, actions);
+                continue;
+            }
+            if qp.pending() == 0 {
                 break;
             }
             match qp.state {
@@ -582,6 +620,13 @@ impl Hca {
         let (opcode, wqe_counter) = (WqeOpcode(wqe[3]), u16::from_be_bytes([wqe[1], wqe[2]]));
         let qp = self.qps.get_mut(&qpn).expect("fetched above");
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
+        self.wqe_flushed(qpn, opcode, wqe_counter);
+        true
+    }
+
+    /// The WR_FLUSH_ERR CQE of a WQE the QP had not finished when it failed.
+    pub(crate) fn wqe_flushed(&mut self, qpn: u32, opcode: WqeOpcode, wqe_counter: u16) {
+        let Some(qp) = self.qps.get(&qpn) else { return };
         let cqn = qp.send_cq;
         let c = Completion::Error(ErrorCompletion {
             opcode: CqeOpcode::REQ_ERR,
@@ -594,7 +639,6 @@ impl Hca {
             wqe_counter,
         });
         self.complete(cqn, qpn, &c);
-        true
     }
 
     /// Execute the WQE at the consumer index.
@@ -612,6 +656,13 @@ impl Hca {
     /// Returns whether the walk may go on to the next WQE.
     fn finish(&mut self, qpn: u32, bbs: usize, ctrl: CtrlFields, outcome: Outcome) -> bool {
         let Some(qp) = self.qps.get_mut(&qpn) else { return false };
+        // CQEs come in WQE order: a WQE that completes here (a NOP, a local
+        // error) waits until the wire has answered for the ones before it.
+        if matches!(outcome, Outcome::Done { .. } | Outcome::Error { .. })
+            && qp.wire.as_ref().is_some_and(|w| w.req.outstanding() > 0)
+        {
+            return false;
+        }
         match outcome {
             Outcome::Rnr => {
                 let tries = qp.rnr.map_or(1, |(_, t)| t + 1);
@@ -623,25 +674,18 @@ impl Hca {
                     return false;
                 }
             }
-            Outcome::Pending { id, sink, byte_cnt } => {
-                qp.awaiting = Some(Awaiting { id, sink, byte_cnt, bbs, ctrl });
-                return false;
+            Outcome::Sent => {
+                // On the wire: the requester completes it when it is acknowledged.
+                qp.rnr = None;
+                qp.executed += 1;
+                qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
             }
+            Outcome::Busy => return false,
             Outcome::Done { byte_cnt } => {
                 qp.rnr = None;
                 qp.executed += 1;
                 qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
-                let cqn = qp.send_cq;
-                if matches!(ctrl.completion, CompletionMode::CQE_ALWAYS | CompletionMode::CQE_AND_EQE) {
-                    let c = Completion::Requester {
-                        wqe_opcode: ctrl.opcode,
-                        qpn,
-                        wqe_counter: ctrl.wqe_index,
-                        byte_cnt,
-                        timestamp: 0,
-                    };
-                    self.complete(cqn, qpn, &c);
-                }
+                self.wqe_done(qpn, ctrl, byte_cnt);
             }
             Outcome::Error { syndrome, vendor, why } => {
                 qp.rnr = None;
@@ -651,68 +695,34 @@ impl Hca {
         true
     }
 
-    pub(crate) fn next_request_id(&mut self) -> u64 {
-        self.next_request += 1;
-        self.next_request
-    }
-
-    pub(crate) fn link_sender(&self, link: u32) -> Option<&std::sync::mpsc::Sender<Vec<u8>>> {
-        self.links.get(link as usize)?.as_ref()
-    }
-
-    /// Register a link's sending side; returns its number.
-    pub(crate) fn add_link(&mut self, tx: std::sync::mpsc::Sender<Vec<u8>>) -> u32 {
-        self.links.push(Some(tx));
-        self.links.len() as u32 - 1
-    }
-
-    /// A response came back over a link for `qpn`'s outstanding WQE.
-    pub(crate) fn on_response(&mut self, qpn: u32, id: u64, result: Result<(), Nak>, data: &[u8]) {
-        let Some(qp) = self.qps.get_mut(&qpn) else { return };
-        let Some(aw) = qp.awaiting.take_if(|a| a.id == id) else {
-            if let Some(t) = &mut self.trace {
-                t.record(Kind::WQE_ERROR, qpn, 0, 0, format!("stale link response {id}").as_bytes());
-            }
-            return;
-        };
-        let outcome = match result {
-            Ok(()) => {
-                crate::link::deliver(&aw.sink, data);
-                Outcome::Done { byte_cnt: aw.byte_cnt }
-            }
-            Err(n) => match n.syndrome() {
-                Some((syndrome, why)) => Outcome::Error { syndrome, vendor: 0, why: why.to_string() },
-                None => Outcome::Rnr,
-            },
-        };
-        self.finish(qpn, aw.bbs, aw.ctrl, outcome);
-    }
-
-    /// A link closed: requests outstanding on it never get a response.
-    pub(crate) fn link_down(&mut self, link: u32) {
-        if let Some(slot) = self.links.get_mut(link as usize) {
-            *slot = None;
-        }
-        let waiting: Vec<u32> =
-            self.qps.values().filter(|q| q.peer_link == Some(link) && q.awaiting.is_some()).map(|q| q.qpn).collect();
-        for qpn in waiting {
-            let Some(aw) = self.qps.get_mut(&qpn).and_then(|q| q.awaiting.take()) else { continue };
-            let why = format!("link {link} closed with the request outstanding");
-            self.finish(
-                qpn,
-                aw.bbs,
-                aw.ctrl,
-                Outcome::Error { syndrome: Syndrome::TRANSPORT_RETRY_EXC_ERR, vendor: 0, why },
-            );
-        }
-    }
-
     /// Complete the WQE at the consumer index with an error CQE and move
     /// the QP to ERR, as the HCA does.
     fn error(&mut self, qpn: u32, bbs: usize, ctrl: CtrlFields, syndrome: Syndrome, vendor: u8, why: &str) {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         qp.executed += 1;
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
+        self.wqe_failed(qpn, ctrl, syndrome, vendor, why);
+    }
+
+    /// The CQE of a WQE that completed, if its completion mode asks for one.
+    pub(crate) fn wqe_done(&mut self, qpn: u32, ctrl: CtrlFields, byte_cnt: u32) {
+        let Some(qp) = self.qps.get(&qpn) else { return };
+        let cqn = qp.send_cq;
+        if matches!(ctrl.completion, CompletionMode::CQE_ALWAYS | CompletionMode::CQE_AND_EQE) {
+            let c = Completion::Requester {
+                wqe_opcode: ctrl.opcode,
+                qpn,
+                wqe_counter: ctrl.wqe_index,
+                byte_cnt,
+                timestamp: 0,
+            };
+            self.complete(cqn, qpn, &c);
+        }
+    }
+
+    /// The error CQE of a WQE that failed; the QP goes to ERR.
+    pub(crate) fn wqe_failed(&mut self, qpn: u32, ctrl: CtrlFields, syndrome: Syndrome, vendor: u8, why: &str) {
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
         let report = !(ctrl.completion == CompletionMode::CQE_ON_FIRST_CQE_ERROR && qp.error_reported);
         qp.error_reported = true;
         let cqn = qp.send_cq;

@@ -25,10 +25,10 @@ pub mod daemon;
 pub mod exec;
 pub mod fault;
 pub mod hca;
-pub mod link;
 pub mod mr;
 pub mod pair;
 pub mod qp;
+pub mod rc;
 pub mod respond;
 pub mod shm;
 mod table;
@@ -53,6 +53,8 @@ struct Shared {
     stop: AtomicBool,
     /// Idle time an engine spins before it yields and sleeps, in ns.
     spin_ns: std::sync::atomic::AtomicU64,
+    /// Tells port threads to end (set when the model is dropped).
+    ports_stop: Arc<AtomicBool>,
 }
 
 /// A device model and its engine threads.
@@ -114,33 +116,58 @@ impl SoftNic {
         }
     }
 
-    /// Connect this model to another softnic instance (usually in another
-    /// process) over `stream`; returns the link number to name in
-    /// `ModifyQp::dest_link`. Requests for QPs of this model that arrive on
-    /// the link are answered; responses complete the QPs that wait for them.
-    pub fn attach_link(&self, stream: std::os::unix::net::UnixStream) -> std::io::Result<u32> {
+    /// Attach a RoCEv2 wire port ([`rc::port`]); returns its number, to
+    /// name in [`rc::WireAttrs::port`]. Two threads serve it: one sends what
+    /// the model's QPs put on the wire (with `opts.faults`), one hands what
+    /// arrives to the QP it names.
+    pub fn attach_port(&self, kind: rc::port::PortKind, opts: rc::port::PortOptions) -> std::io::Result<u32> {
+        use rc::port::{PortHandle, PortKind, PortStats};
+        let bind = match kind {
+            PortKind::Udp { bind } | PortKind::Frames { bind, .. } => bind,
+        };
+        let socket = std::net::UdpSocket::bind(bind)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("binding UDP {bind}: {e}")))?;
+        socket.set_read_timeout(Some(Duration::from_millis(20)))?;
+        rc::port::grow_buffers(&socket);
+        let pcap = opts.pcap.as_deref().map(rc::port::Pcap::create).transpose()?;
+        let stats = Arc::new(PortStats::default());
+        let macs = Arc::new(Mutex::new(std::collections::HashMap::new()));
         let (tx, rx) = std::sync::mpsc::channel();
-        let id = self.hca().add_link(tx);
-        let w = stream.try_clone()?;
-        std::thread::Builder::new().name(format!("softnic-link{id}-tx")).spawn(move || link::writer(w, rx))?;
+        let id = {
+            let mut hca = self.hca();
+            hca.ports.push(PortHandle { kind, tx, stats: stats.clone() });
+            hca.ports.len() as u32 - 1
+        };
+        let sender = rc::port::PortSender {
+            kind,
+            socket: socket.try_clone()?,
+            pcap: pcap.clone(),
+            stats: stats.clone(),
+            faults: opts.faults,
+            macs: macs.clone(),
+            stop: self.shared.ports_stop.clone(),
+        };
+        std::thread::Builder::new().name(format!("softnic-port{id}-tx")).spawn(move || sender.run(rx))?;
         let shared = self.shared.clone();
-        std::thread::Builder::new().name(format!("softnic-link{id}-rx")).spawn(move || {
-            let mut r = stream;
-            while let Ok(Some((msg, data))) = link::read_frame(&mut r) {
+        std::thread::Builder::new().name(format!("softnic-port{id}-rx")).spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while !shared.ports_stop.load(Ordering::Acquire) {
+                let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
                 let mut hca = shared.hca.lock().unwrap_or_else(|p| p.into_inner());
-                match msg {
-                    link::LinkMsg::Req { id: rid, src_qpn, dst_qpn, op } => {
-                        let f = link::respond(&mut hca, id, rid, src_qpn, dst_qpn, op, &data);
-                        if let Some(tx) = hca.link_sender(id) {
-                            let _ = tx.send(f);
-                        }
-                    }
-                    link::LinkMsg::Resp { id: rid, dst_qpn, result } => hca.on_response(dst_qpn, rid, result, &data),
+                let got = rc::port::receive(&kind, &socket, &buf[..n], from, &stats, pcap.as_deref(), &macs, |q| {
+                    hca.wire_peer(id, q)
+                });
+                if let Some(inc) = got {
+                    hca.on_wire(id, inc);
                 }
             }
-            shared.hca.lock().unwrap_or_else(|p| p.into_inner()).link_down(id);
         })?;
         Ok(id)
+    }
+
+    /// The counters of wire port `port`.
+    pub fn port_counters(&self, port: u32) -> Option<rc::port::PortCounters> {
+        self.hca().ports.get(port as usize).map(|p| p.stats.snapshot())
     }
 
     /// Let engine threads spin this long on an idle ring before backing off
@@ -164,6 +191,9 @@ impl SoftNic {
 impl Drop for SoftNic {
     fn drop(&mut self) {
         self.stop();
+        self.shared.ports_stop.store(true, Ordering::Release);
+        // The send threads end when their channels close.
+        self.hca().ports.clear();
     }
 }
 

@@ -14,8 +14,44 @@ use marrow_mmio::Region;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A pair whose endpoints sit on two softnic instances joined by RoCEv2
+/// over UDP ([`crate::rc`]), instead of one.
+#[derive(Clone, Debug)]
+pub struct PairWire {
+    /// A's address (a loopback address, 127.0.0.0/8, on one machine).
+    pub ip_a: std::net::Ipv4Addr,
+    /// B's address.
+    pub ip_b: std::net::Ipv4Addr,
+    /// The UDP port both bind (4791 where nothing else holds it).
+    pub udp_port: u16,
+    /// Path MTU, timeouts, retries; `port`, `dgid` and the PSNs are filled in.
+    pub attrs: crate::rc::WireAttrs,
+    /// Faults on what each side sends (B's generator seeded `seed + 1`).
+    pub faults: crate::rc::port::WireFaults,
+    /// Capture A's port: every frame A sends and receives.
+    pub pcap: Option<std::path::PathBuf>,
+    /// First PSN A sends (B's is fixed): near 2^24 to see the PSNs wrap.
+    pub sq_psn_a: u32,
+}
+
+impl PairWire {
+    /// RoCEv2 between `ip_a` and `ip_b` on `udp_port`, rdma-core's usual
+    /// attributes, no faults, no capture.
+    pub fn udp(ip_a: std::net::Ipv4Addr, ip_b: std::net::Ipv4Addr, udp_port: u16) -> PairWire {
+        PairWire {
+            ip_a,
+            ip_b,
+            udp_port,
+            attrs: crate::rc::WireAttrs::new(0, ip_b),
+            faults: crate::rc::port::WireFaults::default(),
+            pcap: None,
+            sq_psn_a: 0xff_fff0,
+        }
+    }
+}
+
 /// Sizes of a pair.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct PairConfig {
     /// Send queue WQEBBs.
     pub sq_wqebbs: u32,
@@ -30,6 +66,8 @@ pub struct PairConfig {
     /// Record a register trace of at most this many bytes, from before the
     /// QPs are connected (so their state changes are in it).
     pub trace: Option<usize>,
+    /// Put B on a second softnic across a RoCEv2 wire.
+    pub wire: Option<PairWire>,
 }
 
 impl Default for PairConfig {
@@ -41,6 +79,7 @@ impl Default for PairConfig {
             buf_len: 1 << 20,
             access: Access::all(),
             trace: None,
+            wire: None,
         }
     }
 }
@@ -121,8 +160,10 @@ pub enum WaitError {
 /// Two connected endpoints.
 #[derive(Debug)]
 pub struct Pair {
-    /// The device model.
+    /// The device model (A's, when the pair crosses a wire).
     pub nic: SoftNic,
+    /// B's device model, when the pair crosses a wire.
+    pub nic_b: Option<SoftNic>,
     /// The requester side in most uses.
     pub a: Endpoint,
     /// The responder side in most uses.
@@ -168,11 +209,17 @@ impl Pair {
     pub fn new(cfg: PairConfig) -> Result<Pair, HcaError> {
         let mut pair = Self::unstarted(cfg)?;
         pair.nic.start(1);
+        if let Some(n) = &mut pair.nic_b {
+            n.start(1);
+        }
         Ok(pair)
     }
 
     /// As [`Pair::new`] without an engine thread: drive it with `nic.scan()`.
     pub fn unstarted(cfg: PairConfig) -> Result<Pair, HcaError> {
+        if let Some(w) = cfg.wire.clone() {
+            return Self::over_wire(cfg, w);
+        }
         let nic = SoftNic::new();
         if let Some(cap) = cfg.trace {
             nic.enable_trace(cap);
@@ -188,7 +235,59 @@ impl Pair {
                 hca.modify_qp(me, ModifyQp::to(QpState::Rts))?;
             }
         }
-        Ok(Pair { nic, a, b })
+        Ok(Pair { nic, nic_b: None, a, b })
+    }
+
+    fn over_wire(cfg: PairConfig, w: PairWire) -> Result<Pair, HcaError> {
+        use crate::rc::port::{PortKind, PortOptions};
+        use std::net::SocketAddrV4;
+        let (na, nb) = (SoftNic::new(), SoftNic::new());
+        if let Some(cap) = cfg.trace {
+            na.enable_trace(cap);
+            nb.enable_trace(cap);
+        }
+        let (pd_a, pd_b) = (na.hca().alloc_pd(), nb.hca().alloc_pd());
+        let a = endpoint(&na, pd_a, &cfg, "buf-a")?;
+        let b = endpoint(&nb, pd_b, &cfg, "buf-b")?;
+        let fb = crate::rc::port::WireFaults { seed: w.faults.seed.wrapping_add(1), ..w.faults };
+        let pa = na.attach_port(
+            PortKind::Udp { bind: SocketAddrV4::new(w.ip_a, w.udp_port) },
+            PortOptions { pcap: w.pcap.clone(), faults: w.faults },
+        )?;
+        let pb = nb.attach_port(
+            PortKind::Udp { bind: SocketAddrV4::new(w.ip_b, w.udp_port) },
+            PortOptions { pcap: None, faults: fb },
+        )?;
+        let sq_psn_b = 0x12_3456;
+        let attrs_a = crate::rc::WireAttrs {
+            port: pa,
+            dgid: crate::rc::ipv4_mapped(w.ip_b),
+            sq_psn: w.sq_psn_a,
+            rq_psn: sq_psn_b,
+            ..w.attrs
+        };
+        let attrs_b = crate::rc::WireAttrs {
+            port: pb,
+            dgid: crate::rc::ipv4_mapped(w.ip_a),
+            sq_psn: sq_psn_b,
+            rq_psn: w.sq_psn_a,
+            ..w.attrs
+        };
+        for (nic, me, peer, attrs) in [(&na, a.qpn, b.qpn, attrs_a), (&nb, b.qpn, a.qpn, attrs_b)] {
+            let mut hca = nic.hca();
+            hca.modify_qp(me, ModifyQp::to(QpState::Init))?;
+            hca.modify_qp(me, ModifyQp { wire: Some(attrs), ..ModifyQp::rtr(peer) })?;
+            hca.modify_qp(me, ModifyQp { wire: Some(attrs), ..ModifyQp::to(QpState::Rts) })?;
+        }
+        Ok(Pair { nic: na, nic_b: Some(nb), a, b })
+    }
+
+    /// The device model side `s` lives on.
+    pub fn nic_of(&self, s: Side) -> &SoftNic {
+        match (s, &self.nic_b) {
+            (Side::B, Some(n)) => n,
+            _ => &self.nic,
+        }
     }
 
     /// An endpoint.
@@ -207,6 +306,9 @@ impl Pair {
         loop {
             if !threads {
                 self.nic.scan();
+                if let Some(n) = &self.nic_b {
+                    n.scan();
+                }
             }
             let ep = self.side(s);
             let poller = if recv { &mut ep.rcq } else { &mut ep.scq };
@@ -230,7 +332,7 @@ impl Pair {
             let ci = if recv { ep.rcq.ci() } else { ep.scq.ci() };
             (ep.qpn, cqn, ep.sq.pi(), ci)
         };
-        let hca = self.nic.hca();
+        let hca = self.nic_of(s).hca();
         let (state, sq_ci) = hca.qp(qpn).map(|q| (q.state, q.sq_ci)).unwrap_or((QpState::Err, 0));
         let (cq_pi, overflowed) = hca.cq(cqn).map(|c| (c.pi, c.overflowed)).unwrap_or((0, false));
         WaitTimeout {

@@ -181,27 +181,10 @@ pub struct Qp {
     pub rnr: Option<(Instant, u32)>,
     /// RNR retries before RNR_RETRY_EXC (7 = forever, as in IBA).
     pub rnr_retry: u32,
-    /// The link the peer is behind, when it lives in another softnic.
-    pub peer_link: Option<u32>,
-    /// The WQE sent over the link and not yet acknowledged.
-    pub awaiting: Option<Awaiting>,
+    /// The RoCEv2 transport, when the peer is reached over a wire port.
+    pub wire: Option<Box<crate::rc::WireQp>>,
     /// A WQE that arrived by BlueFlame: its index and bytes.
     pub blueflame: Option<(u16, Vec<u8>)>,
-}
-
-/// A WQE whose request went over a link, waiting for the response.
-#[derive(Debug)]
-pub struct Awaiting {
-    /// Request id.
-    pub id: u64,
-    /// Where the response's bytes go.
-    pub sink: crate::link::Sink,
-    /// `byte_cnt` for the CQE.
-    pub byte_cnt: u32,
-    /// WQEBBs of the WQE.
-    pub bbs: usize,
-    /// Its control fields.
-    pub ctrl: marrow_mlx5::wqe_decode::CtrlFields,
 }
 
 impl Qp {

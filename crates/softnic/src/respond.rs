@@ -68,11 +68,15 @@ impl Src<'_, '_> {
         self.len() == 0
     }
 
-    /// Copy `n` bytes starting at byte `from` of the source to `dst`, `at` bytes in.
-    fn copy_range(&self, mut from: usize, mut n: usize, dst: &Loc, mut at: usize) {
+    /// Copy `n` bytes starting at byte `from` of the source to `dst`, `at`
+    /// bytes in. A failed copy is the responder's own failure: a remote
+    /// operational error for the requester, never a success.
+    fn copy_range(&self, mut from: usize, mut n: usize, dst: &Loc, mut at: usize) -> Result<(), Nak> {
+        let op = |e: String| Nak::RemoteOp(format!("responder memory: {e}"));
         match (self, dst) {
             (Src::Bytes(b), _) => {
-                let _ = dst.write(at, &b[from..from + n]);
+                let src = b.get(from..from + n).ok_or_else(|| op("copy past the source".into()))?;
+                dst.write(at, src).map_err(op)?;
             }
             (Src::Pieces(pieces), _) => {
                 for p in pieces.iter() {
@@ -87,16 +91,16 @@ impl Src<'_, '_> {
                     let k = (l - from).min(n);
                     match (p, dst) {
                         (Piece::Mem(r, o, _), Loc::Host(dr, doff)) => {
-                            let _ = Region::copy(r, o + from, dr, doff + at, k);
+                            Region::copy(r, o + from, dr, doff + at, k).map_err(|e| op(e.to_string()))?;
                         }
                         (Piece::Inline(d), _) => {
-                            let _ = dst.write(at, &d[from..from + k]);
+                            dst.write(at, &d[from..from + k]).map_err(op)?;
                         }
                         _ => {
                             // Device memory on either side: stage through the host.
                             let mut buf = vec![0u8; k];
-                            p.read(from, &mut buf);
-                            let _ = dst.write(at, &buf);
+                            p.read(from, &mut buf).map_err(op)?;
+                            dst.write(at, &buf).map_err(op)?;
                         }
                     }
                     at += k;
@@ -105,6 +109,7 @@ impl Src<'_, '_> {
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -158,6 +163,28 @@ fn take_recv(hca: &mut Hca, peer: u32) -> Option<Recv> {
     Some(Recv { index, sges })
 }
 
+/// Whether `peer` has a receive WQE posted (a SEND's first packet needs one).
+pub fn has_recv(hca: &Hca, peer: u32) -> bool {
+    hca.qps.get(&peer).is_some_and(|qp| qp.mem.dbrec.read_be32(0).is_ok_and(|head| head as u16 != qp.rq_ci as u16))
+}
+
+/// The last packet of a multi-packet RDMA_WRITE_IMM: consume a receive
+/// WQE and complete it with the whole message's length.
+pub fn write_imm_done(hca: &mut Hca, peer: u32, total: u32, imm: u32) -> Result<(), Nak> {
+    responder(hca, peer)?;
+    let rv = take_recv(hca, peer).ok_or(Nak::Rnr)?;
+    let cqn = hca.qps[&peer].recv_cq;
+    let c = Completion::Responder {
+        opcode: CqeOpcode::RESP_WR_IMM,
+        qpn: peer,
+        wqe_counter: rv.index,
+        byte_cnt: total,
+        imm: Some(imm),
+    };
+    hca.complete(cqn, peer, &c);
+    Ok(())
+}
+
 /// A responder-side error: error CQE on the responder's receive CQ, QP to ERR.
 fn responder_error(hca: &mut Hca, peer: u32, index: u16, syndrome: Syndrome, why: &str) {
     let Some(qp) = hca.qps.get(&peer) else { return };
@@ -194,7 +221,12 @@ pub fn write(hca: &mut Hca, peer: u32, remote: RemoteAddr, src: Src<'_, '_>, imm
             return Err(access_nak(f, remote.rkey));
         }
     };
-    src.copy_range(0, total, &dst, 0);
+    if let Err(e) = src.copy_range(0, total, &dst, 0) {
+        if let Some(rv) = &recv {
+            responder_error(hca, peer, rv.index, Syndrome::LOCAL_PROT_ERR, "RDMA_WRITE_IMM data did not land");
+        }
+        return Err(e);
+    }
     if let Some(rv) = recv {
         let cqn = hca.qps[&peer].recv_cq;
         let c = Completion::Responder {
@@ -239,7 +271,16 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
         if n == 0 {
             break;
         }
-        src.copy_range(from, n, &loc, 0);
+        if let Err(e) = src.copy_range(from, n, &loc, 0) {
+            responder_error(
+                hca,
+                peer,
+                rv.index,
+                Syndrome::LOCAL_PROT_ERR,
+                "SEND data did not land in the receive buffer",
+            );
+            return Err(e);
+        }
         from += n;
     }
     let cqn = hca.qps[&peer].recv_cq;

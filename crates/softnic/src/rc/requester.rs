@@ -1,0 +1,494 @@
+//! The requester half of RC (InfiniBand Architecture Specification vol. 1
+//! §9.7, requester side; Linux rxe's `rxe_req.c` and `rxe_comp.c` do the
+//! same in software): WQEs become packets numbered by PSN, stay outstanding
+//! until acknowledged, and complete strictly in order.
+//!
+//! | What arrives | What the requester does |
+//! |---|---|
+//! | ACK for PSN p | completes every SEND and WRITE that ends at or before p; a READ or atomic at or before p whose answer never came is sent again |
+//! | READ response | lands at its offset in the local buffers; the last one completes the READ (and, implicitly, everything before it) |
+//! | ATOMIC ACKNOWLEDGE | the original value lands in the local buffer; the atomic completes |
+//! | NAK PSN sequence error at p | completes what ends before p, sends again from the message holding p |
+//! | RNR NAK at p | waits the timer the NAK names, then sends again from p; after `rnr_retry` tries RNR_RETRY_EXC_ERR (7 tries forever) |
+//! | NAK invalid request / remote access / remote operational error at p | the message at p fails with REMOTE_INVAL_REQ_ERR / REMOTE_ACCESS_ERR / REMOTE_OP_ERR; the rest are flushed |
+//! | nothing for the ACK timeout | sends everything outstanding again; after `retry_cnt` tries TRANSPORT_RETRY_EXC_ERR |
+//!
+//! The requester never touches the HCA: it returns [`Action`]s (packets to
+//! send, WQEs to complete), which the engine carries out in order.
+
+use super::WireAttrs;
+use crate::mr::Loc;
+use marrow_mlx5::raw::Syndrome;
+use marrow_mlx5::wqe::RemoteAddr;
+use marrow_mlx5::wqe_decode::{AtomicArgs, CtrlFields};
+use marrow_roce::opcode::{Operation, Position, position, request_opcode};
+use marrow_roce::packet::{AtomicEth, Packet, Reth};
+use marrow_roce::psn;
+use marrow_roce::raw::{AethNakCode, AethType, BthOpcode, IB_DEFAULT_PKEY_FULL};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Most messages one QP keeps outstanding (a bound on the retransmission
+/// state; the PSN space allows 2^23 packets).
+pub const MAX_OUTSTANDING: usize = 1024;
+
+/// The message a WQE asks for.
+#[derive(Debug)]
+pub enum Message {
+    /// RDMA WRITE (with immediate) of `data`.
+    Write {
+        /// The remote buffer.
+        remote: RemoteAddr,
+        /// Immediate data.
+        imm: Option<u32>,
+        /// The bytes, gathered from the WQE's local buffers.
+        data: Vec<u8>,
+    },
+    /// SEND (with immediate) of `data`.
+    Send {
+        /// Immediate data.
+        imm: Option<u32>,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// RDMA READ of `len` bytes into `sink`.
+    Read {
+        /// The remote buffer.
+        remote: RemoteAddr,
+        /// Bytes.
+        len: u32,
+        /// The local buffers, in order: (where, length).
+        sink: Vec<(Loc, usize)>,
+    },
+    /// COMPARE_SWAP or FETCH_ADD; the original value lands at `result`.
+    Atomic {
+        /// The remote 8 bytes.
+        remote: RemoteAddr,
+        /// `Cs` or `Fa`.
+        args: AtomicArgs,
+        /// The local 8 bytes.
+        result: Loc,
+    },
+}
+
+impl Message {
+    fn is_rd_atomic(&self) -> bool {
+        matches!(self, Message::Read { .. } | Message::Atomic { .. })
+    }
+}
+
+/// What the engine must do, in order.
+#[derive(Debug)]
+pub enum Action {
+    /// Send this transport packet (BTH to pad) to the peer.
+    Send(Vec<u8>),
+    /// The WQE completed: a CQE if it asked for one.
+    Done {
+        /// Its control fields.
+        ctrl: CtrlFields,
+        /// `byte_cnt` for the CQE.
+        byte_cnt: u32,
+    },
+    /// The WQE failed: an error CQE, then the QP goes to ERR.
+    Failed {
+        /// Its control fields.
+        ctrl: CtrlFields,
+        /// The syndrome.
+        syndrome: Syndrome,
+        /// Why, for the trace.
+        why: String,
+    },
+    /// The WQE was outstanding when the QP went to ERR: WR_FLUSH_ERR.
+    Flushed {
+        /// Its control fields.
+        ctrl: CtrlFields,
+    },
+}
+
+#[derive(Debug)]
+struct Outstanding {
+    first_psn: u32,
+    npkts: u32,
+    msg: Message,
+    ctrl: CtrlFields,
+    byte_cnt: u32,
+    /// READ responses received so far.
+    got: u32,
+}
+
+impl Outstanding {
+    fn last_psn(&self) -> u32 {
+        psn::add(self.first_psn, self.npkts - 1)
+    }
+
+    fn holds(&self, p: u32) -> bool {
+        let d = psn::diff(p, self.first_psn);
+        d >= 0 && (d as u32) < self.npkts
+    }
+}
+
+/// The requester state of one QP.
+#[derive(Debug)]
+pub struct Requester {
+    next_psn: u32,
+    outstanding: VecDeque<Outstanding>,
+    pmtu: u32,
+    timeout: Option<Duration>,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    max_rd_atomic: u8,
+    retry_left: u8,
+    rnr_left: u8,
+    /// When the ACK timer fires.
+    deadline: Option<Instant>,
+    /// Sending again waits for this (after an RNR NAK).
+    rnr_until: Option<Instant>,
+    /// Packets sent again, for the counters.
+    pub retransmitted: u64,
+}
+
+impl Requester {
+    /// A requester starting at `attrs.sq_psn`.
+    pub fn new(attrs: &WireAttrs) -> Requester {
+        Requester {
+            next_psn: attrs.sq_psn,
+            outstanding: VecDeque::new(),
+            pmtu: attrs.path_mtu,
+            timeout: attrs.ack_timeout(),
+            retry_cnt: attrs.retry_cnt,
+            rnr_retry: attrs.rnr_retry,
+            max_rd_atomic: attrs.max_rd_atomic,
+            retry_left: attrs.retry_cnt,
+            rnr_left: attrs.rnr_retry,
+            deadline: None,
+            rnr_until: None,
+            retransmitted: 0,
+        }
+    }
+
+    /// Take new values of the attributes RTR→RTS sets (sq_psn, timeouts, retries).
+    pub fn update(&mut self, attrs: &WireAttrs) {
+        if self.outstanding.is_empty() {
+            self.next_psn = attrs.sq_psn;
+        }
+        self.timeout = attrs.ack_timeout();
+        self.retry_cnt = attrs.retry_cnt;
+        self.rnr_retry = attrs.rnr_retry;
+        self.retry_left = attrs.retry_cnt;
+        self.rnr_left = attrs.rnr_retry;
+        self.max_rd_atomic = attrs.max_rd_atomic;
+    }
+
+    /// Messages outstanding.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Whether a new WQE (a READ or atomic when `rd_atomic`) may go out now.
+    pub fn can_post(&self, rd_atomic: bool) -> bool {
+        if self.outstanding.len() >= MAX_OUTSTANDING || self.rnr_until.is_some() {
+            return false;
+        }
+        !rd_atomic || self.outstanding.iter().filter(|o| o.msg.is_rd_atomic()).count() < self.max_rd_atomic as usize
+    }
+
+    /// Send the WQE `ctrl` asking for `msg` to `dest_qp`.
+    pub fn post(
+        &mut self,
+        now: Instant,
+        dest_qp: u32,
+        msg: Message,
+        ctrl: CtrlFields,
+        byte_cnt: u32,
+        out: &mut Vec<Action>,
+    ) {
+        let npkts = match &msg {
+            Message::Write { data, .. } | Message::Send { data, .. } => packets_for(data.len() as u32, self.pmtu),
+            Message::Read { len, .. } => packets_for(*len, self.pmtu),
+            Message::Atomic { .. } => 1,
+        };
+        let o = Outstanding { first_psn: self.next_psn, npkts, msg, ctrl, byte_cnt, got: 0 };
+        self.next_psn = psn::add(self.next_psn, npkts);
+        emit(&o, self.pmtu, dest_qp, out);
+        self.outstanding.push_back(o);
+        if self.deadline.is_none() {
+            self.deadline = self.timeout.map(|t| now + t);
+        }
+    }
+
+    /// A packet for this QP as requester (an acknowledgement or a response).
+    pub fn on_packet(&mut self, now: Instant, dest_qp: u32, p: &Packet<'_>, out: &mut Vec<Action>) {
+        let progressed = match p.opcode {
+            BthOpcode::ACKNOWLEDGE => self.on_ack(now, dest_qp, p, out),
+            BthOpcode::ATOMIC_ACKNOWLEDGE => self.on_atomic_ack(p, out),
+            _ if matches!(p.kind(), Some((Operation::ReadResponse, _))) => self.on_read_response(p, out),
+            _ => false, // a request opcode: the responder's business
+        };
+        if progressed {
+            self.retry_left = self.retry_cnt;
+            self.deadline = if self.outstanding.is_empty() { None } else { self.timeout.map(|t| now + t) };
+        }
+    }
+
+    /// Complete the SENDs and WRITEs at the front that end at or before `p`;
+    /// returns whether any did.
+    fn complete_through(&mut self, p: u32, out: &mut Vec<Action>) -> bool {
+        let mut any = false;
+        while let Some(o) = self.outstanding.front() {
+            if o.msg.is_rd_atomic() || psn::diff(o.last_psn(), p) > 0 {
+                break;
+            }
+            let o = self.outstanding.pop_front().expect("front exists");
+            out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt });
+            any = true;
+        }
+        any
+    }
+
+    fn on_ack(&mut self, now: Instant, dest_qp: u32, p: &Packet<'_>, out: &mut Vec<Action>) -> bool {
+        let Some(aeth) = p.aeth else { return false };
+        match aeth.ack_type {
+            AethType::ACK => {
+                let any = self.complete_through(p.psn, out);
+                // A READ or atomic the ACK covers lost its answer: ask again.
+                if let Some(o) = self.outstanding.front()
+                    && o.msg.is_rd_atomic()
+                    && psn::diff(p.psn, o.first_psn) >= 0
+                {
+                    self.resend_all(dest_qp, out);
+                }
+                any
+            }
+            AethType::RNR_NAK => {
+                let any = self.complete_through(psn::add(p.psn, 0xff_ffff), out);
+                if self.rnr_retry != 7 && self.rnr_left == 0 {
+                    self.fail_front(
+                        Syndrome::RNR_RETRY_EXC_ERR,
+                        "receiver not ready: RNR retries exhausted".into(),
+                        out,
+                    );
+                    return true;
+                }
+                if self.rnr_retry != 7 {
+                    self.rnr_left -= 1;
+                }
+                self.rnr_until = Some(now + super::rnr_timer(aeth.value));
+                any
+            }
+            AethType::NAK => {
+                let any = self.complete_through(psn::add(p.psn, 0xff_ffff), out);
+                let (syndrome, what) = match AethNakCode(aeth.value) {
+                    AethNakCode::PSN_SEQUENCE_ERROR => {
+                        self.resend_all(dest_qp, out);
+                        return any;
+                    }
+                    AethNakCode::INVALID_REQUEST => (Syndrome::REMOTE_INVAL_REQ_ERR, "invalid request"),
+                    AethNakCode::REMOTE_ACCESS_ERROR => (Syndrome::REMOTE_ACCESS_ERR, "remote access error"),
+                    _ => (Syndrome::REMOTE_OP_ERR, "remote operational error"),
+                };
+                self.fail_front(syndrome, format!("the responder NAKed PSN {:#08x}: {what}", p.psn), out);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn on_read_response(&mut self, p: &Packet<'_>, out: &mut Vec<Action>) -> bool {
+        // Responses come in order: everything before the READ is acknowledged.
+        let Some(i) = self.outstanding.iter().position(|o| matches!(o.msg, Message::Read { .. }) && o.holds(p.psn))
+        else {
+            return false;
+        };
+        let first = self.outstanding[i].first_psn;
+        let mut any = self.complete_through(psn::add(first, 0xff_ffff), out);
+        let Some(o) = self.outstanding.front_mut() else { return any };
+        if o.first_psn != first || psn::add(o.first_psn, o.got) != p.psn {
+            return any; // a duplicate, or one after a lost response: the timer resends
+        }
+        let Message::Read { len, sink, .. } = &o.msg else { return any };
+        let at = (o.got * self.pmtu) as usize;
+        let end = at + p.payload.len();
+        let (_, pos) = p.kind().unwrap_or((Operation::ReadResponse, Position::Only));
+        let short = if pos.ends() { end != *len as usize } else { p.payload.len() != self.pmtu as usize };
+        if short || end > *len as usize {
+            let why = format!("READ response PSN {:#08x} of {} bytes at offset {at} of {len}", p.psn, p.payload.len());
+            self.fail_front(Syndrome::REMOTE_INVAL_REQ_ERR, why, out);
+            return true;
+        }
+        if let Err(e) = scatter(sink, at, p.payload) {
+            self.fail_front(Syndrome::LOCAL_PROT_ERR, format!("READ response into local memory: {e}"), out);
+            return true;
+        }
+        o.got += 1;
+        any = true;
+        if pos.ends() {
+            let o = self.outstanding.pop_front().expect("front exists");
+            out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt });
+        }
+        any
+    }
+
+    fn on_atomic_ack(&mut self, p: &Packet<'_>, out: &mut Vec<Action>) -> bool {
+        let Some(i) =
+            self.outstanding.iter().position(|o| matches!(o.msg, Message::Atomic { .. }) && o.first_psn == p.psn)
+        else {
+            return false;
+        };
+        let first = self.outstanding[i].first_psn;
+        self.complete_through(psn::add(first, 0xff_ffff), out);
+        if self.outstanding.front().is_none_or(|o| o.first_psn != first) {
+            return true;
+        }
+        let o = self.outstanding.pop_front().expect("front exists");
+        let Message::Atomic { result, .. } = &o.msg else { return true };
+        match result.write(0, &p.atomic_ack.unwrap_or(0).to_ne_bytes()) {
+            Ok(()) => out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt }),
+            Err(e) => {
+                self.outstanding.push_front(o);
+                self.fail_front(Syndrome::LOCAL_PROT_ERR, format!("atomic result into local memory: {e}"), out);
+            }
+        }
+        true
+    }
+
+    /// Timers: the ACK timeout and the end of an RNR wait.
+    pub fn tick(&mut self, now: Instant, dest_qp: u32, out: &mut Vec<Action>) {
+        if let Some(t) = self.rnr_until
+            && now >= t
+        {
+            self.rnr_until = None;
+            self.resend_all(dest_qp, out);
+            self.deadline = self.timeout.map(|t| now + t);
+            return;
+        }
+        let Some(d) = self.deadline else { return };
+        if now < d || self.outstanding.is_empty() || self.rnr_until.is_some() {
+            return;
+        }
+        if self.retry_left == 0 {
+            let why = format!("no ACK within the local ACK timeout after {} retries", self.retry_cnt);
+            self.fail_front(Syndrome::TRANSPORT_RETRY_EXC_ERR, why, out);
+            return;
+        }
+        self.retry_left -= 1;
+        self.resend_all(dest_qp, out);
+        self.deadline = self.timeout.map(|t| now + t);
+    }
+
+    /// Send every outstanding message again (go-back-N): from its first
+    /// packet, except a READ, which asks only for the responses it lacks.
+    fn resend_all(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
+        for o in &mut self.outstanding {
+            let before = out.len();
+            emit(o, self.pmtu, dest_qp, out);
+            self.retransmitted += (out.len() - before) as u64;
+        }
+    }
+
+    /// The front message fails; everything behind it is flushed.
+    fn fail_front(&mut self, syndrome: Syndrome, why: String, out: &mut Vec<Action>) {
+        if let Some(o) = self.outstanding.pop_front() {
+            out.push(Action::Failed { ctrl: o.ctrl, syndrome, why });
+        }
+        self.flush(out);
+    }
+
+    /// Flush everything outstanding (the QP went to ERR).
+    pub fn flush(&mut self, out: &mut Vec<Action>) {
+        for o in self.outstanding.drain(..) {
+            out.push(Action::Flushed { ctrl: o.ctrl });
+        }
+        self.deadline = None;
+        self.rnr_until = None;
+    }
+}
+
+/// Packets a message of `len` bytes takes at path MTU `pmtu` (at least one).
+pub fn packets_for(len: u32, pmtu: u32) -> u32 {
+    len.div_ceil(pmtu).max(1)
+}
+
+/// Copy `data` into the buffers of `sink`, `at` bytes into the whole.
+fn scatter(sink: &[(Loc, usize)], mut at: usize, mut data: &[u8]) -> Result<(), String> {
+    for (loc, len) in sink {
+        if data.is_empty() {
+            break;
+        }
+        if at >= *len {
+            at -= len;
+            continue;
+        }
+        let n = (len - at).min(data.len());
+        loc.write(at, &data[..n])?;
+        data = &data[n..];
+        at = 0;
+    }
+    if data.is_empty() { Ok(()) } else { Err(format!("{} bytes past the local buffers", data.len())) }
+}
+
+/// The packets of message `o`, every one from the first.
+fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, out: &mut Vec<Action>) {
+    let mut p = Packet {
+        opcode: BthOpcode::SEND_ONLY,
+        se: false,
+        p_key: IB_DEFAULT_PKEY_FULL as u16,
+        dest_qp,
+        ack_req: false,
+        psn: o.first_psn,
+        reth: None,
+        atomic: None,
+        aeth: None,
+        atomic_ack: None,
+        imm: None,
+        payload: &[],
+    };
+    let mut encode = |p: &Packet<'_>| {
+        let mut b = Vec::with_capacity(p.wire_len());
+        p.encode(&mut b);
+        out.push(Action::Send(b));
+    };
+    match &o.msg {
+        Message::Write { data, imm, .. } | Message::Send { data, imm } => {
+            let (op, reth) = match &o.msg {
+                Message::Write { remote, .. } => {
+                    (Operation::Write, Some(Reth { va: remote.raddr, rkey: remote.rkey, len: data.len() as u32 }))
+                }
+                _ => (Operation::Send, None),
+            };
+            let n = o.npkts as usize;
+            for i in 0..n {
+                let pos = position(i, n);
+                let chunk = &data[(i * pmtu as usize).min(data.len())..((i + 1) * pmtu as usize).min(data.len())];
+                p.opcode = request_opcode(op, pos, imm.is_some() && pos.ends());
+                p.psn = psn::add(o.first_psn, i as u32);
+                p.reth = if pos.starts() { reth } else { None };
+                p.imm = if pos.ends() { *imm } else { None };
+                p.se = pos.ends() && o.ctrl.solicited;
+                p.ack_req = pos.ends();
+                p.payload = chunk;
+                encode(&p);
+            }
+        }
+        Message::Read { remote, len, .. } => {
+            // The responses received so far are kept: the request asks for the rest.
+            let done = (o.got * pmtu).min(*len);
+            p.opcode = BthOpcode::RDMA_READ_REQUEST;
+            p.psn = psn::add(o.first_psn, o.got);
+            p.reth = Some(Reth { va: remote.raddr.wrapping_add(done.into()), rkey: remote.rkey, len: len - done });
+            p.ack_req = true;
+            encode(&p);
+        }
+        Message::Atomic { remote, args, .. } => {
+            let (opcode, swap_add, comp) = match *args {
+                AtomicArgs::Cs { compare, swap } => (BthOpcode::COMPARE_SWAP, swap, compare),
+                AtomicArgs::Fa { add } => (BthOpcode::FETCH_ADD, add, 0),
+                // The engine refuses masked atomics on wire QPs before they get here.
+                _ => (BthOpcode::FETCH_ADD, 0, 0),
+            };
+            p.opcode = opcode;
+            p.atomic = Some(AtomicEth { va: remote.raddr, rkey: remote.rkey, swap_add, comp });
+            p.ack_req = true;
+            encode(&p);
+        }
+    }
+}
