@@ -133,9 +133,10 @@ impl SoftNic {
         let stats = Arc::new(PortStats::default());
         let macs = Arc::new(Mutex::new(std::collections::HashMap::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let faults = Arc::new(Mutex::new(opts.faults));
         let id = {
             let mut hca = self.hca();
-            hca.ports.push(PortHandle { kind, tx, stats: stats.clone() });
+            hca.ports.push(PortHandle { kind, tx, stats: stats.clone(), faults: faults.clone() });
             hca.ports.len() as u32 - 1
         };
         let sender = rc::port::PortSender {
@@ -143,7 +144,7 @@ impl SoftNic {
             socket: socket.try_clone()?,
             pcap: pcap.clone(),
             stats: stats.clone(),
-            faults: opts.faults,
+            faults,
             macs: macs.clone(),
             stop: self.shared.ports_stop.clone(),
         };
@@ -163,6 +164,14 @@ impl SoftNic {
             }
         })?;
         Ok(id)
+    }
+
+    /// Change the faults wire port `port` applies to what it sends.
+    pub fn set_port_faults(&self, port: u32, faults: rc::port::WireFaults) -> Result<(), HcaError> {
+        let hca = self.hca();
+        let p = hca.ports.get(port as usize).ok_or(HcaError::NoSuch { what: "port", id: port })?;
+        *p.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
+        Ok(())
     }
 
     /// The counters of wire port `port`.

@@ -1,8 +1,9 @@
 //! The responder half of RC: what the HCA owning the target QP does with an
 //! incoming request (InfiniBand Architecture Specification vol. 1 §9.7,
 //! "Reliable service", responder side). The requester half calls these
-//! directly when the peer QP lives in the same model, and through a link
-//! ([`crate::link`]) when it lives in another softnic process. Either way
+//! directly when the peer QP lives in the same model, and the RC
+//! transport's responder ([`crate::rc::responder`]) when the request came
+//! over a RoCEv2 wire. Either way
 //! the responder validates everything against its own tables.
 
 use crate::exec::Piece;

@@ -83,6 +83,8 @@ pub struct WireFaults {
     pub delay: Duration,
     /// Packets sent with one bit of the transport flipped (a bad ICRC).
     pub corrupt: f64,
+    /// Drop the next this many packets, then go on (a one-shot loss).
+    pub drop_next: u32,
 }
 
 /// What a port did, counted.
@@ -222,6 +224,8 @@ pub struct PortHandle {
     pub tx: Sender<Outgoing>,
     /// Its counters.
     pub stats: Arc<PortStats>,
+    /// The faults its send thread applies; may change while it runs.
+    pub faults: Arc<Mutex<WireFaults>>,
 }
 
 /// The sending side of a port, owned by its send thread.
@@ -231,7 +235,7 @@ pub struct PortSender {
     pub socket: UdpSocket,
     pub pcap: Option<Arc<Pcap>>,
     pub stats: Arc<PortStats>,
-    pub faults: WireFaults,
+    pub faults: Arc<Mutex<WireFaults>>,
     pub macs: Arc<Mutex<HashMap<Ipv4Addr, Mac>>>,
     pub stop: Arc<AtomicBool>,
 }
@@ -297,8 +301,8 @@ impl PortSender {
 
     /// Send until the model drops its end of the channel or the port stops.
     pub fn run(self, rx: Receiver<Outgoing>) {
-        let mut rng = fastrand::Rng::with_seed(self.faults.seed);
-        let f = self.faults;
+        let lock = || self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rng = fastrand::Rng::with_seed(lock().seed);
         let mut held: Option<(Vec<u8>, Vec<u8>, SocketAddr)> = None;
         let mut later = BinaryHeap::<Delayed>::new();
         let mut seq = 0u64;
@@ -323,7 +327,13 @@ impl PortSender {
                 continue;
             };
             let Some((mut bytes, mut shown, to, at)) = self.encode(&o) else { continue };
-            if rng.f64() < f.drop {
+            let f = {
+                let mut g = lock();
+                let f = *g;
+                g.drop_next = g.drop_next.saturating_sub(1);
+                f
+            };
+            if f.drop_next > 0 || rng.f64() < f.drop {
                 count(0);
                 continue;
             }
