@@ -32,6 +32,9 @@ pub struct PairWire {
     pub pcap: Option<std::path::PathBuf>,
     /// First PSN A sends (B's is fixed): near 2^24 to see the PSNs wrap.
     pub sq_psn_a: u32,
+    /// Whole Ethernet frames between the two sockets (the form QEMU's
+    /// `-netdev dgram` uses), with ARP, instead of RoCEv2 datagrams.
+    pub frames: bool,
 }
 
 impl PairWire {
@@ -46,6 +49,7 @@ impl PairWire {
             faults: crate::rc::port::WireFaults::default(),
             pcap: None,
             sq_psn_a: 0xff_fff0,
+            frames: false,
         }
     }
 }
@@ -250,14 +254,18 @@ impl Pair {
         let a = endpoint(&na, pd_a, &cfg, "buf-a")?;
         let b = endpoint(&nb, pd_b, &cfg, "buf-b")?;
         let fb = crate::rc::port::WireFaults { seed: w.faults.seed.wrapping_add(1), ..w.faults };
-        let pa = na.attach_port(
-            PortKind::Udp { bind: SocketAddrV4::new(w.ip_a, w.udp_port) },
-            PortOptions { pcap: w.pcap.clone(), faults: w.faults },
-        )?;
-        let pb = nb.attach_port(
-            PortKind::Udp { bind: SocketAddrV4::new(w.ip_b, w.udp_port) },
-            PortOptions { pcap: None, faults: fb },
-        )?;
+        let (sa, sb) = (SocketAddrV4::new(w.ip_a, w.udp_port), SocketAddrV4::new(w.ip_b, w.udp_port));
+        let (ka, kb) = if w.frames {
+            let mac = |ip: std::net::Ipv4Addr| crate::rc::port::udp_mac(ip);
+            (
+                PortKind::Frames { bind: sa, peer: sb, mac: mac(w.ip_a), ip: w.ip_a },
+                PortKind::Frames { bind: sb, peer: sa, mac: mac(w.ip_b), ip: w.ip_b },
+            )
+        } else {
+            (PortKind::Udp { bind: sa }, PortKind::Udp { bind: sb })
+        };
+        let pa = na.attach_port(ka, PortOptions { pcap: w.pcap.clone(), faults: w.faults })?;
+        let pb = nb.attach_port(kb, PortOptions { pcap: None, faults: fb })?;
         let sq_psn_b = 0x12_3456;
         let attrs_a = crate::rc::WireAttrs {
             port: pa,
