@@ -15,10 +15,11 @@ use crate::decode::completion_line;
 use crate::trace::{Detail, render_record, view};
 use marrow_mlx5::prelude::*;
 use marrow_softnic::Faults;
-use marrow_softnic::pair::{Endpoint, Pair, PairConfig, Side, WaitError};
+use marrow_softnic::pair::{Endpoint, Pair, PairConfig, PairWire, Side, WaitError};
 use marrow_softnic::trace::{self as st, Kind};
 use std::fmt;
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,10 @@ pub struct DemoOptions {
     pub timeout: Duration,
     /// A fault to arm on QP A before the run, to see how the demo fails.
     pub inject: Option<Inject>,
+    /// Put B on a second softnic, reached over RoCEv2 on loopback UDP.
+    pub wire: bool,
+    /// Write every RoCEv2 frame A's port sends and receives here (with `wire`).
+    pub pcap: Option<PathBuf>,
 }
 
 /// A fault `marrow demo --inject` arms on QP A (through the softnic's fault injection).
@@ -93,6 +98,8 @@ impl Default for DemoOptions {
             trace_cap: DEFAULT_TRACE_CAP,
             timeout: Duration::from_secs(5),
             inject: None,
+            wire: false,
+            pcap: None,
         }
     }
 }
@@ -789,6 +796,8 @@ impl Demo {
 #[derive(Clone, Copy, Debug)]
 struct Plan {
     quick: bool,
+    /// Across a RoCEv2 wire: the masked atomics, which have none, are skipped.
+    wire: bool,
 }
 
 impl Plan {
@@ -823,8 +832,12 @@ fn body(d: &mut Demo, plan: Plan, rows: &mut Vec<Row>, checks: &mut Vec<String>)
     }
     d.fetch_add(rows, checks, plan.n(5000, 100), &mut rng)?;
     d.compare_swap(rows, checks, plan.n(2000, 50), &mut rng)?;
-    for (cs, width) in [(false, 4), (false, 8), (true, 4), (true, 8)] {
-        d.masked(rows, checks, cs, width, plan.n(2000, 50), &mut rng)?;
+    if plan.wire {
+        checks.push("masked atomics skipped: RoCEv2 has no wire form for them (a wire QP refuses them)".into());
+    } else {
+        for (cs, width) in [(false, 4), (false, 8), (true, 4), (true, 8)] {
+            d.masked(rows, checks, cs, width, plan.n(2000, 50), &mut rng)?;
+        }
     }
     for size in [64, 4 << 10] {
         d.send_recv(rows, size, plan.per_size(size) / 2, 0x5000_0000_0000)?;
@@ -856,9 +869,25 @@ pub fn first_write_excerpt(records: &[st::Record], qpn: u32, max: usize) -> Opti
 /// demo fails, for inspection.
 pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     let wall = Instant::now();
-    let cfg = PairConfig { sq_wqebbs: SQ_WQEBBS, ncqe: NCQE, buf_len: BUF_LEN, ..PairConfig::default() };
+    if opts.pcap.is_some() && !opts.wire {
+        return Err(DemoError::Setup("--pcap captures the RoCEv2 wire: it needs --wire udp".into()));
+    }
+    // Fail on an unwritable trace path now, not after the whole run.
+    std::fs::write(&opts.trace_out, b"")
+        .map_err(|e| DemoError::Io(format!("writing the trace to {}: {e}", opts.trace_out.display())))?;
+    let wire = opts.wire.then(|| {
+        // Two loopback addresses of this process's own, so runs side by side do not meet.
+        let n = (std::process::id() % 250) as u8 + 1;
+        let mut w = PairWire::udp(Ipv4Addr::new(127, 77, n, 1), Ipv4Addr::new(127, 77, n, 2), 4791);
+        w.pcap = opts.pcap.clone();
+        w
+    });
+    let cfg = PairConfig { sq_wqebbs: SQ_WQEBBS, ncqe: NCQE, buf_len: BUF_LEN, wire, ..PairConfig::default() };
     let p = Pair::new(cfg).map_err(|e| DemoError::Setup(e.to_string()))?;
     p.nic.enable_trace(opts.trace_cap);
+    if let Some(nb) = &p.nic_b {
+        nb.enable_trace(opts.trace_cap);
+    }
     if let Some(i) = opts.inject {
         let faults = match i {
             Inject::Stall => Faults { stall: true, ..Faults::default() },
@@ -868,9 +897,19 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
         p.nic.hca().set_faults(p.a.qpn, faults).map_err(|e| DemoError::Setup(e.to_string()))?;
     }
     let io = DemoError::Output;
+    let link = match &opts.pcap {
+        Some(f) if opts.wire => format!(
+            "on two softnic instances linked by RoCEv2 over loopback UDP (path MTU 1024, capture in {}), 1 engine thread each",
+            f.display()
+        ),
+        _ if opts.wire => {
+            "on two softnic instances linked by RoCEv2 over loopback UDP (path MTU 1024), 1 engine thread each".into()
+        }
+        _ => "on the softnic device model with 1 engine thread".into(),
+    };
     writeln!(
         out,
-        "marrow demo{}: QP {:#x} (A) and QP {:#x} (B), RC, connected on the softnic device model with 1 engine thread;\n\
+        "marrow demo{}: QP {:#x} (A) and QP {:#x} (B), RC, connected {link};\n\
          SQ {SQ_WQEBBS} WQEBBs, CQs of {NCQE} CQEs, {} registered per side; every completion awaited at most {:?}.\n",
         if opts.quick { " (quick)" } else { "" },
         p.a.qpn,
@@ -882,7 +921,7 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     let mut d = Demo { p, timeout: opts.timeout, cqes: 0, src: Vec::new(), scratch: Vec::new() };
     let mut rows = Vec::new();
     let mut checks = Vec::new();
-    let result = body(&mut d, Plan { quick: opts.quick }, &mut rows, &mut checks);
+    let result = body(&mut d, Plan { quick: opts.quick, wire: opts.wire }, &mut rows, &mut checks);
     let trace = d.p.nic.trace_bytes().unwrap_or_default();
     let save = std::fs::write(&opts.trace_out, &trace)
         .map_err(|e| DemoError::Io(format!("writing the trace to {}: {e}", opts.trace_out.display())));
@@ -946,7 +985,19 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
         opts.trace_out.display()
     )
     .map_err(io)?;
-    let traced_cqes = count(Kind::CQE_WRITE) as u64;
+    let mut traced_cqes = count(Kind::CQE_WRITE) as u64;
+    if let Some(nb) = &d.p.nic_b {
+        // B's model keeps its own trace: its receive completions are there.
+        let b_trace = nb.trace_bytes().unwrap_or_default();
+        let b_out = opts.trace_out.with_extension("b.trace");
+        std::fs::write(&b_out, &b_trace)
+            .map_err(|e| DemoError::Io(format!("writing B's trace to {}: {e}", b_out.display())))?;
+        let (b_records, _) = st::parse(&b_trace);
+        let b_cqes = b_records.iter().filter(|r| r.kind == Kind::CQE_WRITE).count();
+        traced_cqes += b_cqes as u64;
+        writeln!(out, "  B's softnic: {} records ({b_cqes} CQE writes) in {}", b_records.len(), b_out.display())
+            .map_err(io)?;
+    }
     if traced_cqes < d.cqes {
         writeln!(
             out,

@@ -129,6 +129,16 @@ struct DemoArgs {
     /// (WQE N fails with REMOTE_ACCESS_ERR).
     #[arg(long, value_name = "FAULT", value_parser = marrow::demo::parse_inject)]
     inject: Option<marrow::demo::Inject>,
+
+    /// Put endpoint B on a second softnic reached over a RoCEv2 wire: `udp`
+    /// (RoCEv2 datagrams on loopback UDP, port 4791).
+    #[arg(long, value_name = "KIND", value_parser = ["udp"])]
+    wire: Option<String>,
+
+    /// Write every frame A's wire port sends and receives to this pcap
+    /// (Ethernet, nanosecond timestamps; open it in Wireshark). Needs --wire.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -402,6 +412,8 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
         trace_cap: usize::try_from(a.trace_cap).unwrap_or(usize::MAX),
         timeout: Duration::from_millis(a.timeout_ms),
         inject: a.inject,
+        wire: a.wire.is_some(),
+        pcap: a.pcap.clone(),
     };
     let mut o = std::io::stdout().lock();
     match marrow::demo::run(&opts, &mut o) {
