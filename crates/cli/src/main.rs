@@ -54,6 +54,11 @@ enum BenchCmd {
         /// Runs per figure; the best is kept.
         #[arg(long, default_value_t = 301)]
         runs: usize,
+        /// Measure the RC transport between two softnic instances instead:
+        /// `udp` (RoCEv2 over loopback UDP), against two threads moving the
+        /// same datagrams.
+        #[arg(long, value_name = "KIND", value_parser = ["udp"])]
+        wire: Option<String>,
     },
     /// The ConnectX backend (rdma-core, two ranks): puts checked, put+quiet
     /// latency; without a NIC, says what is missing.
@@ -300,7 +305,7 @@ fn main() -> ExitCode {
         Cmd::Softnic(a) => run_softnic(&a),
         Cmd::Doctor(a) => run_doctor(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
-        Cmd::Bench(BenchCmd::Softnic { runs }) => run_bench_softnic(runs),
+        Cmd::Bench(BenchCmd::Softnic { runs, wire }) => run_bench_softnic(runs, wire.is_some()),
         Cmd::Bench(BenchCmd::P2p { sweep }) => {
             let mut o = std::io::stdout().lock();
             writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
@@ -343,10 +348,16 @@ fn writeln_or_exit(o: &mut dyn Write, s: &str) {
     }
 }
 
-fn run_bench_softnic(runs: usize) -> ExitCode {
-    use marrow_softnic::bench;
+fn run_bench_softnic(runs: usize, wire: bool) -> ExitCode {
+    use marrow_softnic::{bench, bench_wire};
     let runs = runs.max(1);
-    let figures = [bench::engine_rate(4096, runs), bench::write_bandwidth(64 << 10, 256, runs)];
+    let figures = if wire {
+        // Each run moves whole batches through sockets: fewer runs suffice.
+        let runs = runs.min(21);
+        vec![bench_wire::wire_rate(1024, runs), bench_wire::wire_bandwidth(64 << 10, 64, runs)]
+    } else {
+        vec![bench::engine_rate(4096, runs), bench::write_bandwidth(64 << 10, 256, runs)]
+    };
     println!("{:<44} {:>12} {:>12} {:>7}  {:<16} floor", "figure", "measured", "floor", "ratio", "target");
     for f in &figures {
         println!(
@@ -360,8 +371,10 @@ fn run_bench_softnic(runs: usize) -> ExitCode {
             f.unit
         );
     }
-    let (off, on) = bench::trace_cost(4096, runs);
-    println!("trace off {off:.3e} WQE/s, trace on {on:.3e} WQE/s (on/off {:.2})", on / off);
+    if !wire {
+        let (off, on) = bench::trace_cost(4096, runs);
+        println!("trace off {off:.3e} WQE/s, trace on {on:.3e} WQE/s (on/off {:.2})", on / off);
+    }
     ExitCode::SUCCESS
 }
 

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod bench;
+pub mod bench_wire;
 pub mod client;
 pub mod cq;
 pub mod daemon;

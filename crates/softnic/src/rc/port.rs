@@ -244,7 +244,8 @@ pub struct PortSender {
 struct Delayed {
     due: Instant,
     seq: u64,
-    frame: Vec<u8>,
+    bytes: Vec<u8>,
+    shown: Vec<u8>,
     to: SocketAddr,
 }
 
@@ -265,14 +266,17 @@ impl PortSender {
     /// The bytes to put on the socket for `o` and the frame a capture shows;
     /// `None` when a frame port does not know the peer's MAC yet (an ARP
     /// request goes out instead; the requester's timer sends again).
-    fn encode(&self, o: &Outgoing) -> Option<(Vec<u8>, Vec<u8>, SocketAddr, usize)> {
+    fn encode(&self, o: Outgoing) -> Option<(Vec<u8>, Vec<u8>, SocketAddr, usize)> {
         match self.kind {
             PortKind::Udp { bind } => {
                 let a = addrs(*bind.ip(), udp_mac(*bind.ip()), o.dst_ip, udp_mac(o.dst_ip), o.src_qpn, o.dst_qpn);
-                let f = frame::build_encoded(&a, &o.transport);
-                let at = f.len() - o.transport.len() - 4;
-                let d = f[at..].to_vec();
-                Some((d, f, SocketAddrV4::new(o.dst_ip, bind.port()).into(), 0))
+                // The frame a capture shows is built only when there is a capture.
+                let shown = if self.pcap.is_some() { frame::build_encoded(&a, &o.transport) } else { Vec::new() };
+                let (ip, udp) = frame::ip_udp_headers(&a, o.transport.len());
+                let mut d = o.transport;
+                let c = marrow_roce::icrc::icrc(&ip, &udp, &d);
+                d.extend_from_slice(&c.to_le_bytes());
+                Some((d, shown, SocketAddrV4::new(o.dst_ip, bind.port()).into(), 0))
             }
             PortKind::Frames { peer, mac, ip, .. } => {
                 let Some(&dst_mac) = self.macs.lock().unwrap_or_else(|p| p.into_inner()).get(&o.dst_ip) else {
@@ -284,7 +288,8 @@ impl PortSender {
                 let a = addrs(ip, mac, o.dst_ip, dst_mac, o.src_qpn, o.dst_qpn);
                 let f = frame::build_encoded(&a, &o.transport);
                 let at = f.len() - o.transport.len() - 4;
-                Some((f.clone(), f, peer.into(), at))
+                let shown = if self.pcap.is_some() { f.clone() } else { Vec::new() };
+                Some((f, shown, peer.into(), at))
             }
         }
     }
@@ -317,7 +322,7 @@ impl PortSender {
             };
             while later.peek().is_some_and(|d| d.due <= Instant::now()) {
                 let d = later.pop().expect("peeked");
-                self.put(&d.frame, &d.frame, d.to);
+                self.put(&d.bytes, &d.shown, d.to);
             }
             let Some(o) = o else {
                 // Nothing new: a held packet goes now rather than wait forever.
@@ -326,7 +331,8 @@ impl PortSender {
                 }
                 continue;
             };
-            let Some((mut bytes, mut shown, to, at)) = self.encode(&o) else { continue };
+            let tlen = o.transport.len();
+            let Some((mut bytes, mut shown, to, at)) = self.encode(o) else { continue };
             let f = {
                 let mut g = lock();
                 let f = *g;
@@ -340,16 +346,17 @@ impl PortSender {
             if rng.f64() < f.corrupt {
                 count(4);
                 // One bit of the transport part; the ICRC no longer matches.
-                let bit = rng.usize(..o.transport.len() * 8);
+                let bit = rng.usize(..tlen * 8);
                 let (i, m) = (bit / 8, 1u8 << (bit % 8));
                 bytes[at + i] ^= m;
-                let st = shown.len() - o.transport.len() - 4;
-                shown[st + i] ^= m;
+                if let Some(st) = shown.len().checked_sub(tlen + 4) {
+                    shown[st + i] ^= m;
+                }
             }
             if rng.f64() < f.delay_rate {
                 count(3);
                 seq += 1;
-                later.push(Delayed { due: Instant::now() + f.delay, seq, frame: shown, to });
+                later.push(Delayed { due: Instant::now() + f.delay, seq, bytes, shown, to });
                 continue;
             }
             if held.is_none() && rng.f64() < f.reorder {

@@ -443,7 +443,8 @@ fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, out: &mut Vec<Action>) {
         payload: &[],
     };
     let mut encode = |p: &Packet<'_>| {
-        let mut b = Vec::with_capacity(p.wire_len());
+        // Room for the ICRC the port appends.
+        let mut b = Vec::with_capacity(p.wire_len() + 4);
         p.encode(&mut b);
         out.push(Action::Send(b));
     };

@@ -299,7 +299,8 @@ impl Reply<'_> {
     }
 
     fn send(&mut self, p: Packet<'_>) {
-        let mut b = Vec::with_capacity(p.wire_len());
+        // Room for the ICRC the port appends.
+        let mut b = Vec::with_capacity(p.wire_len() + 4);
         p.encode(&mut b);
         self.out.push(b);
     }
