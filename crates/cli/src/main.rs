@@ -101,6 +101,36 @@ struct SoftnicArgs {
     /// Seconds between trace file rewrites.
     #[arg(long, default_value_t = 1)]
     trace_every: u64,
+    /// Attach a RoCEv2 wire port (repeatable; numbered from 0 in order), for QPs
+    /// whose peer is another softnic or any RoCEv2 stack: `udp:IP:PORT` (RoCEv2
+    /// datagrams) or `frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP` (whole Ethernet frames
+    /// to and from one socket, as QEMU's -netdev dgram carries them; the port is
+    /// MAC_IP on that Ethernet).
+    #[arg(long = "port", value_name = "SPEC", value_parser = parse_port)]
+    ports: Vec<marrow_softnic::rc::port::PortKind>,
+    /// Write every frame the wire ports send and receive to this pcap (Ethernet,
+    /// nanosecond timestamps). With several ports, port N writes FILE.N.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
+}
+
+/// `udp:IP:PORT` or `frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP`.
+fn parse_port(s: &str) -> Result<marrow_softnic::rc::port::PortKind, String> {
+    use marrow_softnic::rc::port::{PortKind, udp_mac};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    let sock = |a: &str| a.parse::<SocketAddrV4>().map_err(|e| format!("'{a}': {e} (want IPv4:PORT)"));
+    if let Some(a) = s.strip_prefix("udp:") {
+        return Ok(PortKind::Udp { bind: sock(a)? });
+    }
+    if let Some(rest) = s.strip_prefix("frames:") {
+        let parts: Vec<&str> = rest.split(',').collect();
+        let [bind, peer, ip] = parts[..] else {
+            return Err(format!("'{s}': frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP"));
+        };
+        let ip: Ipv4Addr = ip.parse().map_err(|e| format!("'{ip}': {e}"))?;
+        return Ok(PortKind::Frames { bind: sock(bind)?, peer: sock(peer)?, mac: udp_mac(ip), ip });
+    }
+    Err(format!("'{s}': a port is udp:IP:PORT or frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP"))
 }
 
 #[derive(Args, Debug)]
@@ -396,6 +426,22 @@ fn run_softnic(a: &SoftnicArgs) -> ExitCode {
                 }
             }
         });
+    }
+    for (i, kind) in a.ports.iter().enumerate() {
+        let pcap =
+            a.pcap.as_ref().map(|p| if a.ports.len() > 1 { p.with_extension(format!("{i}")) } else { p.clone() });
+        let opts = marrow_softnic::rc::port::PortOptions { pcap, ..Default::default() };
+        match nic.attach_port(*kind, opts) {
+            Ok(n) => eprintln!("marrow softnic: wire port {n}: {kind:?}"),
+            Err(e) => {
+                eprintln!("error: wire port {kind:?}: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if a.pcap.is_some() && a.ports.is_empty() {
+        eprintln!("error: --pcap captures the wire ports: give at least one --port");
+        return ExitCode::from(2);
     }
     eprintln!("marrow softnic: serving on {} with {} engine thread(s)", a.socket.display(), a.engines.max(1));
     match marrow_softnic::daemon::run(nic, &a.socket) {

@@ -142,7 +142,19 @@ impl Client {
 
     /// Modify a QP.
     pub fn modify_qp(&mut self, qpn: u32, state: QpState, dest_qpn: Option<u32>) -> Result<(), ClientError> {
-        let req = Request::ModifyQp { qpn, state: state as u8, dest_qpn, rnr_retry: None };
+        let req = Request::ModifyQp { qpn, state: state as u8, dest_qpn, rnr_retry: None, wire: None };
+        self.call(&req, &[]).map(|_| ())
+    }
+
+    /// Modify a QP whose peer is across one of the daemon's wire ports.
+    pub fn modify_qp_wire(
+        &mut self,
+        qpn: u32,
+        state: QpState,
+        dest_qpn: Option<u32>,
+        wire: crate::rc::WireAttrs,
+    ) -> Result<(), ClientError> {
+        let req = Request::ModifyQp { qpn, state: state as u8, dest_qpn, rnr_retry: None, wire: Some(wire) };
         self.call(&req, &[]).map(|_| ())
     }
 

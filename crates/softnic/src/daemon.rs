@@ -108,12 +108,12 @@ fn handle(nic: &SoftNic, req: Request, mut fds: Vec<OwnedFd>, mapped: &mut Vec<A
                 Err(e) => err(e.to_string()),
             }
         }
-        Request::ModifyQp { qpn, state, dest_qpn, rnr_retry } => {
+        Request::ModifyQp { qpn, state, dest_qpn, rnr_retry, wire } => {
             let state = match wire::qp_state(state) {
                 Ok(s) => s,
                 Err(e) => return err(e),
             };
-            match hca.modify_qp(qpn, ModifyQp { state, dest_qpn, rnr_retry, wire: None }) {
+            match hca.modify_qp(qpn, ModifyQp { state, dest_qpn, rnr_retry, wire }) {
                 Ok(()) => (Reply::Ok, Vec::new()),
                 Err(e) => err(e.to_string()),
             }

@@ -61,6 +61,10 @@ pub enum Request {
         dest_qpn: Option<u32>,
         /// RNR retry count.
         rnr_retry: Option<u32>,
+        /// RoCEv2 attributes, for a QP whose peer is across one of the
+        /// daemon's wire ports (`marrow softnic --port`).
+        #[serde(default)]
+        wire: Option<crate::rc::WireAttrs>,
     },
     /// Query a QP's state and consumer index.
     QueryQp {

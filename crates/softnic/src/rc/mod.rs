@@ -33,7 +33,7 @@ use std::time::Duration;
 /// (the attributes `ibv_modify_qp` carries for RoCE: `ah_attr.grh.dgid`,
 /// `dest_qp_num`, `rq_psn`, `sq_psn`, `path_mtu`, `timeout`, `retry_cnt`,
 /// `rnr_retry`, `min_rnr_timer`, `max_rd_atomic`, `max_dest_rd_atomic`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WireAttrs {
     /// The port ([`crate::SoftNic::attach_port`]) the peer is reached through.
     pub port: u32,
