@@ -456,7 +456,12 @@ fn run_softnic(a: &SoftnicArgs) -> ExitCode {
 fn run_demo(a: &DemoArgs) -> ExitCode {
     if a.gpu {
         let mut o = std::io::stdout().lock();
-        return match marrow::gpu_demo::run(&mut o) {
+        if a.pcap.is_some() {
+            eprintln!("error: --pcap is not offered with --gpu yet: capture with `marrow demo --wire udp --pcap FILE`");
+            return ExitCode::from(2);
+        }
+        let run = if a.wire.is_some() { marrow::gpu_demo::run_wire } else { marrow::gpu_demo::run };
+        return match run(&mut o) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 let _ = o.flush();

@@ -134,6 +134,9 @@ fn ten_thousand_mixed_operations_survive_drops_duplicates_and_reordering() {
         u64::from_ne_bytes(v)
     };
     assert_eq!((word(COUNTER), word(SWAPPED)), (fa, cs));
+    // Packets held back or delayed by the faults reach the far end within
+    // 20 ms (the send threads' idle wait); let them land before counting.
+    std::thread::sleep(Duration::from_millis(200));
     let (a, b) = (p.nic.port_counters(0).unwrap(), p.nic_of(Side::B).port_counters(0).unwrap());
     println!("ops (write, read, send, fetch-add, compare-swap): {counts:?}");
     println!("A's port: {a:?}");
@@ -180,4 +183,29 @@ fn a_vanished_peer_ends_in_transport_retry_exceeded_after_the_timeout() {
         .map(|r| String::from_utf8_lossy(&r.bytes).into_owned())
         .collect();
     assert!(why.iter().any(|w| w.contains("TRANSPORT_RETRY_EXC_ERR") && w.contains("3 retries")), "{why:?}");
+}
+
+#[test]
+fn a_64_mib_write_and_read_go_through_the_send_window() {
+    // 65536 packets at MTU 1024: far more than the far end's socket buffer
+    // holds, so the requester's window and the READ's resumption carry it.
+    let len = 64usize << 20;
+    let mut p = Pair::new(PairConfig { wire: Some(wire(2)), buf_len: 2 * len, ..PairConfig::default() }).unwrap();
+    let data: Vec<u8> = (0..len).map(|k| (k as u8).wrapping_mul(7) ^ (k >> 12) as u8).collect();
+    p.a.buf.write_bytes(0, &data).unwrap();
+    let (ra, rb) = (p.a.addr, p.b.addr);
+    let sgl = [Sge { addr: ra, length: len as u32, lkey: p.a.lkey }];
+    let remote = RemoteAddr { raddr: rb, rkey: p.b.rkey };
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaWrite { remote, sgl: &sgl }).unwrap();
+    p.a.sq.ring().unwrap();
+    assert_eq!(done(&mut p, Side::A, false, "64 MiB write"), len as u32);
+    let mut got = vec![0u8; len];
+    p.b.buf.read_bytes(0, &mut got).unwrap();
+    assert!(got == data, "the 64 MiB WRITE differs at the responder");
+    let sgl = [Sge { addr: ra + len as u64, length: len as u32, lkey: p.a.lkey }];
+    p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::RdmaRead { remote, sgl: &sgl }).unwrap();
+    p.a.sq.ring().unwrap();
+    assert_eq!(done(&mut p, Side::A, false, "64 MiB read"), len as u32);
+    p.a.buf.read_bytes(len, &mut got).unwrap();
+    assert!(got == data, "the 64 MiB READ differs at the requester");
 }

@@ -40,6 +40,10 @@ pub struct WorldConfig {
     /// The owner is the lanes that make the device `Channel` together; a
     /// call by only some of them is refused with `E_BAD_CONFIG`.
     pub exclusive: bool,
+    /// PE 1 on a second softnic, reached from PE 0 over RoCEv2 on loopback
+    /// UDP (`marrow_softnic::rc`): the device code's WQEs then cross a
+    /// wire, packets, ACKs and all.
+    pub wire: bool,
 }
 
 impl Default for WorldConfig {
@@ -55,6 +59,7 @@ impl Default for WorldConfig {
             early_doorbell: false,
             extra_channels: 0,
             exclusive: false,
+            wire: false,
         }
     }
 }
@@ -81,11 +86,13 @@ impl Channel {
     }
 }
 
-/// Two PEs on one softnic.
+/// Two PEs on one softnic, or on two linked by a RoCEv2 wire.
 #[derive(Debug)]
 pub struct World {
-    /// The device model.
+    /// The device model (PE 0's, with `WorldConfig::wire`).
     pub nic: SoftNic,
+    /// PE 1's device model, with `WorldConfig::wire`.
+    pub nic_b: Option<SoftNic>,
     /// PE 0's and PE 1's channels (each to the other PE).
     pub channels: [Channel; 2],
     /// PE 0's extra channels to PE 1 (`WorldConfig::extra_channels`).
@@ -116,44 +123,61 @@ impl World {
         device: Option<[(std::sync::Arc<dyn marrow_softnic::DeviceMemory>, u64); 2]>,
     ) -> Result<World, crate::TransportError> {
         let mut nic = SoftNic::new();
-        let pairs = 1 + cfg.extra_channels;
-        let (bufs, shm, keys, qpns, cqs, lkeys) = {
-            let mut hca = nic.hca();
-            let pd = hca.alloc_pd();
-            let shm = [Arc::new(Shm::create("pe0", cfg.buf_len)?), Arc::new(Shm::create("pe1", cfg.buf_len)?)];
-            let bufs = [shm[0].region().sub(0, cfg.buf_len)?, shm[1].region().sub(0, cfg.buf_len)?];
-            let mut keys = [(0u64, 0u32); 2];
-            let mut lkeys = [0u32; 2];
+        let mut nic_b = cfg.wire.then(SoftNic::new);
+        let nics = [&nic, nic_b.as_ref().unwrap_or(&nic)];
+        // With a wire, each softnic gets a port on a loopback address of this
+        // process's own, a new pair for every world.
+        static WORLDS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+        let n = WORLDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let net = (std::process::id() % 200) as u8 + 20;
+        let ips = [std::net::Ipv4Addr::new(127, net, n, 129), std::net::Ipv4Addr::new(127, net, n, 130)];
+        if cfg.wire {
             for pe in 0..2 {
-                let (addr, (l, r)) = match &device {
-                    Some(d) => (d[pe].1, hca.reg_device_mr(pd, d[pe].1, d[pe].0.clone(), Access::all())),
-                    None => (
-                        bufs[pe].base_addr() as u64,
-                        hca.reg_mr(pd, bufs[pe].base_addr() as u64, bufs[pe], Access::all()),
-                    ),
-                };
-                keys[pe] = (addr, r);
-                lkeys[pe] = l;
+                let bind = std::net::SocketAddrV4::new(ips[pe], 4791);
+                nics[pe].attach_port(marrow_softnic::rc::port::PortKind::Udp { bind }, Default::default())?;
             }
-            let mode = if cfg.collapsed_cq { CqMode::Collapsed } else { CqMode::Normal };
-            // Pair k: PE 0's QP qpns[k][0] connected to PE 1's qpns[k][1].
-            let mut qpns = vec![[0u32; 2]; pairs];
-            let mut cqs = vec![[0u32; 2]; pairs];
-            for k in 0..pairs {
-                for pe in 0..2 {
-                    cqs[k][pe] = hca.create_cq(cfg.ncqe, mode)?;
-                    let rcq = hca.create_cq(16, CqMode::Normal)?;
-                    qpns[k][pe] =
-                        hca.create_qp(pd, cqs[k][pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
-                }
-                for pe in 0..2 {
-                    hca.modify_qp(qpns[k][pe], ModifyQp::to(QpState::Init))?;
-                    hca.modify_qp(qpns[k][pe], ModifyQp::rtr(qpns[k][1 - pe]))?;
-                    hca.modify_qp(qpns[k][pe], ModifyQp::to(QpState::Rts))?;
-                }
+        }
+        let pairs = 1 + cfg.extra_channels;
+        // One statement per lock: without a wire both name the same softnic.
+        let pd0 = nics[0].hca().alloc_pd();
+        let pd1 = if cfg.wire { nics[1].hca().alloc_pd() } else { pd0 };
+        let pds = [pd0, pd1];
+        let shm = [Arc::new(Shm::create("pe0", cfg.buf_len)?), Arc::new(Shm::create("pe1", cfg.buf_len)?)];
+        let bufs = [shm[0].region().sub(0, cfg.buf_len)?, shm[1].region().sub(0, cfg.buf_len)?];
+        let mut keys = [(0u64, 0u32); 2];
+        let mut lkeys = [0u32; 2];
+        for pe in 0..2 {
+            let mut hca = nics[pe].hca();
+            let (addr, (l, r)) = match &device {
+                Some(d) => (d[pe].1, hca.reg_device_mr(pds[pe], d[pe].1, d[pe].0.clone(), Access::all())),
+                None => (
+                    bufs[pe].base_addr() as u64,
+                    hca.reg_mr(pds[pe], bufs[pe].base_addr() as u64, bufs[pe], Access::all()),
+                ),
+            };
+            keys[pe] = (addr, r);
+            lkeys[pe] = l;
+        }
+        let mode = if cfg.collapsed_cq { CqMode::Collapsed } else { CqMode::Normal };
+        // Pair k: PE 0's QP qpns[k][0] connected to PE 1's qpns[k][1].
+        let mut qpns = vec![[0u32; 2]; pairs];
+        let mut cqs = vec![[0u32; 2]; pairs];
+        for k in 0..pairs {
+            for pe in 0..2 {
+                let mut hca = nics[pe].hca();
+                cqs[k][pe] = hca.create_cq(cfg.ncqe, mode)?;
+                let rcq = hca.create_cq(16, CqMode::Normal)?;
+                qpns[k][pe] =
+                    hca.create_qp(pds[pe], cqs[k][pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
             }
-            (bufs, shm, keys, qpns, cqs, lkeys)
-        };
+            for pe in 0..2 {
+                let wire = cfg.wire.then(|| marrow_softnic::rc::WireAttrs::new(0, ips[1 - pe]));
+                let mut hca = nics[pe].hca();
+                hca.modify_qp(qpns[k][pe], ModifyQp::to(QpState::Init))?;
+                hca.modify_qp(qpns[k][pe], ModifyQp { wire, ..ModifyQp::rtr(qpns[k][1 - pe]) })?;
+                hca.modify_qp(qpns[k][pe], ModifyQp { wire, ..ModifyQp::to(QpState::Rts) })?;
+            }
+        }
         let mut channels = Vec::new();
         let mut more = Vec::new();
         for k in 0..pairs {
@@ -161,7 +185,7 @@ impl World {
             for pe in 0..if k == 0 { 2 } else { 1 } {
                 let page = Arc::new(Shm::create(&format!("gcrb{pe}.{k}"), marrow_gcrb::GCRB_PAGE_SIZE as usize)?);
                 let setup = {
-                    let hca = nic.hca();
+                    let hca = nics[pe].hca();
                     let q = hca.qp(qpns[k][pe])?;
                     let c = hca.cq(cqs[k][pe])?;
                     GcrbSetup {
@@ -190,8 +214,19 @@ impl World {
             }
         }
         nic.start(1);
+        if let Some(n) = &mut nic_b {
+            n.start(1);
+        }
         let channels: [Channel; 2] = channels.try_into().map_err(|_| crate::TransportError::Missing("channels"))?;
-        Ok(World { nic, channels, more, bufs, _shm: shm })
+        Ok(World { nic, nic_b, channels, more, bufs, _shm: shm })
+    }
+
+    /// The softnic PE `pe`'s objects live on.
+    pub fn nic_of(&self, pe: usize) -> &SoftNic {
+        match (pe, &self.nic_b) {
+            (1, Some(n)) => n,
+            _ => &self.nic,
+        }
     }
 
     /// Every shared region the device code touches: PE buffers, GCRB pages,
@@ -199,8 +234,10 @@ impl World {
     pub fn shared_regions(&self) -> Vec<Region> {
         let mut v: Vec<Region> = self._shm.iter().map(|s| s.region()).collect();
         v.extend(self.channels.iter().chain(&self.more).map(|c| c.page()));
-        let hca = self.nic.hca();
-        for c in self.channels.iter().chain(&self.more) {
+        // Channel 1 is PE 1's; the others are PE 0's.
+        let owned = self.channels.iter().enumerate().chain(self.more.iter().map(|c| (0, c)));
+        for (pe, c) in owned {
+            let hca = self.nic_of(pe).hca();
             if let Ok(q) = hca.qp(c.qpn) {
                 v.push(q.mem.queues.region());
                 v.push(q.mem.uar_page.region());
@@ -214,6 +251,6 @@ impl World {
 
     /// Arm softnic faults on PE `pe`'s QP.
     pub fn set_faults(&self, pe: usize, faults: Faults) -> Result<(), crate::TransportError> {
-        Ok(self.nic.hca().set_faults(self.channels[pe].qpn, faults)?)
+        Ok(self.nic_of(pe).hca().set_faults(self.channels[pe].qpn, faults)?)
     }
 }

@@ -32,6 +32,17 @@ use std::time::{Duration, Instant};
 /// state; the PSN space allows 2^23 packets).
 pub const MAX_OUTSTANDING: usize = 1024;
 
+/// Inside a long message, every this many packets ask for an ACK, so the
+/// requester hears of progress (and restarts its timer) before the message
+/// ends, and a retransmission starts after what was acknowledged.
+pub const ACK_EVERY: usize = 64;
+
+/// Packets a QP sends beyond the last one acknowledged: the send window.
+/// It keeps a long message from overrunning the far end's receive buffer
+/// faster than the ACKs come back (a NIC's line rate and credits do this
+/// in hardware).
+pub const WINDOW: u32 = 1024;
+
 /// The message a WQE asks for.
 #[derive(Debug)]
 pub enum Message {
@@ -143,6 +154,12 @@ pub struct Requester {
     deadline: Option<Instant>,
     /// Sending again waits for this (after an RNR NAK).
     rnr_until: Option<Instant>,
+    /// The last PSN the responder acknowledged.
+    acked: u32,
+    /// The next PSN to put on the wire (behind `next_psn` while the window is full).
+    sent_upto: u32,
+    /// The highest PSN ever sent plus one: what lies below it and is sent again is a retransmission.
+    high: u32,
     /// Packets sent again, for the counters.
     pub retransmitted: u64,
 }
@@ -162,6 +179,9 @@ impl Requester {
             rnr_left: attrs.rnr_retry,
             deadline: None,
             rnr_until: None,
+            acked: psn::add(attrs.sq_psn, 0xff_ffff),
+            sent_upto: attrs.sq_psn,
+            high: attrs.sq_psn,
             retransmitted: 0,
         }
     }
@@ -170,6 +190,9 @@ impl Requester {
     pub fn update(&mut self, attrs: &WireAttrs) {
         if self.outstanding.is_empty() {
             self.next_psn = attrs.sq_psn;
+            self.acked = psn::add(attrs.sq_psn, 0xff_ffff);
+            self.sent_upto = attrs.sq_psn;
+            self.high = attrs.sq_psn;
         }
         self.timeout = attrs.ack_timeout();
         self.retry_cnt = attrs.retry_cnt;
@@ -209,8 +232,8 @@ impl Requester {
         };
         let o = Outstanding { first_psn: self.next_psn, npkts, msg, ctrl, byte_cnt, got: 0 };
         self.next_psn = psn::add(self.next_psn, npkts);
-        emit(&o, self.pmtu, dest_qp, out);
         self.outstanding.push_back(o);
+        self.pump(dest_qp, out);
         if self.deadline.is_none() {
             self.deadline = self.timeout.map(|t| now + t);
         }
@@ -227,6 +250,50 @@ impl Requester {
         if progressed {
             self.retry_left = self.retry_cnt;
             self.deadline = if self.outstanding.is_empty() { None } else { self.timeout.map(|t| now + t) };
+            // The window moved: send what it now allows.
+            if self.rnr_until.is_none() {
+                self.pump(dest_qp, out);
+            }
+        }
+    }
+
+    /// Put on the wire every packet from `sent_upto` that the window
+    /// (`acked` + [`WINDOW`]) allows, message by message in PSN order.
+    fn pump(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
+        let limit = psn::add(self.acked, WINDOW);
+        for o in &self.outstanding {
+            if psn::diff(o.last_psn(), self.sent_upto) < 0 {
+                continue; // all on the wire already
+            }
+            if psn::diff(o.first_psn, limit) > 0 {
+                break;
+            }
+            let from = psn::diff(self.sent_upto, o.first_psn).max(0) as u32;
+            let to = if o.msg.is_rd_atomic() {
+                // One request stands for all its responses.
+                o.npkts - 1
+            } else {
+                (psn::diff(limit, o.first_psn) as u32).min(o.npkts - 1)
+            };
+            let before = out.len();
+            emit(o, self.pmtu, dest_qp, from, to, out);
+            let again = psn::diff(self.high, psn::add(o.first_psn, from)).max(0) as usize;
+            self.retransmitted += again.min(out.len() - before) as u64;
+            self.sent_upto = psn::add(o.first_psn, to + 1);
+            if psn::diff(self.sent_upto, self.high) > 0 {
+                self.high = self.sent_upto;
+            }
+            if to + 1 < o.npkts {
+                break; // the window is full
+            }
+        }
+    }
+
+    /// A NAK at `p` says the responder has everything before `p`.
+    fn note_received_before(&mut self, p: u32) {
+        let before = psn::add(p, 0xff_ffff);
+        if psn::diff(before, self.acked) > 0 && psn::diff(self.next_psn, before) > 0 {
+            self.acked = before;
         }
     }
 
@@ -249,7 +316,12 @@ impl Requester {
         let Some(aeth) = p.aeth else { return false };
         match aeth.ack_type {
             AethType::ACK => {
-                let any = self.complete_through(p.psn, out);
+                // An ACK inside a long message is progress too.
+                let advanced = psn::diff(p.psn, self.acked) > 0 && psn::diff(self.next_psn, p.psn) > 0;
+                if advanced {
+                    self.acked = p.psn;
+                }
+                let any = self.complete_through(p.psn, out) || advanced;
                 // A READ or atomic the ACK covers lost its answer: ask again.
                 if let Some(o) = self.outstanding.front()
                     && o.msg.is_rd_atomic()
@@ -260,6 +332,7 @@ impl Requester {
                 any
             }
             AethType::RNR_NAK => {
+                self.note_received_before(p.psn);
                 let any = self.complete_through(psn::add(p.psn, 0xff_ffff), out);
                 if self.rnr_retry != 7 && self.rnr_left == 0 {
                     self.fail_front(
@@ -276,6 +349,7 @@ impl Requester {
                 any
             }
             AethType::NAK => {
+                self.note_received_before(p.psn);
                 let any = self.complete_through(psn::add(p.psn, 0xff_ffff), out);
                 let (syndrome, what) = match AethNakCode(aeth.value) {
                     AethNakCode::PSN_SEQUENCE_ERROR => {
@@ -376,13 +450,13 @@ impl Requester {
     }
 
     /// Send every outstanding message again (go-back-N): from its first
-    /// packet, except a READ, which asks only for the responses it lacks.
+    /// packet, except what the responder acknowledged of the first message
+    /// and the READ responses already received.
     fn resend_all(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
-        for o in &mut self.outstanding {
-            let before = out.len();
-            emit(o, self.pmtu, dest_qp, out);
-            self.retransmitted += (out.len() - before) as u64;
-        }
+        let Some(o) = self.outstanding.front() else { return };
+        self.sent_upto =
+            if o.holds(self.acked) && !o.msg.is_rd_atomic() { psn::add(self.acked, 1) } else { o.first_psn };
+        self.pump(dest_qp, out);
     }
 
     /// The front message fails; everything behind it is flushed.
@@ -426,8 +500,9 @@ fn scatter(sink: &[(Loc, usize)], mut at: usize, mut data: &[u8]) -> Result<(), 
     if data.is_empty() { Ok(()) } else { Err(format!("{} bytes past the local buffers", data.len())) }
 }
 
-/// The packets of message `o`, every one from the first.
-fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, out: &mut Vec<Action>) {
+/// Packets `from..=to` of message `o` (READs and atomics are one request,
+/// whatever the range).
+fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, from: u32, to: u32, out: &mut Vec<Action>) {
     let mut p = Packet {
         opcode: BthOpcode::SEND_ONLY,
         se: false,
@@ -457,7 +532,7 @@ fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, out: &mut Vec<Action>) {
                 _ => (Operation::Send, None),
             };
             let n = o.npkts as usize;
-            for i in 0..n {
+            for i in from as usize..=(to as usize).min(n - 1) {
                 let pos = position(i, n);
                 let chunk = &data[(i * pmtu as usize).min(data.len())..((i + 1) * pmtu as usize).min(data.len())];
                 p.opcode = request_opcode(op, pos, imm.is_some() && pos.ends());
@@ -465,7 +540,7 @@ fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, out: &mut Vec<Action>) {
                 p.reth = if pos.starts() { reth } else { None };
                 p.imm = if pos.ends() { *imm } else { None };
                 p.se = pos.ends() && o.ctrl.solicited;
-                p.ack_req = pos.ends();
+                p.ack_req = pos.ends() || (i + 1) % ACK_EVERY == 0;
                 p.payload = chunk;
                 encode(&p);
             }
