@@ -125,6 +125,10 @@ struct Outstanding {
     byte_cnt: u32,
     /// READ responses received so far.
     got: u32,
+    /// READ responses asked for so far: a long READ is asked for a window at
+    /// a time, each part a READ request of its own at the PSN of its first
+    /// response, so the responses never outrun the requester.
+    asked: u32,
 }
 
 impl Outstanding {
@@ -230,7 +234,7 @@ impl Requester {
             Message::Read { len, .. } => packets_for(*len, self.pmtu),
             Message::Atomic { .. } => 1,
         };
-        let o = Outstanding { first_psn: self.next_psn, npkts, msg, ctrl, byte_cnt, got: 0 };
+        let o = Outstanding { first_psn: self.next_psn, npkts, msg, ctrl, byte_cnt, got: 0, asked: 0 };
         self.next_psn = psn::add(self.next_psn, npkts);
         self.outstanding.push_back(o);
         self.pump(dest_qp, out);
@@ -261,7 +265,31 @@ impl Requester {
     /// (`acked` + [`WINDOW`]) allows, message by message in PSN order.
     fn pump(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
         let limit = psn::add(self.acked, WINDOW);
-        for o in &self.outstanding {
+        for o in &mut self.outstanding {
+            if matches!(o.msg, Message::Read { .. }) {
+                // The part asked for is in flight: wait for it before going on.
+                if o.asked > o.got && psn::diff(self.sent_upto, psn::add(o.first_psn, o.asked)) >= 0 {
+                    if o.asked < o.npkts {
+                        break;
+                    }
+                    continue;
+                }
+                if psn::diff(psn::add(o.first_psn, o.got), limit) > 0 {
+                    break;
+                }
+                o.asked = o.got + WINDOW.min(o.npkts - o.got);
+                let again = psn::diff(self.high, psn::add(o.first_psn, o.got)) > 0;
+                emit(o, self.pmtu, dest_qp, 0, 0, out);
+                self.retransmitted += u64::from(again);
+                self.sent_upto = psn::add(o.first_psn, o.asked);
+                if psn::diff(self.sent_upto, self.high) > 0 {
+                    self.high = self.sent_upto;
+                }
+                if o.asked < o.npkts {
+                    break;
+                }
+                continue;
+            }
             if psn::diff(o.last_psn(), self.sent_upto) < 0 {
                 continue; // all on the wire already
             }
@@ -383,7 +411,9 @@ impl Requester {
         let at = (o.got * self.pmtu) as usize;
         let end = at + p.payload.len();
         let (_, pos) = p.kind().unwrap_or((Operation::ReadResponse, Position::Only));
-        let short = if pos.ends() { end != *len as usize } else { p.payload.len() != self.pmtu as usize };
+        // A response ends the part asked for, which ends at `asked` or the READ's end.
+        let part_end = ((o.asked * self.pmtu) as usize).min(*len as usize);
+        let short = if pos.ends() { end != part_end } else { p.payload.len() != self.pmtu as usize };
         if short || end > *len as usize {
             let why = format!("READ response PSN {:#08x} of {} bytes at offset {at} of {len}", p.psn, p.payload.len());
             self.fail_front(Syndrome::REMOTE_INVAL_REQ_ERR, why, out);
@@ -394,8 +424,10 @@ impl Requester {
             return true;
         }
         o.got += 1;
+        // A response acknowledges its own PSN: the window moves.
+        self.acked = p.psn;
         any = true;
-        if pos.ends() {
+        if o.got == o.npkts {
             let o = self.outstanding.pop_front().expect("front exists");
             out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt });
         }
@@ -413,6 +445,7 @@ impl Requester {
         if self.outstanding.front().is_none_or(|o| o.first_psn != first) {
             return true;
         }
+        self.acked = p.psn;
         let o = self.outstanding.pop_front().expect("front exists");
         let Message::Atomic { result, .. } = &o.msg else { return true };
         match result.write(0, &p.atomic_ack.unwrap_or(0).to_ne_bytes()) {
@@ -546,11 +579,13 @@ fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, from: u32, to: u32, out: &mut 
             }
         }
         Message::Read { remote, len, .. } => {
-            // The responses received so far are kept: the request asks for the rest.
+            // The responses received so far are kept: the request asks for
+            // the part from there to `asked`.
             let done = (o.got * pmtu).min(*len);
+            let upto = (o.asked.max(o.got + 1) * pmtu).min(*len);
             p.opcode = BthOpcode::RDMA_READ_REQUEST;
             p.psn = psn::add(o.first_psn, o.got);
-            p.reth = Some(Reth { va: remote.raddr.wrapping_add(done.into()), rkey: remote.rkey, len: len - done });
+            p.reth = Some(Reth { va: remote.raddr.wrapping_add(done.into()), rkey: remote.rkey, len: upto - done });
             p.ack_req = true;
             encode(&p);
         }
