@@ -164,6 +164,8 @@ pub struct Requester {
     sent_upto: u32,
     /// The highest PSN ever sent plus one: what lies below it and is sent again is a retransmission.
     high: u32,
+    /// Messages at the front entirely on the wire: where sending resumes.
+    sent: usize,
     /// Packets sent again, for the counters.
     pub retransmitted: u64,
 }
@@ -186,6 +188,7 @@ impl Requester {
             acked: psn::add(attrs.sq_psn, 0xff_ffff),
             sent_upto: attrs.sq_psn,
             high: attrs.sq_psn,
+            sent: 0,
             retransmitted: 0,
         }
     }
@@ -265,7 +268,8 @@ impl Requester {
     /// (`acked` + [`WINDOW`]) allows, message by message in PSN order.
     fn pump(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
         let limit = psn::add(self.acked, WINDOW);
-        for o in &mut self.outstanding {
+        let skip = self.sent.min(self.outstanding.len());
+        for (i, o) in self.outstanding.iter_mut().enumerate().skip(skip) {
             if matches!(o.msg, Message::Read { .. }) {
                 // The part asked for is in flight: wait for it before going on.
                 if o.asked > o.got && psn::diff(self.sent_upto, psn::add(o.first_psn, o.asked)) >= 0 {
@@ -288,9 +292,11 @@ impl Requester {
                 if o.asked < o.npkts {
                     break;
                 }
+                self.sent = i + 1;
                 continue;
             }
             if psn::diff(o.last_psn(), self.sent_upto) < 0 {
+                self.sent = i + 1;
                 continue; // all on the wire already
             }
             if psn::diff(o.first_psn, limit) > 0 {
@@ -314,7 +320,15 @@ impl Requester {
             if to + 1 < o.npkts {
                 break; // the window is full
             }
+            self.sent = i + 1;
         }
+    }
+
+    /// Take the front message off (it completed or failed).
+    fn pop_front(&mut self) -> Option<Outstanding> {
+        let o = self.outstanding.pop_front()?;
+        self.sent = self.sent.saturating_sub(1);
+        Some(o)
     }
 
     /// A NAK at `p` says the responder has everything before `p`.
@@ -333,7 +347,7 @@ impl Requester {
             if o.msg.is_rd_atomic() || psn::diff(o.last_psn(), p) > 0 {
                 break;
             }
-            let o = self.outstanding.pop_front().expect("front exists");
+            let o = self.pop_front().expect("front exists");
             out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt });
             any = true;
         }
@@ -428,7 +442,7 @@ impl Requester {
         self.acked = p.psn;
         any = true;
         if o.got == o.npkts {
-            let o = self.outstanding.pop_front().expect("front exists");
+            let o = self.pop_front().expect("front exists");
             out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt });
         }
         any
@@ -446,12 +460,13 @@ impl Requester {
             return true;
         }
         self.acked = p.psn;
-        let o = self.outstanding.pop_front().expect("front exists");
+        let o = self.pop_front().expect("front exists");
         let Message::Atomic { result, .. } = &o.msg else { return true };
         match result.write(0, &p.atomic_ack.unwrap_or(0).to_ne_bytes()) {
             Ok(()) => out.push(Action::Done { ctrl: o.ctrl, byte_cnt: o.byte_cnt }),
             Err(e) => {
                 self.outstanding.push_front(o);
+                self.sent += 1;
                 self.fail_front(Syndrome::LOCAL_PROT_ERR, format!("atomic result into local memory: {e}"), out);
             }
         }
@@ -487,6 +502,7 @@ impl Requester {
     /// and the READ responses already received.
     fn resend_all(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
         let Some(o) = self.outstanding.front() else { return };
+        self.sent = 0;
         self.sent_upto =
             if o.holds(self.acked) && !o.msg.is_rd_atomic() { psn::add(self.acked, 1) } else { o.first_psn };
         self.pump(dest_qp, out);
@@ -494,7 +510,7 @@ impl Requester {
 
     /// The front message fails; everything behind it is flushed.
     fn fail_front(&mut self, syndrome: Syndrome, why: String, out: &mut Vec<Action>) {
-        if let Some(o) = self.outstanding.pop_front() {
+        if let Some(o) = self.pop_front() {
             out.push(Action::Failed { ctrl: o.ctrl, syndrome, why });
         }
         self.flush(out);
@@ -502,6 +518,7 @@ impl Requester {
 
     /// Flush everything outstanding (the QP went to ERR).
     pub fn flush(&mut self, out: &mut Vec<Action>) {
+        self.sent = 0;
         for o in self.outstanding.drain(..) {
             out.push(Action::Flushed { ctrl: o.ctrl });
         }
