@@ -809,19 +809,22 @@ fn bench_config() -> WorldConfig {
 /// every QP, so extra ones would slow the latency runs' doorbells.
 const RATE_CHANNELS: usize = 32;
 
+/// Puts, gets and atomics from PE 0 to PE 1, every byte and value checked.
+fn data_checks(r: &Rig, o: &mut dyn Write, path: &str) -> Res<()> {
+    writeln!(o, "puts (PE 0 -> PE 1 {path}):").map_err(e)?;
+    puts(r, o)?;
+    writeln!(o, "gets:").map_err(e)?;
+    gets(r, o)?;
+    writeln!(o, "atomics:").map_err(e)?;
+    atomics(r, o)
+}
+
 /// Run everything; an error names what failed with the decoded GCRB.
 pub fn run(o: &mut dyn Write) -> Res<()> {
     let gpu = Gpu::open().map_err(e)?;
     writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch)
         .map_err(e)?;
-    let r = rig(&gpu, checked_config())?;
-    writeln!(o, "puts (PE 0 -> PE 1 through the softnic):").map_err(e)?;
-    puts(&r, o)?;
-    writeln!(o, "gets:").map_err(e)?;
-    gets(&r, o)?;
-    writeln!(o, "atomics:").map_err(e)?;
-    atomics(&r, o)?;
-    drop(r);
+    data_checks(&rig(&gpu, checked_config())?, o, "through the softnic")?;
     writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):").map_err(e)?;
     gpu_memory(&gpu, o)?;
     writeln!(o, "injected faults (each must come back as an error, never a hang):").map_err(e)?;
@@ -850,14 +853,7 @@ pub fn run_wire(o: &mut dyn Write) -> Res<()> {
         gpu.name, gpu.arch
     )
     .map_err(e)?;
-    let r = rig(&gpu, WorldConfig { wire: true, ..checked_config() })?;
-    writeln!(o, "puts (PE 0 -> PE 1 across the wire):").map_err(e)?;
-    puts(&r, o)?;
-    writeln!(o, "gets:").map_err(e)?;
-    gets(&r, o)?;
-    writeln!(o, "atomics:").map_err(e)?;
-    atomics(&r, o)?;
-    drop(r);
+    data_checks(&rig(&gpu, WorldConfig { wire: true, ..checked_config() })?, o, "across the wire")?;
     for wire in [false, true] {
         writeln!(o, "{}:", if wire { "across the wire" } else { "local path (one softnic), for comparison" })
             .map_err(e)?;

@@ -149,6 +149,27 @@ fn take<T: FromBytes + zerocopy::KnownLayout + zerocopy::Immutable>(
     crate::take(bytes).map_err(|(need, have)| ParseError::Truncated { what, need, have })
 }
 
+impl Packet<'static> {
+    /// A packet of `opcode` to `dest_qp` at `psn`, default P_Key, no flags,
+    /// no extended header and no payload: what a sender fills in.
+    pub fn bare(opcode: BthOpcode, dest_qp: u32, psn: u32) -> Packet<'static> {
+        Packet {
+            opcode,
+            se: false,
+            p_key: crate::raw::IB_DEFAULT_PKEY_FULL as u16,
+            dest_qp,
+            ack_req: false,
+            psn,
+            reth: None,
+            atomic: None,
+            aeth: None,
+            atomic_ack: None,
+            imm: None,
+            payload: &[],
+        }
+    }
+}
+
 impl<'a> Packet<'a> {
     /// Parse a transport packet: `bytes` runs from the BTH to the end of the
     /// pad (the ICRC already removed).
@@ -160,20 +181,8 @@ impl<'a> Packet<'a> {
         if b.tver() != 0 {
             return Err(ParseError::TransportVersion(b.tver()));
         }
-        let mut p = Packet {
-            opcode: op,
-            se: b.se(),
-            p_key: b.p_key(),
-            dest_qp: b.dest_qp(),
-            ack_req: b.ack_req(),
-            psn: b.psn(),
-            reth: None,
-            atomic: None,
-            aeth: None,
-            atomic_ack: None,
-            imm: None,
-            payload: &[],
-        };
+        let mut p: Packet<'a> =
+            Packet { se: b.se(), p_key: b.p_key(), ack_req: b.ack_req(), ..Packet::bare(op, b.dest_qp(), b.psn()) };
         if layout.reth {
             let r: reth = take("RETH", &mut rest)?;
             p.reth = Some(Reth { va: r.va(), rkey: r.rkey(), len: r.len() });

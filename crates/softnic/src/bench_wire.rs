@@ -13,7 +13,7 @@
 //! and port threads, as two processes would run them.
 
 use crate::bench::Figure;
-use crate::pair::{Pair, PairConfig, PairWire, Side};
+use crate::pair::{Pair, PairConfig, PairWire};
 use marrow_mlx5::raw::CompletionMode;
 use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_roce::opcode::{Operation, position, request_opcode};
@@ -51,8 +51,18 @@ fn time_writes(p: &mut Pair, batch: usize, size: usize) -> Duration {
         p.a.sq.post(c, &op).expect("ring sized for the batch");
     }
     p.a.sq.ring().expect("doorbell");
-    match p.wait(Side::A, false, Duration::from_secs(30)) {
-        Ok(marrow_mlx5::cqe::Completion::Requester { wqe_counter, .. }) => p.a.sq.complete_through(wqe_counter, 1),
+    // Poll with a nap between looks: a batch takes milliseconds, and on a
+    // 2-core machine a spinning waiter takes a core from the ports (the
+    // floor's receiver blocks in the kernel instead).
+    let c = loop {
+        if let Some(c) = p.a.scq.poll().expect("CQ") {
+            break c;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "benchmark WRITEs: no CQE in 30 s");
+        std::thread::sleep(Duration::from_micros(20));
+    };
+    match c {
+        marrow_mlx5::cqe::Completion::Requester { wqe_counter, .. } => p.a.sq.complete_through(wqe_counter, 1),
         other => panic!("benchmark WRITEs failed: {other:?}"),
     }
     start.elapsed()
@@ -67,40 +77,15 @@ fn shape(size: usize) -> (Vec<usize>, usize) {
         let pos = position(i, n);
         let chunk = &data[(i * MTU as usize).min(size)..((i + 1) * MTU as usize).min(size)];
         let p = Packet {
-            opcode: request_opcode(Operation::Write, pos, false),
-            se: false,
-            p_key: 0xffff,
-            dest_qp: 0,
             ack_req: pos.ends(),
-            psn: 0,
             reth: pos.starts().then_some(Reth { va: 0, rkey: 0, len: size as u32 }),
-            atomic: None,
-            aeth: None,
-            atomic_ack: None,
-            imm: None,
             payload: chunk,
+            ..Packet::bare(request_opcode(Operation::Write, pos, false), 0, 0)
         };
         sizes.push(p.wire_len() + 4);
     }
-    let ack = Packet { opcode: BthOpcode::ACKNOWLEDGE, aeth: Some(Aeth::ack(0)), payload: &[], ..packet_zero() };
+    let ack = Packet { aeth: Some(Aeth::ack(0)), ..Packet::bare(BthOpcode::ACKNOWLEDGE, 0, 0) };
     (sizes, ack.wire_len() + 4)
-}
-
-fn packet_zero() -> Packet<'static> {
-    Packet {
-        opcode: BthOpcode::SEND_ONLY,
-        se: false,
-        p_key: 0xffff,
-        dest_qp: 0,
-        ack_req: false,
-        psn: 0,
-        reth: None,
-        atomic: None,
-        aeth: None,
-        atomic_ack: None,
-        imm: None,
-        payload: &[],
-    }
 }
 
 /// The floor: `msgs` messages of datagrams `sizes` from A to B, B answering

@@ -24,7 +24,7 @@ use marrow_mlx5::wqe_decode::{AtomicArgs, CtrlFields};
 use marrow_roce::opcode::{Operation, Position, position, request_opcode};
 use marrow_roce::packet::{AtomicEth, Packet, Reth};
 use marrow_roce::psn;
-use marrow_roce::raw::{AethNakCode, AethType, BthOpcode, IB_DEFAULT_PKEY_FULL};
+use marrow_roce::raw::{AethNakCode, AethType, BthOpcode};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -553,20 +553,7 @@ fn scatter(sink: &[(Loc, usize)], mut at: usize, mut data: &[u8]) -> Result<(), 
 /// Packets `from..=to` of message `o` (READs and atomics are one request,
 /// whatever the range).
 fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, from: u32, to: u32, out: &mut Vec<Action>) {
-    let mut p = Packet {
-        opcode: BthOpcode::SEND_ONLY,
-        se: false,
-        p_key: IB_DEFAULT_PKEY_FULL as u16,
-        dest_qp,
-        ack_req: false,
-        psn: o.first_psn,
-        reth: None,
-        atomic: None,
-        aeth: None,
-        atomic_ack: None,
-        imm: None,
-        payload: &[],
-    };
+    let mut p = Packet::bare(BthOpcode::SEND_ONLY, dest_qp, o.first_psn);
     let mut encode = |p: &Packet<'_>| {
         // Room for the ICRC the port appends.
         let mut b = Vec::with_capacity(p.wire_len() + 4);

@@ -23,7 +23,7 @@ use marrow_mlx5::wqe_decode::AtomicArgs;
 use marrow_roce::opcode::{Operation, position, request_opcode};
 use marrow_roce::packet::{Aeth, Packet};
 use marrow_roce::psn;
-use marrow_roce::raw::{AethNakCode, BthOpcode, IB_DEFAULT_PKEY_FULL};
+use marrow_roce::raw::{AethNakCode, BthOpcode};
 use std::collections::VecDeque;
 
 /// The message being received, between its first and last packet.
@@ -282,20 +282,7 @@ struct Reply<'a> {
 
 impl Reply<'_> {
     fn packet(&self, opcode: BthOpcode, at: u32) -> Packet<'static> {
-        Packet {
-            opcode,
-            se: false,
-            p_key: IB_DEFAULT_PKEY_FULL as u16,
-            dest_qp: self.to,
-            ack_req: false,
-            psn: at,
-            reth: None,
-            atomic: None,
-            aeth: None,
-            atomic_ack: None,
-            imm: None,
-            payload: &[],
-        }
+        Packet::bare(opcode, self.to, at)
     }
 
     fn send(&mut self, p: Packet<'_>) {
