@@ -652,7 +652,7 @@ impl Hca {
     }
 
     /// Act on what became of the WQE at the consumer index: complete it,
-    /// fail it, wait out RNR, or wait for a linked peer's response.
+    /// fail it, wait out RNR, or hand it to the wire (the requester completes it).
     /// Returns whether the walk may go on to the next WQE.
     fn finish(&mut self, qpn: u32, bbs: usize, ctrl: CtrlFields, outcome: Outcome) -> bool {
         let Some(qp) = self.qps.get_mut(&qpn) else { return false };

@@ -51,7 +51,7 @@ impl Nak {
 pub enum Src<'a, 'b> {
     /// Resolved local buffers of a requester in the same model.
     Pieces(&'b [Piece<'a>]),
-    /// Bytes that came over a link.
+    /// Bytes that came over a RoCEv2 wire.
     Bytes(&'b [u8]),
 }
 

@@ -73,7 +73,7 @@ impl Hca {
         n
     }
 
-    /// The QP a packet from `src_ip` to `dest_qp` on `port` belongs to, and the QP it is connected to.
+    /// The QP that wire QP `dest_qp` on `port` is connected to (`None`: no such wire QP on that port).
     pub(crate) fn wire_peer(&self, port: u32, dest_qp: u32) -> Option<u32> {
         let w = self.qps.get(&dest_qp)?.wire.as_ref()?;
         (w.path.attrs.port == port).then_some(w.path.dest_qpn)
