@@ -199,15 +199,20 @@ pub fn datagram(a: &Addrs, p: &Packet<'_>) -> Vec<u8> {
 /// Check a received datagram's ICRC against the headers [`ip_udp_headers`]
 /// gives for `a`, and parse it.
 pub fn parse_datagram<'a>(a: &Addrs, d: &'a [u8]) -> Result<Packet<'a>, FrameError> {
+    let (transport, tail) = split_icrc(d)?;
+    let (ip, udp) = ip_udp_headers(a, transport.len());
+    check_icrc(&ip, &udp, transport, tail)?;
+    Ok(Packet::parse(transport)?)
+}
+
+/// The transport part (BTH to pad) and the ICRC after it.
+fn split_icrc(d: &[u8]) -> Result<(&[u8], &[u8]), FrameError> {
     let n = d.len().checked_sub(icrc_hdr::SIZE).ok_or(FrameError::Truncated {
         what: "ICRC",
         need: icrc_hdr::SIZE,
         have: d.len(),
     })?;
-    let (transport, tail) = d.split_at(n);
-    let (ip, udp) = ip_udp_headers(a, transport.len());
-    check_icrc(&ip, &udp, transport, tail)?;
-    Ok(Packet::parse(transport)?)
+    Ok(d.split_at(n))
 }
 
 fn check_icrc(ip: &[u8; 20], udp: &[u8; 8], transport: &[u8], tail: &[u8]) -> Result<(), FrameError> {
@@ -308,12 +313,7 @@ pub fn parse(frame: &[u8]) -> Result<Frame<'_>, FrameError> {
     if udp.len() as usize != udp_hdr::SIZE + rest.len() {
         return Err(FrameError::Length("UDP length disagrees with the IPv4 total length"));
     }
-    let n = rest.len().checked_sub(icrc_hdr::SIZE).ok_or(FrameError::Truncated {
-        what: "ICRC",
-        need: icrc_hdr::SIZE,
-        have: rest.len(),
-    })?;
-    let (transport, tail) = rest.split_at(n);
+    let (transport, tail) = split_icrc(rest)?;
     let mut ipb = [0u8; 20];
     ipb.copy_from_slice(ip.as_bytes());
     let mut udpb = [0u8; 8];

@@ -25,7 +25,6 @@ pub mod port;
 pub mod requester;
 pub mod responder;
 
-use marrow_roce::frame::Mac;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -143,8 +142,6 @@ pub struct Path {
     pub dest_ip: Ipv4Addr,
     /// The peer QP.
     pub dest_qpn: u32,
-    /// The peer's MAC, once known (frame ports learn it by ARP).
-    pub dest_mac: Option<Mac>,
 }
 
 /// A QP's wire state: its path and both halves of the transport.
@@ -164,7 +161,7 @@ impl WireQp {
         attrs.check()?;
         let dest_ip = attrs.dest_ip()?;
         Ok(WireQp {
-            path: Path { attrs, dest_ip, dest_qpn, dest_mac: None },
+            path: Path { attrs, dest_ip, dest_qpn },
             req: requester::Requester::new(&attrs),
             resp: responder::Responder::new(&attrs),
         })

@@ -162,12 +162,8 @@ pub struct Requester {
     acked: u32,
     /// The next PSN to put on the wire (behind `next_psn` while the window is full).
     sent_upto: u32,
-    /// The highest PSN ever sent plus one: what lies below it and is sent again is a retransmission.
-    high: u32,
     /// Messages at the front entirely on the wire: where sending resumes.
     sent: usize,
-    /// Packets sent again, for the counters.
-    pub retransmitted: u64,
 }
 
 impl Requester {
@@ -187,9 +183,7 @@ impl Requester {
             rnr_until: None,
             acked: psn::add(attrs.sq_psn, 0xff_ffff),
             sent_upto: attrs.sq_psn,
-            high: attrs.sq_psn,
             sent: 0,
-            retransmitted: 0,
         }
     }
 
@@ -199,7 +193,6 @@ impl Requester {
             self.next_psn = attrs.sq_psn;
             self.acked = psn::add(attrs.sq_psn, 0xff_ffff);
             self.sent_upto = attrs.sq_psn;
-            self.high = attrs.sq_psn;
         }
         self.timeout = attrs.ack_timeout();
         self.retry_cnt = attrs.retry_cnt;
@@ -282,13 +275,8 @@ impl Requester {
                     break;
                 }
                 o.asked = o.got + WINDOW.min(o.npkts - o.got);
-                let again = psn::diff(self.high, psn::add(o.first_psn, o.got)) > 0;
                 emit(o, self.pmtu, dest_qp, 0, 0, out);
-                self.retransmitted += u64::from(again);
                 self.sent_upto = psn::add(o.first_psn, o.asked);
-                if psn::diff(self.sent_upto, self.high) > 0 {
-                    self.high = self.sent_upto;
-                }
                 if o.asked < o.npkts {
                     break;
                 }
@@ -309,14 +297,8 @@ impl Requester {
             } else {
                 (psn::diff(limit, o.first_psn) as u32).min(o.npkts - 1)
             };
-            let before = out.len();
             emit(o, self.pmtu, dest_qp, from, to, out);
-            let again = psn::diff(self.high, psn::add(o.first_psn, from)).max(0) as usize;
-            self.retransmitted += again.min(out.len() - before) as u64;
             self.sent_upto = psn::add(o.first_psn, to + 1);
-            if psn::diff(self.sent_upto, self.high) > 0 {
-                self.high = self.sent_upto;
-            }
             if to + 1 < o.npkts {
                 break; // the window is full
             }

@@ -45,10 +45,6 @@ pub struct Responder {
     resources: usize,
     min_rnr_timer: u8,
     pmtu: u32,
-    /// Duplicate requests seen.
-    pub duplicates: u64,
-    /// Requests that arrived ahead of the expected PSN.
-    pub out_of_sequence: u64,
 }
 
 impl Responder {
@@ -63,8 +59,6 @@ impl Responder {
             resources: attrs.max_dest_rd_atomic as usize,
             min_rnr_timer: attrs.min_rnr_timer,
             pmtu: attrs.path_mtu,
-            duplicates: 0,
-            out_of_sequence: 0,
         }
     }
 
@@ -75,7 +69,6 @@ impl Responder {
         let mut reply = Reply { to: src_qpn, out };
         let d = psn::diff(p.psn, self.epsn);
         if d > 0 {
-            self.out_of_sequence += 1;
             if !self.nak_sent {
                 self.nak_sent = true;
                 reply.ack(self.epsn, Aeth::nak(AethNakCode::PSN_SEQUENCE_ERROR, self.msn));
@@ -83,7 +76,6 @@ impl Responder {
             return;
         }
         if d < 0 {
-            self.duplicates += 1;
             self.duplicate(hca, qpn, op, p, &mut reply);
             return;
         }
