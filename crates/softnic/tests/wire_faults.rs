@@ -144,12 +144,14 @@ fn ten_thousand_mixed_operations_survive_drops_duplicates_and_reordering() {
     for c in [a, b] {
         assert!(c.dropped > 0 && c.duplicated > 0 && c.reordered > 0 && c.corrupted > 0, "faults were applied: {c:?}");
     }
-    // Every corrupted packet was dropped at the receiver (a duplicate of one
-    // counts twice): by its ICRC, or, when the flipped bit is in the BTH's
-    // QP number, because no QP of that number is connected to the sender.
+    // Corrupted packets were caught: by their ICRC, or, when the flipped bit
+    // is in the BTH's QP number, as no QP connected to the sender. No intact
+    // packet failed its ICRC: at most every corrupted one and its duplicate
+    // did. (Not every corrupted packet need arrive: the kernel may drop a
+    // datagram when a socket buffer is full, so there is no lower bound.)
     for (sent, got) in [(a, b), (b, a)] {
-        assert!(got.rx_bad_icrc > 0, "{got:?}");
-        assert!(got.rx_bad_icrc + got.rx_no_qp >= sent.corrupted, "sent {sent:?}, received {got:?}");
+        assert!(got.rx_bad_icrc > 0 && got.rx_malformed == 0, "{got:?}");
+        assert!(got.rx_bad_icrc + got.rx_no_qp <= 2 * sent.corrupted, "sent {sent:?}, received {got:?}");
     }
 }
 
