@@ -64,7 +64,7 @@ const HOST_PACKAGES: &[&str] = &[
     "busybox-static",
 ];
 /// The guest's busybox applets (kmod/guest/init uses these).
-const APPLETS: &[&str] = &[
+pub(crate) const APPLETS: &[&str] = &[
     "sh", "mount", "ls", "cat", "cut", "chmod", "chgrp", "insmod", "rmmod", "su", "dmesg", "grep", "sed", "echo",
     "reboot", "sleep", "id", "uname", "wc", "tail", "test",
 ];
@@ -83,10 +83,10 @@ pub enum KmodCmd {
 pub struct BuildArgs {
     /// Parallel jobs for the kernel build (default: all CPUs).
     #[arg(long)]
-    jobs: Option<usize>,
+    pub(crate) jobs: Option<usize>,
     /// Do not install missing Debian packages; fail instead.
     #[arg(long)]
-    no_apt: bool,
+    pub(crate) no_apt: bool,
 }
 
 pub fn run(cmd: KmodCmd) -> Result<()> {
@@ -110,10 +110,10 @@ pub fn run(cmd: KmodCmd) -> Result<()> {
 
 /// Step durations, printed at the end and written next to the run's logs.
 #[derive(Default)]
-struct Timings(Vec<(String, Duration)>);
+pub(crate) struct Timings(Vec<(String, Duration)>);
 
 impl Timings {
-    fn time<T>(&mut self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub(crate) fn time<T>(&mut self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         println!("== kmod: {what}");
         let t0 = Instant::now();
         let r = f();
@@ -123,7 +123,7 @@ impl Timings {
         r
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let total: Duration = self.0.iter().map(|(_, d)| *d).sum();
         let mut s = String::new();
         for (w, d) in &self.0 {
@@ -133,7 +133,7 @@ impl Timings {
         s
     }
 
-    fn print(&self) {
+    pub(crate) fn print(&self) {
         println!("kmod timings:\n{}", self.text());
     }
 }
@@ -147,7 +147,7 @@ struct Built {
     kmod_nic: PathBuf,
 }
 
-fn sh(cmd: &mut Command) -> Result<()> {
+pub(crate) fn sh(cmd: &mut Command) -> Result<()> {
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed: {status}");
@@ -156,7 +156,7 @@ fn sh(cmd: &mut Command) -> Result<()> {
 }
 
 /// Run, capturing stdout+stderr into `log`; on failure show its tail.
-fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
+pub(crate) fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
     let f = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let status = cmd.stdout(f.try_clone()?).stderr(f).status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
@@ -170,7 +170,7 @@ fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
     Ok(())
 }
 
-fn output(cmd: &mut Command) -> Result<String> {
+pub(crate) fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!("{cmd:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
@@ -178,11 +178,11 @@ fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     output(Command::new("id").arg("-u")).map(|s| s.trim() == "0").unwrap_or(false)
 }
 
-fn installed(pkg: &str) -> bool {
+pub(crate) fn installed(pkg: &str) -> bool {
     output(Command::new("dpkg-query").args(["-W", "-f=${Status}", pkg]))
         .map(|s| s.contains("install ok installed"))
         .unwrap_or(false)
@@ -191,7 +191,7 @@ fn installed(pkg: &str) -> bool {
 /// The Debian mirror this machine already uses (other suites live there
 /// too): the first `URIs:`/`deb` entry ending in `/debian`. Third-party
 /// repositories in sources.list.d are skipped.
-fn mirror() -> String {
+pub(crate) fn mirror() -> String {
     let mut texts: Vec<String> = std::fs::read_dir("/etc/apt/sources.list.d")
         .into_iter()
         .flatten()
@@ -283,7 +283,7 @@ fn host_packages(work: &Path, no_apt: bool) -> Result<()> {
     Ok(())
 }
 
-fn which(cmd: &str) -> bool {
+pub(crate) fn which(cmd: &str) -> bool {
     std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file())).unwrap_or(false)
 }
 
@@ -554,7 +554,17 @@ fn initramfs(root: &Path, work: &Path, module: &Path, program: &Path) -> Result<
     Ok(out)
 }
 
-fn build(a: &BuildArgs, t: &mut Timings) -> Result<Built> {
+/// The kernel both guests boot, its sources and tools: steps 1 to 4.
+pub(crate) struct Kernel {
+    pub(crate) work: PathBuf,
+    src: Sources,
+    tools_bin: PathBuf,
+    /// The build directory (`arch/x86/boot/bzImage` inside).
+    pub(crate) kb: PathBuf,
+}
+
+/// Host packages, sources, bindgen and the kernel (cached by its config).
+pub(crate) fn build_kernel(a: &BuildArgs, t: &mut Timings) -> Result<Kernel> {
     let root = crate::repo_root();
     let work = root.join("target/kmod");
     std::fs::create_dir_all(work.join("logs"))?;
@@ -567,6 +577,12 @@ fn build(a: &BuildArgs, t: &mut Timings) -> Result<Built> {
     let kb = t.time(&format!("kernel {KERNEL_VERSION} (-j{jobs}, cached by config)"), || {
         kernel(&root, &work, &src, &tools_bin, &rustc, jobs)
     })?;
+    Ok(Kernel { work, src, tools_bin, kb })
+}
+
+fn build(a: &BuildArgs, t: &mut Timings) -> Result<Built> {
+    let root = crate::repo_root();
+    let Kernel { work, src, tools_bin, kb } = build_kernel(a, t)?;
     let module = t.time("module marrow.ko", || module(&root, &work, &src, &kb, &tools_bin))?;
     let program = t.time("guest test program (static)", || guest_program(&root, &work))?;
     let kmod_nic = t.time("host softnic (kmod_nic)", || host_nic(&root, &work))?;
@@ -576,7 +592,7 @@ fn build(a: &BuildArgs, t: &mut Timings) -> Result<Built> {
 
 /// KVM only where it can work: /dev/kvm opens *and* the CPU has hardware
 /// virtualisation. Here /dev/kvm exists without vmx and KVM hangs in SeaBIOS.
-fn accelerator() -> (&'static str, String) {
+pub(crate) fn accelerator() -> (&'static str, String) {
     let dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let hw = cpuinfo
@@ -591,12 +607,12 @@ fn accelerator() -> (&'static str, String) {
 }
 
 /// A child whose output lines are collected by a thread.
-struct Watched {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
+pub(crate) struct Watched {
+    pub(crate) child: Child,
+    pub(crate) lines: Arc<Mutex<Vec<String>>>,
 }
 
-fn spawn_watched(cmd: &mut Command, echo: &'static str) -> Result<Watched> {
+pub(crate) fn spawn_watched(cmd: &mut Command, echo: &'static str) -> Result<Watched> {
     let mut child =
         cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().with_context(|| format!("starting {cmd:?}"))?;
     let out = child.stdout.take().expect("piped");
@@ -611,7 +627,7 @@ fn spawn_watched(cmd: &mut Command, echo: &'static str) -> Result<Watched> {
     Ok(Watched { child, lines })
 }
 
-fn wait_timeout(child: &mut Child, limit: Duration) -> Result<Option<std::process::ExitStatus>> {
+pub(crate) fn wait_timeout(child: &mut Child, limit: Duration) -> Result<Option<std::process::ExitStatus>> {
     let t0 = Instant::now();
     loop {
         if let Some(s) = child.try_wait()? {
@@ -627,7 +643,7 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> Result<Option<std::proces
 }
 
 /// Kernel log lines that fail the run wherever they appear on the console.
-const KERNEL_BAD: &[&str] = &[
+pub(crate) const KERNEL_BAD: &[&str] = &[
     "BUG:",
     "WARNING:",
     "Oops",

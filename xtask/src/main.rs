@@ -11,6 +11,7 @@
 mod gen_c;
 mod gen_md;
 mod gen_rust;
+mod interop;
 mod kmod;
 mod spec;
 
@@ -38,6 +39,11 @@ enum Cmd {
     Kmod {
         #[command(subcommand)]
         cmd: kmod::KmodCmd,
+    },
+    /// The softnic against Linux rxe and rdma-core's tools in the kmod kernel under QEMU.
+    Interop {
+        #[command(subcommand)]
+        cmd: interop::InteropCmd,
     },
 }
 
@@ -130,5 +136,6 @@ fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Codegen { check } => codegen(check),
         Cmd::Kmod { cmd } => kmod::run(cmd),
+        Cmd::Interop { cmd } => interop::run(cmd),
     }
 }

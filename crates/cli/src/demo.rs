@@ -65,6 +65,9 @@ pub struct DemoOptions {
     pub wire: bool,
     /// Write every RoCEv2 frame A's port sends and receives here (with `wire`).
     pub pcap: Option<PathBuf>,
+    /// With `wire`: run B's softnic as another process, this `marrow`
+    /// executable's `softnic` daemon; `None` keeps both in this process.
+    pub softnic_exe: Option<PathBuf>,
 }
 
 /// A fault `marrow demo --inject` arms on QP A (through the softnic's fault injection).
@@ -100,7 +103,65 @@ impl Default for DemoOptions {
             inject: None,
             wire: false,
             pcap: None,
+            softnic_exe: None,
         }
+    }
+}
+
+/// B's softnic as a child process (`marrow softnic`), killed and its
+/// socket removed when this is dropped.
+struct Daemon {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    /// Start `exe softnic` on a fresh socket with a UDP wire port at
+    /// `ip:port`, and wait until it accepts connections.
+    fn start(exe: &std::path::Path, ip: Ipv4Addr, port: u16) -> Result<Daemon, DemoError> {
+        use std::process::{Command, Stdio};
+        let socket = std::env::temp_dir().join(format!("marrow-demo-{}.sock", std::process::id()));
+        let child = Command::new(exe)
+            .arg("softnic")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--port")
+            .arg(format!("udp:{ip}:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| DemoError::Setup(format!("starting B's softnic ({} softnic): {e}", exe.display())))?;
+        let mut d = Daemon { child, socket };
+        let t0 = Instant::now();
+        loop {
+            if std::os::unix::net::UnixStream::connect(&d.socket).is_ok() {
+                return Ok(d);
+            }
+            if let Ok(Some(status)) = d.child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = d.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                return Err(DemoError::Setup(format!("B's softnic exited with {status}: {}", err.trim())));
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                return Err(DemoError::Setup(format!(
+                    "B's softnic (pid {}) did not listen on {} within 20 s",
+                    d.child.id(),
+                    d.socket.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
@@ -875,19 +936,26 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     // Fail on an unwritable trace path now, not after the whole run.
     std::fs::write(&opts.trace_out, b"")
         .map_err(|e| DemoError::Io(format!("writing the trace to {}: {e}", opts.trace_out.display())))?;
-    let wire = opts.wire.then(|| {
-        // Two loopback addresses of this process's own, so runs side by side do not meet.
-        let n = (std::process::id() % 250) as u8 + 1;
-        let mut w = PairWire::udp(Ipv4Addr::new(127, 77, n, 1), Ipv4Addr::new(127, 77, n, 2), 4791);
-        w.pcap = opts.pcap.clone();
-        w
-    });
+    let mut daemon = None;
+    let wire = match opts.wire {
+        false => None,
+        true => {
+            // Two loopback addresses of this process's own, so runs side by side do not meet.
+            let n = (std::process::id() % 250) as u8 + 1;
+            let mut w = PairWire::udp(Ipv4Addr::new(127, 77, n, 1), Ipv4Addr::new(127, 77, n, 2), 4791);
+            w.pcap = opts.pcap.clone();
+            if let Some(exe) = &opts.softnic_exe {
+                let d = Daemon::start(exe, w.ip_b, w.udp_port)?;
+                w.b_daemon = Some(d.socket.clone());
+                daemon = Some(d);
+            }
+            Some(w)
+        }
+    };
     let cfg = PairConfig { sq_wqebbs: SQ_WQEBBS, ncqe: NCQE, buf_len: BUF_LEN, wire, ..PairConfig::default() };
     let p = Pair::new(cfg).map_err(|e| DemoError::Setup(e.to_string()))?;
     p.nic.enable_trace(opts.trace_cap);
-    if let Some(nb) = &p.nic_b {
-        nb.enable_trace(opts.trace_cap);
-    }
+    p.enable_trace_b(opts.trace_cap).map_err(|e| DemoError::Setup(e.to_string()))?;
     if let Some(i) = opts.inject {
         let faults = match i {
             Inject::Stall => Faults { stall: true, ..Faults::default() },
@@ -897,14 +965,16 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
         p.nic.hca().set_faults(p.a.qpn, faults).map_err(|e| DemoError::Setup(e.to_string()))?;
     }
     let io = DemoError::Output;
+    let two = match &daemon {
+        Some(d) => format!("two softnic processes (B's: `marrow softnic`, pid {})", d.child.id()),
+        None => "two softnic instances".into(),
+    };
     let link = match &opts.pcap {
         Some(f) if opts.wire => format!(
-            "on two softnic instances linked by RoCEv2 over loopback UDP (path MTU 1024, capture in {}), 1 engine thread each",
+            "on {two} linked by RoCEv2 over loopback UDP (path MTU 1024, capture in {}), 1 engine thread each",
             f.display()
         ),
-        _ if opts.wire => {
-            "on two softnic instances linked by RoCEv2 over loopback UDP (path MTU 1024), 1 engine thread each".into()
-        }
+        _ if opts.wire => format!("on {two} linked by RoCEv2 over loopback UDP (path MTU 1024), 1 engine thread each"),
         _ => "on the softnic device model with 1 engine thread".into(),
     };
     writeln!(
@@ -986,9 +1056,9 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     )
     .map_err(io)?;
     let mut traced_cqes = count(Kind::CQE_WRITE) as u64;
-    if let Some(nb) = &d.p.nic_b {
+    if opts.wire {
         // B's model keeps its own trace: its receive completions are there.
-        let b_trace = nb.trace_bytes().unwrap_or_default();
+        let b_trace = d.p.trace_b().unwrap_or_default();
         let b_out = opts.trace_out.with_extension("b.trace");
         std::fs::write(&b_out, &b_trace)
             .map_err(|e| DemoError::Io(format!("writing B's trace to {}: {e}", b_out.display())))?;

@@ -21,6 +21,7 @@ pub mod doctor;
 pub mod fields;
 pub mod gpu_demo;
 pub mod hexin;
+pub mod interop;
 pub mod mlx5_bench;
 pub mod model;
 pub mod p2p_bench;

@@ -45,6 +45,46 @@ enum Cmd {
     /// Benchmarks, each reported as a ratio to a floor measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// The softnic as the RoCEv2 peer of rdma-core's own tools on Linux rxe.
+    #[command(subcommand)]
+    Interop(InteropCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum InteropCmd {
+    /// Run marrow's side of every step of the interop matrix, in order,
+    /// against a guest that runs the tools' side (`cargo xtask interop test`).
+    Host(InteropHostArgs),
+    /// Print the matrix, one `ID TOOL GUEST_ROLE SIZE ITERS MTU` line per
+    /// step: what the guest's script reads.
+    Steps,
+}
+
+#[derive(Args, Debug)]
+struct InteropHostArgs {
+    /// The frame port: `BIND_IP:PORT,PEER_IP:PORT,IP`: the host socket QEMU's
+    /// `-netdev dgram` `remote` names, QEMU's `local` socket, and the
+    /// softnic's IPv4 address on the guest's Ethernet.
+    #[arg(long, value_name = "SPEC")]
+    cable: String,
+    /// Write every frame to this pcap.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Write the softnic's register trace here at the end.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Drop this fraction of the packets the softnic sends.
+    #[arg(long, default_value_t = 0.0)]
+    drop: f64,
+    /// Reorder this fraction of the packets the softnic sends.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Seed of the fault generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds each step may take to connect (the guest boots meanwhile).
+    #[arg(long, default_value_t = 300)]
+    deadline: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -314,6 +354,37 @@ fn run_doctor(a: &DoctorArgs) -> ExitCode {
     if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
+fn run_interop_host(a: &InteropHostArgs) -> ExitCode {
+    let cable = match parse_port(&format!("frames:{}", a.cable)) {
+        Ok(marrow_softnic::rc::port::PortKind::Frames { bind, peer, ip, .. }) => marrow_interop::host::Cable {
+            bind,
+            peer,
+            ip,
+            pcap: a.pcap.clone(),
+            faults: marrow_softnic::rc::port::WireFaults {
+                seed: a.seed,
+                drop: a.drop,
+                reorder: a.reorder,
+                ..Default::default()
+            },
+        },
+        Ok(_) => unreachable!("a frames: spec parses as frames"),
+        Err(e) => {
+            eprintln!("error: --cable {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let mut o = std::io::stdout();
+    match marrow::interop::host(&cable, a.trace.as_deref(), Duration::from_secs(a.deadline), &mut o) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: marrow interop host: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn parse_u32(s: &str) -> Result<u32, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u32::from_str_radix(h, 16),
@@ -334,6 +405,11 @@ fn main() -> ExitCode {
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
         Cmd::Softnic(a) => run_softnic(&a),
         Cmd::Doctor(a) => run_doctor(&a),
+        Cmd::Interop(InteropCmd::Steps) => {
+            out(&marrow_interop::matrix::render(&marrow_interop::matrix::default_steps()));
+            ExitCode::SUCCESS
+        }
+        Cmd::Interop(InteropCmd::Host(a)) => run_interop_host(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
         Cmd::Bench(BenchCmd::Softnic { runs, wire }) => run_bench_softnic(runs, wire.is_some()),
         Cmd::Bench(BenchCmd::P2p { sweep }) => {
@@ -478,6 +554,7 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
         inject: a.inject,
         wire: a.wire.is_some(),
         pcap: a.pcap.clone(),
+        softnic_exe: std::env::current_exe().ok(),
     };
     let mut o = std::io::stdout().lock();
     match marrow::demo::run(&opts, &mut o) {

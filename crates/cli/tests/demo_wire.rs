@@ -1,5 +1,6 @@
 //! `marrow demo --wire udp --pcap FILE`: the whole demo with B on a second
-//! softnic across RoCEv2, every check passing; tshark dissects every frame
+//! softnic, another process (`marrow softnic`), across RoCEv2, every check
+//! passing; tshark dissects every frame
 //! of the capture as InfiniBand over RoCEv2 with no malformed frame and no
 //! expert error; Python's zlib agrees with every ICRC. And `--pcap` without
 //! a wire is refused before anything runs.
@@ -29,7 +30,11 @@ fn the_demo_over_the_wire_passes_and_tshark_reads_its_capture() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("linked by RoCEv2 over loopback UDP") && text.contains("Checks (all passed)"), "{text}");
+    assert!(text.contains("two softnic processes (B's: `marrow softnic`, pid "), "{text}");
+    // B's trace came from the other process: its receive completions are there.
+    let b_line = text.lines().find(|l| l.contains("B's softnic:")).unwrap_or_default();
     assert!(dir.join("demo.b.trace").exists(), "B's trace is written beside A's");
+    assert!(b_line.contains("CQE writes)") && !b_line.contains("(0 CQE writes)"), "{b_line}");
 
     let p = pcap.to_str().unwrap();
     let ts = Command::new("tshark")

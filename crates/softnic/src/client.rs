@@ -158,6 +158,30 @@ impl Client {
         self.call(&req, &[]).map(|_| ())
     }
 
+    /// A CQ's producer index and whether it overflowed.
+    pub fn query_cq(&mut self, cqn: u32) -> Result<(u32, bool), ClientError> {
+        match self.call(&Request::QueryCq { cqn }, &[])?.0 {
+            Reply::CqState { pi, overflowed } => Ok((pi, overflowed)),
+            r => Err(ClientError::Protocol(format!("{r:?}"))),
+        }
+    }
+
+    /// Start recording a register trace of at most `cap` bytes in the daemon.
+    pub fn enable_trace(&mut self, cap: usize) -> Result<(), ClientError> {
+        self.call(&Request::EnableTrace { cap }, &[]).map(|_| ())
+    }
+
+    /// The daemon's register trace so far.
+    pub fn trace_bytes(&mut self) -> Result<Vec<u8>, ClientError> {
+        let (reply, mut fds) = self.call(&Request::Trace, &[])?;
+        let Reply::Trace { len } = reply else { return Err(ClientError::Protocol(format!("{reply:?}"))) };
+        let fd = fds.pop().ok_or_else(|| ClientError::Protocol("Trace reply without a memfd".into()))?;
+        let shm = Shm::from_file(File::from(fd), len)?;
+        let mut out = vec![0u8; len];
+        shm.region().read_bytes(0, &mut out).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok(out)
+    }
+
     /// A QP's state and how many WQEBBs the device executed.
     pub fn query_qp(&mut self, qpn: u32) -> Result<(QpState, u32), ClientError> {
         match self.call(&Request::QueryQp { qpn }, &[])?.0 {

@@ -122,6 +122,30 @@ fn handle(nic: &SoftNic, req: Request, mut fds: Vec<OwnedFd>, mapped: &mut Vec<A
             Ok(q) => (Reply::QpState { state: q.state as u8, sq_ci: q.sq_ci }, Vec::new()),
             Err(e) => err(e.to_string()),
         },
+        Request::QueryCq { cqn } => match hca.cq(cqn) {
+            Ok(c) => (Reply::CqState { pi: c.pi, overflowed: c.overflowed }, Vec::new()),
+            Err(e) => err(e.to_string()),
+        },
+        Request::EnableTrace { cap } => {
+            drop(hca);
+            nic.enable_trace(cap);
+            (Reply::Ok, Vec::new())
+        }
+        Request::Trace => {
+            drop(hca);
+            let Some(bytes) = nic.trace_bytes() else { return err("no trace is being recorded (EnableTrace)".into()) };
+            let shm = match Shm::create("trace", bytes.len()) {
+                Ok(s) => s,
+                Err(e) => return err(format!("a memfd for the trace: {e}")),
+            };
+            if let Err(e) = shm.region().write_bytes(0, &bytes) {
+                return err(e.to_string());
+            }
+            match shm.fd().try_clone_to_owned() {
+                Ok(fd) => (Reply::Trace { len: bytes.len() }, vec![fd]),
+                Err(e) => err(e.to_string()),
+            }
+        }
         Request::SetFaults { qpn, .. } => match hca.set_faults(qpn, faults.unwrap_or_default()) {
             Ok(()) => (Reply::Ok, Vec::new()),
             Err(e) => err(e.to_string()),

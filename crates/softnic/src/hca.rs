@@ -75,6 +75,9 @@ pub enum HcaError {
     /// Shared memory could not be created.
     #[error("shared memory: {0}")]
     Io(#[from] std::io::Error),
+    /// The softnic daemon holding the other end refused or failed.
+    #[error(transparent)]
+    Daemon(#[from] crate::client::ClientError),
 }
 
 /// Attributes of a QP modification.

@@ -3,6 +3,7 @@
 //! handles. What tests, `marrow demo` and the benchmarks start from.
 
 use crate::SoftNic;
+use crate::client::{Client, ClientError};
 use crate::cq::CqMode;
 use crate::hca::{HcaError, ModifyQp};
 use crate::mr::Access;
@@ -35,6 +36,12 @@ pub struct PairWire {
     /// Whole Ethernet frames between the two sockets (the form QEMU's
     /// `-netdev dgram` uses), with ARP, instead of RoCEv2 datagrams.
     pub frames: bool,
+    /// B's softnic is another process: the daemon listening on this socket
+    /// (`marrow softnic --socket PATH --port udp:IP_B:UDP_PORT`), whose
+    /// port 0 is B's. B's queues and buffer are mapped here from the
+    /// daemon's memfds, as any client maps them; `faults` then apply to
+    /// A's side only.
+    pub b_daemon: Option<std::path::PathBuf>,
 }
 
 impl PairWire {
@@ -50,6 +57,7 @@ impl PairWire {
             pcap: None,
             sq_psn_a: 0xff_fff0,
             frames: false,
+            b_daemon: None,
         }
     }
 }
@@ -114,6 +122,16 @@ pub struct Endpoint {
     /// Remote key.
     pub rkey: u32,
     shm: Arc<Shm>,
+    /// The daemon's mappings behind the queues, when the endpoint's softnic
+    /// is another process.
+    _remote: Option<Arc<RemoteParts>>,
+}
+
+/// The queue and CQ mappings of an endpoint created through the daemon.
+#[derive(Debug)]
+struct RemoteParts {
+    _qp: crate::client::RemoteQp,
+    _cqs: [crate::client::RemoteCq; 2],
 }
 
 impl Endpoint {
@@ -166,8 +184,11 @@ pub enum WaitError {
 pub struct Pair {
     /// The device model (A's, when the pair crosses a wire).
     pub nic: SoftNic,
-    /// B's device model, when the pair crosses a wire.
+    /// B's device model, when the pair crosses a wire in this process.
     pub nic_b: Option<SoftNic>,
+    /// The connection to B's softnic, when it is another process
+    /// ([`PairWire::b_daemon`]).
+    pub client_b: Option<std::sync::Mutex<Client>>,
     /// The requester side in most uses.
     pub a: Endpoint,
     /// The responder side in most uses.
@@ -184,28 +205,74 @@ pub enum Side {
 }
 
 fn endpoint(nic: &SoftNic, pd: crate::mr::Pd, cfg: &PairConfig, name: &str) -> Result<Endpoint, HcaError> {
-    let mut hca = nic.hca();
-    let send_cqn = hca.create_cq(cfg.ncqe, cfg.cq_mode)?;
-    let recv_cqn = hca.create_cq(cfg.ncqe, CqMode::Normal)?;
-    let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() };
-    let qpn = hca.create_qp(pd, send_cqn, recv_cqn, caps)?;
-    let shm = Arc::new(Shm::create(name, cfg.buf_len)?);
-    let buf = shm.region().sub(0, cfg.buf_len).map_err(std::io::Error::other)?;
-    let addr = buf.base_addr() as u64;
-    let (lkey, rkey) = hca.reg_mr(pd, addr, buf, cfg.access);
-    let qp = hca.qp(qpn)?;
-    let m = &qp.mem;
-    let sq = SendQueue::new(m.sq, caps.sq_wqebbs, m.dbrec, m.uar, qpn);
-    let rq = RecvQueue::new(m.rq, caps.rq_wqes, caps.rq_stride as usize, m.dbrec);
-    let scq = {
-        let c = hca.cq(send_cqn)?;
-        CqPoller::new(c.buf, c.ncqe, c.dbrec, c.mode)
-    };
-    let rcq = {
-        let c = hca.cq(recv_cqn)?;
-        CqPoller::new(c.buf, c.ncqe, c.dbrec, c.mode)
-    };
-    Ok(Endpoint { qpn, send_cqn, recv_cqn, sq, scq, rq, rcq, buf, addr, lkey, rkey, shm })
+    Endpoint::create(nic, pd, cfg, name)
+}
+
+impl Endpoint {
+    /// One RC endpoint on `nic` in `pd`, sized by `cfg` (its `wire` and
+    /// `trace` are not used), in RESET: what [`Pair`] makes two of, and what
+    /// a peer that is not a softnic (Linux rxe, rdma-core's tools) is
+    /// connected to with [`Endpoint::connect_wire`].
+    pub fn create(nic: &SoftNic, pd: crate::mr::Pd, cfg: &PairConfig, name: &str) -> Result<Endpoint, HcaError> {
+        let mut hca = nic.hca();
+        let send_cqn = hca.create_cq(cfg.ncqe, cfg.cq_mode)?;
+        let recv_cqn = hca.create_cq(cfg.ncqe, CqMode::Normal)?;
+        let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() };
+        let qpn = hca.create_qp(pd, send_cqn, recv_cqn, caps)?;
+        let shm = Arc::new(Shm::create(name, cfg.buf_len)?);
+        let buf = shm.region().sub(0, cfg.buf_len).map_err(std::io::Error::other)?;
+        let addr = buf.base_addr() as u64;
+        let (lkey, rkey) = hca.reg_mr(pd, addr, buf, cfg.access);
+        let qp = hca.qp(qpn)?;
+        let m = &qp.mem;
+        let sq = SendQueue::new(m.sq, caps.sq_wqebbs, m.dbrec, m.uar, qpn);
+        let rq = RecvQueue::new(m.rq, caps.rq_wqes, caps.rq_stride as usize, m.dbrec);
+        let scq = {
+            let c = hca.cq(send_cqn)?;
+            CqPoller::new(c.buf, c.ncqe, c.dbrec, c.mode)
+        };
+        let rcq = {
+            let c = hca.cq(recv_cqn)?;
+            CqPoller::new(c.buf, c.ncqe, c.dbrec, c.mode)
+        };
+        Ok(Endpoint { qpn, send_cqn, recv_cqn, sq, scq, rq, rcq, buf, addr, lkey, rkey, shm, _remote: None })
+    }
+
+    /// One RC endpoint on the softnic daemon `client` talks to (another
+    /// process), in RESET.
+    pub fn create_remote(client: &mut Client, cfg: &PairConfig, name: &str) -> Result<Endpoint, ClientError> {
+        let pd = client.alloc_pd()?;
+        let scq = client.create_cq(cfg.ncqe, cfg.cq_mode == CqMode::Collapsed)?;
+        let rcq = client.create_cq(cfg.ncqe, false)?;
+        let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() };
+        let qp = client.create_qp(pd, scq.cqn, rcq.cqn, caps)?;
+        let shm = Arc::new(Shm::create(name, cfg.buf_len)?);
+        let (lkey, rkey) = client.reg_mr(pd, &shm, cfg.access)?;
+        let buf = shm.region().sub(0, cfg.buf_len).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok(Endpoint {
+            qpn: qp.qpn,
+            send_cqn: scq.cqn,
+            recv_cqn: rcq.cqn,
+            sq: SendQueue::new(qp.sq, caps.sq_wqebbs, qp.dbrec, qp.uar, qp.qpn),
+            scq: CqPoller::new(scq.buf, scq.ncqe, scq.dbrec, cfg.cq_mode),
+            rq: RecvQueue::new(qp.rq, caps.rq_wqes, caps.rq_stride as usize, qp.dbrec),
+            rcq: CqPoller::new(rcq.buf, rcq.ncqe, rcq.dbrec, CqMode::Normal),
+            addr: buf.base_addr() as u64,
+            buf,
+            lkey,
+            rkey,
+            shm,
+            _remote: Some(Arc::new(RemoteParts { _qp: qp, _cqs: [scq, rcq] })),
+        })
+    }
+
+    /// RESET→INIT→RTR→RTS towards `dest_qpn`, reached over a wire port with `attrs`.
+    pub fn connect_wire(&self, nic: &SoftNic, dest_qpn: u32, attrs: crate::rc::WireAttrs) -> Result<(), HcaError> {
+        let mut hca = nic.hca();
+        hca.modify_qp(self.qpn, ModifyQp::to(QpState::Init))?;
+        hca.modify_qp(self.qpn, ModifyQp { wire: Some(attrs), ..ModifyQp::rtr(dest_qpn) })?;
+        hca.modify_qp(self.qpn, ModifyQp { wire: Some(attrs), ..ModifyQp::to(QpState::Rts) })
+    }
 }
 
 impl Pair {
@@ -239,24 +306,21 @@ impl Pair {
                 hca.modify_qp(me, ModifyQp::to(QpState::Rts))?;
             }
         }
-        Ok(Pair { nic, nic_b: None, a, b })
+        Ok(Pair { nic, nic_b: None, client_b: None, a, b })
     }
 
     fn over_wire(cfg: PairConfig, w: PairWire) -> Result<Pair, HcaError> {
         use crate::rc::port::{PortKind, PortOptions};
         use std::net::SocketAddrV4;
-        let (na, nb) = (SoftNic::new(), SoftNic::new());
+        let na = SoftNic::new();
         if let Some(cap) = cfg.trace {
             na.enable_trace(cap);
-            nb.enable_trace(cap);
         }
-        let (pd_a, pd_b) = (na.hca().alloc_pd(), nb.hca().alloc_pd());
+        let pd_a = na.hca().alloc_pd();
         let a = endpoint(&na, pd_a, &cfg, "buf-a")?;
-        let b = endpoint(&nb, pd_b, &cfg, "buf-b")?;
-        let fb = crate::rc::port::WireFaults { seed: w.faults.seed.wrapping_add(1), ..w.faults };
         let (sa, sb) = (SocketAddrV4::new(w.ip_a, w.udp_port), SocketAddrV4::new(w.ip_b, w.udp_port));
+        let mac = crate::rc::port::udp_mac;
         let (ka, kb) = if w.frames {
-            let mac = |ip: std::net::Ipv4Addr| crate::rc::port::udp_mac(ip);
             (
                 PortKind::Frames { bind: sa, peer: sb, mac: mac(w.ip_a), ip: w.ip_a },
                 PortKind::Frames { bind: sb, peer: sa, mac: mac(w.ip_b), ip: w.ip_b },
@@ -265,7 +329,6 @@ impl Pair {
             (PortKind::Udp { bind: sa }, PortKind::Udp { bind: sb })
         };
         let pa = na.attach_port(ka, PortOptions { pcap: w.pcap.clone(), faults: w.faults })?;
-        let pb = nb.attach_port(kb, PortOptions { pcap: None, faults: fb })?;
         let sq_psn_b = 0x12_3456;
         let attrs_a = crate::rc::WireAttrs {
             port: pa,
@@ -274,23 +337,61 @@ impl Pair {
             rq_psn: sq_psn_b,
             ..w.attrs
         };
-        let attrs_b = crate::rc::WireAttrs {
-            port: pb,
+        let attrs_b = |port| crate::rc::WireAttrs {
+            port,
             dgid: crate::rc::ipv4_mapped(w.ip_a),
             sq_psn: sq_psn_b,
             rq_psn: w.sq_psn_a,
             ..w.attrs
         };
-        for (nic, me, peer, attrs) in [(&na, a.qpn, b.qpn, attrs_a), (&nb, b.qpn, a.qpn, attrs_b)] {
-            let mut hca = nic.hca();
-            hca.modify_qp(me, ModifyQp::to(QpState::Init))?;
-            hca.modify_qp(me, ModifyQp { wire: Some(attrs), ..ModifyQp::rtr(peer) })?;
-            hca.modify_qp(me, ModifyQp { wire: Some(attrs), ..ModifyQp::to(QpState::Rts) })?;
+        if let Some(path) = &w.b_daemon {
+            let mut client = Client::connect(path)?;
+            if let Some(cap) = cfg.trace {
+                client.enable_trace(cap)?;
+            }
+            let b = Endpoint::create_remote(&mut client, &cfg, "buf-b")?;
+            a.connect_wire(&na, b.qpn, attrs_a)?;
+            let wb = attrs_b(0);
+            client.modify_qp(b.qpn, QpState::Init, None)?;
+            client.modify_qp_wire(b.qpn, QpState::Rtr, Some(a.qpn), wb)?;
+            client.modify_qp_wire(b.qpn, QpState::Rts, None, wb)?;
+            return Ok(Pair { nic: na, nic_b: None, client_b: Some(std::sync::Mutex::new(client)), a, b });
         }
-        Ok(Pair { nic: na, nic_b: Some(nb), a, b })
+        let nb = SoftNic::new();
+        if let Some(cap) = cfg.trace {
+            nb.enable_trace(cap);
+        }
+        let pd_b = nb.hca().alloc_pd();
+        let b = endpoint(&nb, pd_b, &cfg, "buf-b")?;
+        let fb = crate::rc::port::WireFaults { seed: w.faults.seed.wrapping_add(1), ..w.faults };
+        let pb = nb.attach_port(kb, PortOptions { pcap: None, faults: fb })?;
+        a.connect_wire(&na, b.qpn, attrs_a)?;
+        b.connect_wire(&nb, a.qpn, attrs_b(pb))?;
+        Ok(Pair { nic: na, nic_b: Some(nb), client_b: None, a, b })
     }
 
-    /// The device model side `s` lives on.
+    /// B's register trace: from B's model here, or from the daemon that is
+    /// B's softnic. `None` when none is recorded.
+    pub fn trace_b(&self) -> Option<Vec<u8>> {
+        if let Some(n) = &self.nic_b {
+            return n.trace_bytes();
+        }
+        let c = self.client_b.as_ref()?;
+        c.lock().unwrap_or_else(|p| p.into_inner()).trace_bytes().ok()
+    }
+
+    /// Start recording B's register trace (A's: `nic.enable_trace`).
+    pub fn enable_trace_b(&self, cap: usize) -> Result<(), HcaError> {
+        if let Some(n) = &self.nic_b {
+            n.enable_trace(cap);
+        }
+        if let Some(c) = &self.client_b {
+            c.lock().unwrap_or_else(|p| p.into_inner()).enable_trace(cap)?;
+        }
+        Ok(())
+    }
+
+    /// The device model side `s` lives on (A's for a B in another process).
     pub fn nic_of(&self, s: Side) -> &SoftNic {
         match (s, &self.nic_b) {
             (Side::B, Some(n)) => n,
@@ -340,9 +441,19 @@ impl Pair {
             let ci = if recv { ep.rcq.ci() } else { ep.scq.ci() };
             (ep.qpn, cqn, ep.sq.pi(), ci)
         };
-        let hca = self.nic_of(s).hca();
-        let (state, sq_ci) = hca.qp(qpn).map(|q| (q.state, q.sq_ci)).unwrap_or((QpState::Err, 0));
-        let (cq_pi, overflowed) = hca.cq(cqn).map(|c| (c.pi, c.overflowed)).unwrap_or((0, false));
+        let ((state, sq_ci), (cq_pi, overflowed)) = match (s, &self.client_b) {
+            (Side::B, Some(c)) => {
+                let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+                (c.query_qp(qpn).unwrap_or((QpState::Err, 0)), c.query_cq(cqn).unwrap_or((0, false)))
+            }
+            _ => {
+                let hca = self.nic_of(s).hca();
+                (
+                    hca.qp(qpn).map(|q| (q.state, q.sq_ci)).unwrap_or((QpState::Err, 0)),
+                    hca.cq(cqn).map(|c| (c.pi, c.overflowed)).unwrap_or((0, false)),
+                )
+            }
+        };
         WaitTimeout {
             waited,
             qpn,

@@ -71,6 +71,18 @@ pub enum Request {
         /// The QP.
         qpn: u32,
     },
+    /// Query a CQ's producer index and overflow flag.
+    QueryCq {
+        /// The CQ.
+        cqn: u32,
+    },
+    /// Start recording a register trace of at most `cap` bytes.
+    EnableTrace {
+        /// Byte cap.
+        cap: usize,
+    },
+    /// The trace so far; the reply carries a memfd holding it.
+    Trace,
     /// Arm faults.
     SetFaults {
         /// The QP.
@@ -130,6 +142,18 @@ pub enum Reply {
         state: u8,
         /// WQEBBs executed.
         sq_ci: u32,
+    },
+    /// A CQ's state.
+    CqState {
+        /// CQEs the device produced.
+        pi: u32,
+        /// Whether it overflowed.
+        overflowed: bool,
+    },
+    /// A trace of `len` bytes, in the memfd passed with the reply.
+    Trace {
+        /// Bytes.
+        len: usize,
     },
     /// Done.
     Ok,

@@ -1,0 +1,87 @@
+//! `marrow interop`: the softnic as the RoCEv2 peer of rdma-core's own
+//! tools running on Linux rxe (in the QEMU guest of `cargo xtask interop
+//! test`, or anywhere a `-netdev dgram` NIC reaches). The logic is in
+//! `marrow-interop`; this prints.
+
+use marrow_interop::InteropError;
+use marrow_interop::host::{Cable, Host};
+use marrow_interop::matrix::{self, Role, Step};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Run marrow's side of every step of the matrix, in order, one line per
+/// step; `Ok(false)` when a step failed.
+pub fn host(
+    cable: &Cable,
+    trace: Option<&Path>,
+    deadline: Duration,
+    out: &mut dyn Write,
+) -> Result<bool, InteropError> {
+    let steps = matrix::default_steps();
+    let listeners = matrix::listeners(&steps)?;
+    let mut host = Host::start(cable)?;
+    if trace.is_some() {
+        host.nic.enable_trace(64 << 20);
+    }
+    let _ = writeln!(
+        out,
+        "marrow interop: softnic at {} (GID ::ffff:{}) on the frame port {} <-> {}; {} steps{}",
+        host.ip,
+        host.ip,
+        cable.bind,
+        cable.peer,
+        steps.len(),
+        cable.pcap.as_ref().map(|p| format!(", capture in {}", p.display())).unwrap_or_default()
+    );
+    let mut all_ok = true;
+    for step in &steps {
+        let l = listeners.iter().find(|(id, _)| *id == step.id).map(|(_, l)| l);
+        let t0 = Instant::now();
+        match matrix::run_step(&mut host, step, l, deadline) {
+            Ok(r) => {
+                let _ = writeln!(
+                    out,
+                    "ok - step {}: {}; {} messages of {} B checked ({} B), QP {:#x} <-> rxe QP {:#x}, {:.2} s",
+                    step.id,
+                    describe(step),
+                    r.checked,
+                    step.size,
+                    r.bytes,
+                    r.local.qpn,
+                    r.peer.qpn,
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            Err(e) => {
+                all_ok = false;
+                let _ = writeln!(out, "not ok - step {}: {}: {e}", step.id, describe(step));
+                let _ = writeln!(out, "#   softnic port: {}", host.counters());
+            }
+        }
+    }
+    let _ = writeln!(out, "# softnic port counters: {}", host.counters());
+    if let Some(t) = trace {
+        let bytes = host.nic.trace_bytes().unwrap_or_default();
+        std::fs::write(t, &bytes).map_err(InteropError::io(format!("writing the trace to {}", t.display())))?;
+        let _ = writeln!(
+            out,
+            "# softnic trace: {} ({} bytes): `marrow trace show {} --errors`",
+            t.display(),
+            bytes.len(),
+            t.display()
+        );
+    }
+    Ok(all_ok)
+}
+
+/// `ibv_rc_pingpong -s 4096 -n 100 -m 1024 (guest client)`.
+pub fn describe(s: &Step) -> String {
+    format!(
+        "ibv_rc_pingpong -s {} -n {} -m {} (guest {})",
+        s.size,
+        s.iters,
+        s.mtu,
+        if s.guest == Role::Client { "client" } else { "server" }
+    )
+}

@@ -1,0 +1,336 @@
+//! `cargo xtask interop test`: the softnic against Linux Soft-RoCE (rxe)
+//! and rdma-core's own tools, in the kernel `cargo xtask kmod` builds.
+//!
+//! 1. the kernel: the kmod test's (its config carries the InfiniBand core,
+//!    user verbs, rxe and virtio-net), cached the same way;
+//! 2. Debian's `ibverbs-utils`, `perftest`, `ibverbs-providers` and
+//!    `iproute2`, installed on the host; the guest root takes their programs,
+//!    the rxe provider and its driver file, and every shared library `ldd`
+//!    names, beside busybox-static (cached by a hash of the file list);
+//! 3. the guest's script (`interop/guest/init`) and the steps, from `marrow
+//!    interop steps`, in the initramfs;
+//! 4. the host: `marrow interop host` with the softnic's frame port on a UDP
+//!    socket, and QEMU with two virtio-net NICs: the RoCE NIC on
+//!    `-netdev dgram` whose far end is that socket, and a user-mode NIC for
+//!    the tools' TCP exchange (the guest reaches the host at 10.0.2.2;
+//!    the host reaches guest servers through `hostfwd`);
+//! 5. the report: each step's line from both ends, rxe's counters (none of
+//!    the error, retry or duplicate counters may move on a clean run), the
+//!    softnic port's counters (no ICRC failure), and tshark's verdict on the
+//!    capture of the whole run (no malformed packet, no expert error).
+
+use crate::kmod::{self, BuildArgs, Timings};
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Debian packages whose programs the guest runs.
+const GUEST_PACKAGES: &[&str] = &["ibverbs-utils", "perftest", "ibverbs-providers", "iproute2", "libibverbs1"];
+/// The programs, from those packages.
+const GUEST_PROGRAMS: &[&str] = &[
+    "/usr/bin/ibv_rc_pingpong",
+    "/usr/bin/ibv_devinfo",
+    "/usr/bin/ibv_devices",
+    "/usr/bin/ib_send_bw",
+    "/usr/bin/ib_write_bw",
+    "/usr/bin/ib_read_bw",
+    "/usr/bin/ib_atomic_bw",
+    "/usr/bin/ib_write_lat",
+    "/usr/bin/ib_read_lat",
+    "/usr/bin/rdma",
+];
+/// rxe's user-space provider and the file that makes libibverbs load it.
+const GUEST_PROVIDER: &[&str] =
+    &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"];
+/// Applets the guest's script uses, beyond the kmod guest's.
+const APPLETS: &[&str] = &["ip", "timeout", "tr", "head", "basename", "poweroff", "mkdir", "seq"];
+/// rxe counters that must stay 0 on a clean run.
+const RXE_CLEAN: &[&str] = &[
+    "duplicate_request",
+    "out_of_seq_request",
+    "rcvd_seq_err",
+    "retry_exceeded_err",
+    "retry_rnr_exceeded_err",
+    "completer_retry_err",
+    "send_err",
+    "rcvd_rnr_err",
+    "send_rnr_err",
+];
+/// The guest run's limit before QEMU is killed.
+const QEMU_TIMEOUT: Duration = Duration::from_secs(1500);
+
+#[derive(clap::Subcommand)]
+pub enum InteropCmd {
+    /// Build the kernel (cached), the guest root and the initramfs, boot
+    /// QEMU and run the matrix against `marrow interop host`.
+    Test(BuildArgs),
+}
+
+pub fn run(cmd: InteropCmd) -> Result<()> {
+    match cmd {
+        InteropCmd::Test(a) => {
+            let mut t = Timings::default();
+            let k = kmod::build_kernel(&a, &mut t)?;
+            let work = crate::repo_root().join("target/interop");
+            std::fs::create_dir_all(work.join("logs"))?;
+            t.time("guest packages (Debian bookworm)", || guest_packages(a.no_apt))?;
+            let marrow = t.time("marrow (debug build)", || marrow_binary(&work))?;
+            let initramfs = t.time("guest root and initramfs", || initramfs(&work, &marrow))?;
+            test(&work, &k.kb.join("arch/x86/boot/bzImage"), &initramfs, &marrow, &mut t)
+        }
+    }
+}
+
+fn guest_packages(no_apt: bool) -> Result<()> {
+    let missing: Vec<&str> = GUEST_PACKAGES.iter().copied().filter(|p| !kmod::installed(p)).collect();
+    if missing.is_empty() {
+        println!("   guest packages present");
+        return Ok(());
+    }
+    let root = kmod::is_root();
+    if no_apt || (!root && !kmod::which("sudo")) {
+        bail!("missing Debian packages {missing:?}; install them as root");
+    }
+    let apt = || {
+        let mut c = if root { Command::new("apt-get") } else { Command::new("sudo") };
+        if !root {
+            c.args(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
+        }
+        c.env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    println!("   installing {missing:?}");
+    kmod::sh(apt().args(["update", "-qq"]))?;
+    kmod::sh(apt().args(["install", "-y", "-qq", "--no-install-recommends"]).args(&missing))
+}
+
+fn marrow_binary(work: &Path) -> Result<PathBuf> {
+    let root = crate::repo_root();
+    kmod::sh_logged(
+        Command::new("cargo").args(["build", "--locked", "-p", "marrow"]).current_dir(&root),
+        &work.join("logs/marrow-build.log"),
+    )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    Ok(target.join("debug/marrow"))
+}
+
+/// Every shared library `ldd` lists for `file`, and the dynamic loader.
+fn libraries(file: &str, into: &mut BTreeSet<String>) -> Result<()> {
+    let text = kmod::output(Command::new("ldd").arg(file))?;
+    for l in text.lines() {
+        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
+        let path = l.split("=>").nth(1).unwrap_or(l).split_whitespace().next().unwrap_or("");
+        if path.starts_with('/') {
+            into.insert(path.to_string());
+        }
+    }
+    Ok(())
+}
+
+fn copy_into(root: &Path, file: &str) -> Result<()> {
+    let src = Path::new(file);
+    let real = std::fs::canonicalize(src).with_context(|| format!("{file} (is its Debian package installed?)"))?;
+    let dst = root.join(file.trim_start_matches('/'));
+    std::fs::create_dir_all(dst.parent().expect("absolute path"))?;
+    std::fs::copy(&real, &dst).with_context(|| format!("copying {}", real.display()))?;
+    Ok(())
+}
+
+fn initramfs(work: &Path, marrow: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let root = crate::repo_root();
+    let dir = work.join("guest-root");
+    let _ = std::fs::remove_dir_all(&dir);
+    for d in ["bin", "dev", "etc", "proc", "sys", "tmp", "lib64", "usr/bin"] {
+        std::fs::create_dir_all(dir.join(d))?;
+    }
+    std::fs::set_permissions(dir.join("tmp"), std::fs::Permissions::from_mode(0o1777))?;
+    std::fs::copy("/bin/busybox", dir.join("bin/busybox")).context("busybox-static")?;
+    let applets: BTreeSet<&str> = kmod::APPLETS.iter().chain(APPLETS).copied().collect();
+    for a in applets {
+        std::os::unix::fs::symlink("busybox", dir.join("bin").join(a))?;
+    }
+    let mut libs = BTreeSet::new();
+    for f in GUEST_PROGRAMS.iter().chain(GUEST_PROVIDER) {
+        copy_into(&dir, f)?;
+        if f.contains("/bin/") || f.ends_with(".so") {
+            libraries(f, &mut libs)?;
+        }
+    }
+    for l in &libs {
+        copy_into(&dir, l)?;
+    }
+    std::fs::write(dir.join("etc/passwd"), "root:x:0:0:root:/:/bin/sh\n")?;
+    std::fs::write(dir.join("etc/group"), "root:x:0:\n")?;
+    std::fs::write(dir.join("etc/hosts"), "127.0.0.1 localhost\n")?;
+    std::fs::copy(root.join("interop/guest/init"), dir.join("init"))?;
+    std::fs::set_permissions(dir.join("init"), std::fs::Permissions::from_mode(0o755))?;
+    let steps = kmod::output(Command::new(marrow).args(["interop", "steps"]))?;
+    std::fs::write(dir.join("steps"), steps)?;
+    println!("   guest root: {} programs, {} libraries", GUEST_PROGRAMS.len(), libs.len());
+    let out = work.join("initramfs.cpio");
+    let f = std::fs::File::create(&out)?;
+    kmod::sh(
+        Command::new("sh")
+            .arg("-c")
+            .arg("find . -print0 | cpio --null -o -H newc --owner=0:0 --quiet")
+            .current_dir(&dir)
+            .stdout(f),
+    )?;
+    Ok(out)
+}
+
+/// The `counter NAME VALUE` lines the guest prints.
+fn rxe_counters(log: &str) -> Vec<(String, u64)> {
+    log.lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("counter ")?.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn tshark_verdict(pcap: &Path) -> Result<(usize, usize)> {
+    if !kmod::which("tshark") {
+        bail!("tshark is not installed (scripts/install-test-deps.sh installs it)");
+    }
+    let count = |filter: &str| -> Result<usize> {
+        let out = kmod::output(Command::new("tshark").arg("-r").arg(pcap).args([
+            "-Y",
+            filter,
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ]))?;
+        Ok(out.lines().filter(|l| !l.trim().is_empty()).count())
+    };
+    Ok((count("frame")?, count("_ws.malformed || _ws.expert.severity >= error")?))
+}
+
+fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Timings) -> Result<()> {
+    let run = work.join("run");
+    std::fs::create_dir_all(&run)?;
+    let pcap = run.join("interop.pcap");
+    let trace = run.join("interop.trace");
+    let serial = run.join("serial.log");
+    // Two UDP ports on loopback for the cable, per process so runs side by side do not meet.
+    let base = 42000 + (std::process::id() % 1000) as u16 * 2;
+    let (softnic_port, qemu_port) = (base, base + 1);
+    let (accel, why) = kmod::accelerator();
+    println!("== interop: accelerator: {why}");
+    let mut host = kmod::spawn_watched(
+        Command::new(marrow)
+            .args(["interop", "host", "--cable"])
+            .arg(format!("127.0.0.1:{softnic_port},127.0.0.1:{qemu_port},10.77.0.1"))
+            .arg("--pcap")
+            .arg(&pcap)
+            .arg("--trace")
+            .arg(&trace),
+        "[host marrow] ",
+    )?;
+    let steps = kmod::output(Command::new(marrow).args(["interop", "steps"]))?;
+    let mut fwd = String::new();
+    for l in steps.lines() {
+        let mut w = l.split_whitespace();
+        let (Some(id), Some(_), Some("server")) = (w.next(), w.next(), w.next()) else { continue };
+        let id: u16 = id.parse()?;
+        fwd.push_str(&format!(",hostfwd=tcp:127.0.0.1:{}-:{}", 18700 + id, 18600 + id));
+    }
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args(["-accel", accel, "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
+        .arg("-kernel")
+        .arg(bzimage)
+        .arg("-initrd")
+        .arg(initramfs)
+        .args(["-append", "console=ttyS0 panic=-1"])
+        .arg("-netdev")
+        .arg(format!(
+            "dgram,id=roce,local.type=inet,local.host=127.0.0.1,local.port={qemu_port},\
+             remote.type=inet,remote.host=127.0.0.1,remote.port={softnic_port}"
+        ))
+        .args(["-device", "virtio-net-pci,netdev=roce,mac=52:54:00:4d:00:02,addr=0x5"])
+        .arg("-netdev")
+        .arg(format!("user,id=oob,net=10.0.2.0/24,restrict=off{fwd}"))
+        .args(["-device", "virtio-net-pci,netdev=oob,mac=52:54:00:4d:01:02,addr=0x6"]);
+    if accel == "kvm" {
+        qemu.args(["-cpu", "host"]);
+    }
+    let status = t.time(&format!("QEMU ({accel}): boot, rxe, the matrix, power off"), || {
+        let f = std::fs::File::create(&serial)?;
+        let mut child = qemu.stdin(Stdio::null()).stdout(f.try_clone()?).stderr(f).spawn().context("starting QEMU")?;
+        kmod::wait_timeout(&mut child, QEMU_TIMEOUT)
+    })?;
+    let host_status = kmod::wait_timeout(&mut host.child, Duration::from_secs(10))?;
+    let log = std::fs::read_to_string(&serial).unwrap_or_default();
+    println!("---- guest serial console ({})", serial.display());
+    print!("{log}");
+    println!("---- end of guest serial console");
+
+    let host_lines = host.lines.lock().expect("not poisoned").clone();
+    let mut problems = Vec::new();
+    let mut passed = 0;
+    for l in log.lines().chain(host_lines.iter().map(String::as_str)) {
+        if l.starts_with("ok - ") {
+            passed += 1;
+        } else if l.starts_with("not ok - ") {
+            problems.push(l.to_string());
+        }
+    }
+    match status {
+        Some(s) if s.success() => {}
+        Some(s) => problems.push(format!("QEMU exited with {s}")),
+        None => problems.push(format!("QEMU did not finish within {} s (killed)", QEMU_TIMEOUT.as_secs())),
+    }
+    if !matches!(host_status, Some(s) if s.success()) {
+        problems.push(format!("marrow interop host: {host_status:?} (its lines above)"));
+    }
+    let counters = rxe_counters(&log);
+    if counters.is_empty() {
+        problems.push("the guest printed no rxe counters".into());
+    }
+    for (name, v) in &counters {
+        if RXE_CLEAN.contains(&name.as_str()) && *v != 0 {
+            problems.push(format!("rxe counter {name} = {v} on a clean run"));
+        }
+    }
+    for l in host_lines.iter().filter_map(|l| l.strip_prefix("# softnic port counters: ")) {
+        if !l.contains("\"rx_bad_icrc\":0") {
+            problems.push(format!("softnic port counters show ICRC failures: {l}"));
+        }
+    }
+    let for_kernel = |l: &&str| !(l.starts_with("ok - ") || l.starts_with("not ok - ") || l.starts_with('#'));
+    for l in log.lines().filter(for_kernel) {
+        if kmod::KERNEL_BAD.iter().any(|b| l.contains(b)) {
+            problems.push(format!("kernel console: {l}"));
+        }
+    }
+    match tshark_verdict(&pcap) {
+        Ok((frames, 0)) if frames > 0 => {
+            passed += 1;
+            println!("ok - tshark: {frames} frames in {}, none malformed, no expert error", pcap.display());
+        }
+        Ok((frames, bad)) => problems.push(format!("tshark: {bad} of {frames} frames malformed or in error")),
+        Err(e) => problems.push(format!("tshark: {e}")),
+    }
+    let summary = format!(
+        "interop test: {passed} passed, {} problem(s); accelerator {accel}; serial log {}, capture {}, softnic trace {}",
+        problems.len(),
+        serial.display(),
+        pcap.display(),
+        trace.display()
+    );
+    std::fs::write(run.join("timings.txt"), format!("{}{summary}\n", t.text()))?;
+    t.print();
+    println!("rxe counters: {}", counters.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" "));
+    for p in &problems {
+        println!("problem: {p}");
+    }
+    println!("{summary}");
+    if !problems.is_empty() || passed == 0 {
+        bail!("interop test failed: {} problem(s)", problems.len());
+    }
+    Ok(())
+}
