@@ -45,7 +45,7 @@ const GUEST_PROGRAMS: &[&str] = &[
 const GUEST_PROVIDER: &[&str] =
     &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"];
 /// Applets the guest's script uses, beyond the kmod guest's.
-const APPLETS: &[&str] = &["ip", "timeout", "tr", "head", "basename", "poweroff", "mkdir", "seq"];
+const APPLETS: &[&str] = &["ip", "timeout", "tr", "head", "basename", "mkdir", "seq"];
 /// rxe counters that must stay 0 on a clean run.
 const RXE_CLEAN: &[&str] = &[
     "duplicate_request",
@@ -192,22 +192,45 @@ fn rxe_counters(log: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-fn tshark_verdict(pcap: &Path) -> Result<(usize, usize)> {
+/// Frames tshark dissects as InfiniBand, and those it finds malformed or
+/// in error in the layers marrow wrote (Ethernet to the BTH and its
+/// extension headers). SEND payloads are the tools' bytes: tshark's
+/// heuristics try them as RPC-over-RDMA or, when a short payload's pad
+/// bytes are zero, as an IPoIB EtherType, and report the application bytes
+/// malformed; an error in a layer after `infiniband` is that, not ours.
+fn tshark_verdict(pcap: &Path) -> Result<(usize, Vec<String>)> {
     if !kmod::which("tshark") {
         bail!("tshark is not installed (scripts/install-test-deps.sh installs it)");
     }
-    let count = |filter: &str| -> Result<usize> {
-        let out = kmod::output(Command::new("tshark").arg("-r").arg(pcap).args([
-            "-Y",
-            filter,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ]))?;
-        Ok(out.lines().filter(|l| !l.trim().is_empty()).count())
-    };
-    Ok((count("frame")?, count("_ws.malformed || _ws.expert.severity >= error")?))
+    let out = kmod::output(Command::new("tshark").arg("-r").arg(pcap).args([
+        "--disable-protocol",
+        "rpcordma",
+        "-Y",
+        "infiniband",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+        "-e",
+        "frame.protocols",
+        "-e",
+        "_ws.malformed",
+        "-e",
+        "_ws.expert.severity",
+    ]))?;
+    let mut frames = 0;
+    let mut bad = Vec::new();
+    for l in out.lines().filter(|l| !l.trim().is_empty()) {
+        frames += 1;
+        let f: Vec<&str> = l.split('\t').collect();
+        let protocols = f.get(1).copied().unwrap_or("");
+        let flagged = f.get(2).is_some_and(|m| !m.is_empty())
+            || f.get(3).is_some_and(|s| s.split(',').any(|v| v.parse::<u32>().is_ok_and(|v| v >= 0x0080_0000)));
+        if flagged && protocols.ends_with(":infiniband") {
+            bad.push(format!("frame {}: {protocols}", f[0]));
+        }
+    }
+    Ok((frames, bad))
 }
 
 fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Timings) -> Result<()> {
@@ -308,11 +331,18 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
         }
     }
     match tshark_verdict(&pcap) {
-        Ok((frames, 0)) if frames > 0 => {
+        Ok((frames, bad)) if frames > 0 && bad.is_empty() => {
             passed += 1;
-            println!("ok - tshark: {frames} frames in {}, none malformed, no expert error", pcap.display());
+            println!(
+                "ok - tshark: {frames} InfiniBand frames in {}, none malformed or in error in their headers",
+                pcap.display()
+            );
         }
-        Ok((frames, bad)) => problems.push(format!("tshark: {bad} of {frames} frames malformed or in error")),
+        Ok((frames, bad)) => problems.push(format!(
+            "tshark: {} of {frames} InfiniBand frames malformed or in error: {}",
+            bad.len(),
+            bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+        )),
         Err(e) => problems.push(format!("tshark: {e}")),
     }
     let summary = format!(

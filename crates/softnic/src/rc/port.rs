@@ -98,6 +98,10 @@ pub struct PortStats {
     pub rx_bad_icrc: AtomicU64,
     /// Received and dropped: not a RoCEv2 packet this model accepts.
     pub rx_malformed: AtomicU64,
+    /// Received and ignored: well-formed traffic that is not RoCEv2 or ARP
+    /// (a guest's IPv6 neighbour discovery, other EtherTypes, protocols or
+    /// UDP ports).
+    pub rx_not_roce: AtomicU64,
     /// Received and dropped: no QP of this port is connected to the sender.
     pub rx_no_qp: AtomicU64,
     /// ARP replies sent.
@@ -117,6 +121,7 @@ impl PortStats {
             rx: g(&self.rx),
             rx_bad_icrc: g(&self.rx_bad_icrc),
             rx_malformed: g(&self.rx_malformed),
+            rx_not_roce: g(&self.rx_not_roce),
             rx_no_qp: g(&self.rx_no_qp),
             arp_replies: g(&self.arp_replies),
             tx_errors: g(&self.tx_errors),
@@ -137,6 +142,7 @@ pub struct PortCounters {
     pub rx: u64,
     pub rx_bad_icrc: u64,
     pub rx_malformed: u64,
+    pub rx_not_roce: u64,
     pub rx_no_qp: u64,
     pub arp_replies: u64,
     pub tx_errors: u64,
@@ -403,7 +409,12 @@ pub fn receive<'a>(
 ) -> Option<Incoming<'a>> {
     stats.rx.fetch_add(1, Ordering::Relaxed);
     let bad = |e: &frame::FrameError| {
-        let c = if matches!(e, frame::FrameError::Icrc { .. }) { &stats.rx_bad_icrc } else { &stats.rx_malformed };
+        use frame::FrameError as E;
+        let c = match e {
+            E::Icrc { .. } => &stats.rx_bad_icrc,
+            E::EtherType(_) | E::Protocol(_) | E::NotRoce(_) => &stats.rx_not_roce,
+            _ => &stats.rx_malformed,
+        };
         c.fetch_add(1, Ordering::Relaxed);
     };
     match *kind {
