@@ -31,3 +31,8 @@ cargo test --workspace --locked
 # 2 cores), cached in target/kmod; each later run takes about 15 s.
 echo "== cargo xtask kmod test"
 cargo xtask kmod test
+# The softnic against Linux Soft-RoCE (rxe) and rdma-core's own tools
+# (ibv_rc_pingpong, perftest) in that same kernel under QEMU (docs/INTEROP.md).
+# Reuses the kernel above; installs the tools' Debian packages for the guest.
+echo "== cargo xtask interop test"
+cargo xtask interop test

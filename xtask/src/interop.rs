@@ -182,15 +182,21 @@ fn initramfs(work: &Path, marrow: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// The `counter NAME VALUE` lines the guest prints.
-fn rxe_counters(log: &str) -> Vec<(String, u64)> {
+/// The `counter LABEL NAME VALUE` lines the guest prints under `label`.
+fn rxe_counters(log: &str, label: &str) -> Vec<(String, u64)> {
     log.lines()
         .filter_map(|l| {
             let mut w = l.strip_prefix("counter ")?.split_whitespace();
+            (w.next()? == label).then_some(())?;
             Some((w.next()?.to_string(), w.next()?.parse().ok()?))
         })
         .collect()
 }
+
+/// rxe counters that move when the wire loses or reorders packets: the
+/// responder's duplicates and out-of-sequence requests, the requester's
+/// sequence NAKs and retries.
+const RXE_RECOVERY: &[&str] = &["duplicate_request", "out_of_seq_request", "rcvd_seq_err", "completer_retry_err"];
 
 /// Frames tshark dissects as InfiniBand, and those it finds malformed or
 /// in error in the layers marrow wrote (Ethernet to the BTH and its
@@ -231,6 +237,35 @@ fn tshark_verdict(pcap: &Path) -> Result<(usize, Vec<String>)> {
         }
     }
     Ok((frames, bad))
+}
+
+/// The kernel's warnings in the guest's console, each with the 40 lines
+/// after it: those whose trace runs through rxe (`rxe_*` frames), and the
+/// rest. Linux 7.3's rxe takes `qp->state_lock` without disabling softirqs
+/// in `rxe_receiver` after taking it from softirq in `rxe_rcv`; lockdep
+/// reports that once an error path runs (the wrong-rkey step). That is the
+/// kernel's, reported, not failed on; anything else fails the run.
+fn kernel_reports(log: &str) -> (Vec<String>, Vec<String>) {
+    let lines: Vec<&str> = log.lines().collect();
+    let (mut ours, mut rxe) = (Vec::new(), Vec::new());
+    let mut skip_to = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let body = l.strip_prefix("kernel: ").unwrap_or(l);
+        if i < skip_to || body.starts_with("ok - ") || body.starts_with("not ok - ") || body.starts_with('#') {
+            continue;
+        }
+        if kmod::KERNEL_BAD.iter().any(|b| body.contains(b)) {
+            let block = &lines[i..(i + 40).min(lines.len())];
+            skip_to = i + block.len();
+            let text = body.trim().to_string();
+            if block.iter().any(|b| b.contains(" rxe_") || b.contains("+0x") && b.contains("rxe_")) {
+                rxe.push(text);
+            } else {
+                ours.push(text);
+            }
+        }
+    }
+    (ours, rxe)
 }
 
 fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Timings) -> Result<()> {
@@ -310,25 +345,38 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
     if !matches!(host_status, Some(s) if s.success()) {
         problems.push(format!("marrow interop host: {host_status:?} (its lines above)"));
     }
-    let counters = rxe_counters(&log);
-    if counters.is_empty() {
-        problems.push("the guest printed no rxe counters".into());
+    let clean = rxe_counters(&log, "clean");
+    let faulty = rxe_counters(&log, "faults");
+    if clean.is_empty() || faulty.is_empty() {
+        problems.push("the guest did not print rxe's counters after the clean and the faulty steps".into());
     }
-    for (name, v) in &counters {
+    for (name, v) in &clean {
         if RXE_CLEAN.contains(&name.as_str()) && *v != 0 {
-            problems.push(format!("rxe counter {name} = {v} on a clean run"));
+            problems.push(format!("rxe counter {name} = {v} after the clean steps"));
         }
     }
-    for l in host_lines.iter().filter_map(|l| l.strip_prefix("# softnic port counters: ")) {
+    let delta = |name: &str| {
+        let get = |c: &[(String, u64)]| c.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+        get(&faulty).saturating_sub(get(&clean))
+    };
+    let recovered: u64 = RXE_RECOVERY.iter().map(|n| delta(n)).sum();
+    if !faulty.is_empty() && recovered == 0 {
+        problems.push("with the wire faults on, no rxe recovery counter moved: were the faults applied?".into());
+    }
+    for n in ["retry_exceeded_err", "retry_rnr_exceeded_err"] {
+        if delta(n) != 0 {
+            problems.push(format!("rxe counter {n} moved by {} with the wire faults on", delta(n)));
+        }
+    }
+    for l in host_lines.iter().filter_map(|l| l.split_once("# softnic port counters: ").map(|x| x.1)) {
         if !l.contains("\"rx_bad_icrc\":0") {
             problems.push(format!("softnic port counters show ICRC failures: {l}"));
         }
     }
-    let for_kernel = |l: &&str| !(l.starts_with("ok - ") || l.starts_with("not ok - ") || l.starts_with('#'));
-    for l in log.lines().filter(for_kernel) {
-        if kmod::KERNEL_BAD.iter().any(|b| l.contains(b)) {
-            problems.push(format!("kernel console: {l}"));
-        }
+    let (ours, rxes) = kernel_reports(&log);
+    problems.extend(ours.into_iter().map(|r| format!("kernel: {r}")));
+    for r in &rxes {
+        println!("note: a kernel report inside Linux rxe's own code, not marrow's (its error path under lockdep): {r}");
     }
     match tshark_verdict(&pcap) {
         Ok((frames, bad)) if frames > 0 && bad.is_empty() => {
@@ -354,7 +402,13 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
     );
     std::fs::write(run.join("timings.txt"), format!("{}{summary}\n", t.text()))?;
     t.print();
-    println!("rxe counters: {}", counters.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" "));
+    let line = |c: &[(String, u64)]| c.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ");
+    println!("rxe counters after the clean steps: {}", line(&clean));
+    println!("rxe counters after the faulty steps: {}", line(&faulty));
+    println!(
+        "rxe recovery with the faults on: {}",
+        RXE_RECOVERY.iter().map(|n| format!("{n} +{}", delta(n))).collect::<Vec<_>>().join(", ")
+    );
     for p in &problems {
         println!("problem: {p}");
     }

@@ -5,7 +5,8 @@
 
 use marrow_interop::InteropError;
 use marrow_interop::host::{Cable, Host};
-use marrow_interop::matrix::{self, Role, Step};
+use marrow_interop::matrix::{self, Role, Step, Tool};
+use marrow_interop::perftest::Test;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -38,18 +39,20 @@ pub fn host(
     for step in &steps {
         let l = listeners.iter().find(|(id, _)| *id == step.id).map(|(_, l)| l);
         let t0 = Instant::now();
+        host.set_faults(step.faults)?;
         match matrix::run_step(&mut host, step, l, deadline) {
+            Ok(r) if step.tool == Tool::Counters => {
+                let _ = writeln!(out, "# step {}: {}; softnic port {}", step.id, r.what, host.counters());
+            }
             Ok(r) => {
                 let _ = writeln!(
                     out,
-                    "ok - step {}: {}; {} messages of {} B checked ({} B), QP {:#x} <-> rxe QP {:#x}, {:.2} s",
+                    "ok - step {}: {}: {}; QP {:#x} <-> rxe QP {:#x}, {:.2} s",
                     step.id,
                     describe(step),
-                    r.checked,
-                    step.size,
-                    r.bytes,
-                    r.local.qpn,
-                    r.peer.qpn,
+                    r.what,
+                    r.qpns.0,
+                    r.qpns.1,
                     t0.elapsed().as_secs_f64()
                 );
             }
@@ -75,13 +78,29 @@ pub fn host(
     Ok(all_ok)
 }
 
-/// `ibv_rc_pingpong -s 4096 -n 100 -m 1024 (guest client)`.
+/// `ibv_rc_pingpong -s 4096 -n 100 -m 1024 (guest client)`: the guest's command, in short.
 pub fn describe(s: &Step) -> String {
-    format!(
-        "ibv_rc_pingpong -s {} -n {} -m {} (guest {})",
-        s.size,
-        s.iters,
-        s.mtu,
-        if s.guest == Role::Client { "client" } else { "server" }
-    )
+    let tool = match s.tool {
+        Tool::RcPingpong => format!("ibv_rc_pingpong -s {} -n {} -m {}", s.size, s.iters, s.mtu),
+        Tool::Perftest(Test::AtomicFa) => format!("ib_atomic_bw -A FETCH_AND_ADD -n {} -m {}", s.iters, s.mtu),
+        Tool::Perftest(Test::AtomicCs) => format!("ib_atomic_bw -A CMP_AND_SWAP -n {} -m {}", s.iters, s.mtu),
+        Tool::Perftest(Test::WriteLat) => format!("ib_write_lat -s {} -n {} -m {}", s.size, s.iters, s.mtu),
+        Tool::Perftest(Test::ReadLat) => format!("ib_read_lat -s {} -n {} -m {}", s.size, s.iters, s.mtu),
+        Tool::Perftest(t) => format!("ib_{}_bw -s {} -n {} -m {}", test_name(t), s.size, s.iters, s.mtu),
+        Tool::WriteDenied => format!("ib_write_bw -s {} to a softnic buffer without remote write", s.size),
+        Tool::WriteBadRkey => format!("ib_write_bw -s {}, marrow writing with a wrong rkey", s.size),
+        Tool::Counters => "rxe counters".into(),
+    };
+    let faults = if s.faults { ", softnic wire faults on" } else { "" };
+    format!("{tool} (guest {}{faults})", if s.guest == Role::Client { "client" } else { "server" })
+}
+
+fn test_name(t: Test) -> &'static str {
+    match t {
+        Test::WriteBw => "write",
+        Test::ReadBw => "read",
+        Test::SendBw => "send",
+        Test::AtomicFa | Test::AtomicCs => "atomic",
+        Test::WriteLat | Test::ReadLat => "lat",
+    }
 }

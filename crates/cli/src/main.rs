@@ -73,11 +73,11 @@ struct InteropHostArgs {
     /// Write the softnic's register trace here at the end.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// Drop this fraction of the packets the softnic sends.
-    #[arg(long, default_value_t = 0.0)]
+    /// In the steps with wire faults: drop this fraction of the packets the softnic sends.
+    #[arg(long, default_value_t = 0.01)]
     drop: f64,
-    /// Reorder this fraction of the packets the softnic sends.
-    #[arg(long, default_value_t = 0.0)]
+    /// In the steps with wire faults: reorder this fraction of the packets the softnic sends.
+    #[arg(long, default_value_t = 0.01)]
     reorder: f64,
     /// Seed of the fault generator.
     #[arg(long, default_value_t = 1)]

@@ -5,13 +5,26 @@
 use crate::InteropError;
 use marrow_mlx5::cqe::Completion;
 use marrow_softnic::SoftNic;
-use marrow_softnic::mr::Pd;
+use marrow_softnic::mr::{Access, Pd};
 use marrow_softnic::pair::{Endpoint, PairConfig};
 use marrow_softnic::rc::WireAttrs;
 use marrow_softnic::rc::port::{PortKind, PortOptions, WireFaults, udp_mac};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// Bytes a QP sends beyond the last acknowledged. A burst to the guest
+/// waits in QEMU's datagram socket (the host's default receive buffer,
+/// about 200 KiB, each frame charged about twice its size) until the
+/// virtio-net ring takes it; a longer burst is dropped there, and every
+/// resend of it the same way, until the QP ends in TRANSPORT_RETRY_EXC_ERR
+/// (seen with the default window and 64 KiB messages).
+pub const SEND_WINDOW_BYTES: u32 = 64 << 10;
+
+/// The send window, in packets of `mtu` bytes, for [`SEND_WINDOW_BYTES`].
+pub fn send_window(mtu: u32) -> u32 {
+    (SEND_WINDOW_BYTES / mtu.max(1)).max(16)
+}
 
 /// Where the frame port sits.
 #[derive(Clone, Debug)]
@@ -24,7 +37,7 @@ pub struct Cable {
     pub ip: Ipv4Addr,
     /// Capture every frame here.
     pub pcap: Option<PathBuf>,
-    /// Faults on what the softnic sends.
+    /// Faults on what the softnic sends, in the steps that ask for them.
     pub faults: WireFaults,
 }
 
@@ -38,6 +51,7 @@ pub struct Host {
     port: u32,
     pd: Pd,
     made: u32,
+    faults: WireFaults,
 }
 
 impl Host {
@@ -46,11 +60,17 @@ impl Host {
         let mut nic = SoftNic::new();
         let kind = PortKind::Frames { bind: cable.bind, peer: cable.peer, mac: udp_mac(cable.ip), ip: cable.ip };
         let port = nic
-            .attach_port(kind, PortOptions { pcap: cable.pcap.clone(), faults: cable.faults })
+            .attach_port(kind, PortOptions { pcap: cable.pcap.clone(), faults: WireFaults::default() })
             .map_err(InteropError::io(format!("attaching the frame port on {}", cable.bind)))?;
         nic.start(1);
         let pd = nic.hca().alloc_pd();
-        Ok(Host { nic, ip: cable.ip, port, pd, made: 0 })
+        Ok(Host { nic, ip: cable.ip, port, pd, made: 0, faults: cable.faults })
+    }
+
+    /// Turn the cable's wire faults on or off.
+    pub fn set_faults(&self, on: bool) -> Result<(), InteropError> {
+        let f = if on { self.faults } else { WireFaults::default() };
+        self.nic.set_port_faults(self.port, f).map_err(|e| InteropError::Setup(e.to_string()))
     }
 
     /// The softnic's GID: `::ffff:` and its IPv4 address.
@@ -58,19 +78,36 @@ impl Host {
         marrow_softnic::rc::ipv4_mapped(self.ip)
     }
 
-    /// A fresh RC endpoint with a `buf_len`-byte registered buffer, in RESET.
+    /// A fresh RC endpoint with a `buf_len`-byte registered buffer that
+    /// peers may read, write and use atomics on, in RESET.
     pub fn endpoint(&mut self, buf_len: usize) -> Result<Endpoint, InteropError> {
+        self.endpoint_with(buf_len, Access::all())
+    }
+
+    /// As [`Host::endpoint`], with the buffer's rights `access`.
+    pub fn endpoint_with(&mut self, buf_len: usize, access: Access) -> Result<Endpoint, InteropError> {
         self.made += 1;
-        let cfg = PairConfig { buf_len, ..PairConfig::default() };
+        // perftest keeps up to 512 receives and 128 sends outstanding;
+        // CQs as deep, so none overflows.
+        let cfg = PairConfig { buf_len, access, rq_wqes: 512, ncqe: 1024, sq_wqebbs: 256, ..PairConfig::default() };
         Endpoint::create(&self.nic, self.pd, &cfg, &format!("interop-{}", self.made))
             .map_err(|e| InteropError::Setup(e.to_string()))
     }
 
     /// The wire attributes for a peer at `gid`: rdma-core's tools' values
     /// (`pp_connect_ctx`: timeout 14, 7 retries, RNR retry 7, min RNR
-    /// timer 12), at `mtu`, with the PSNs exchanged.
+    /// timer 12), at `mtu`, with the PSNs exchanged, and the send window
+    /// [`send_window`] gives.
     pub fn attrs(&self, gid: [u8; 16], mtu: u32, sq_psn: u32, rq_psn: u32) -> WireAttrs {
-        WireAttrs { port: self.port, dgid: gid, sq_psn, rq_psn, path_mtu: mtu, ..WireAttrs::new(self.port, self.ip) }
+        WireAttrs {
+            port: self.port,
+            dgid: gid,
+            sq_psn,
+            rq_psn,
+            path_mtu: mtu,
+            send_window: send_window(mtu),
+            ..WireAttrs::new(self.port, self.ip)
+        }
     }
 
     /// Connect `ep` to QP `dest_qpn` of the peer.

@@ -10,12 +10,15 @@
 //!   the guest's virtio-net NIC), and RC endpoints on it with waits that time
 //!   out with the QP's decoded state;
 //! - [`pingpong`]: `ibv_rc_pingpong`'s protocol, as server and as client;
+//! - [`perftest`]: perftest's (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`,
+//!   `ib_atomic_bw`), as server and as client;
 //! - [`matrix`]: the steps `cargo xtask interop test` runs, shared by the
 //!   guest's script and the host.
 
 pub mod exchange;
 pub mod host;
 pub mod matrix;
+pub mod perftest;
 pub mod pingpong;
 
 /// What went wrong on marrow's side of a step.

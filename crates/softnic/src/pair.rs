@@ -67,6 +67,8 @@ impl PairWire {
 pub struct PairConfig {
     /// Send queue WQEBBs.
     pub sq_wqebbs: u32,
+    /// Receive queue WQEs.
+    pub rq_wqes: u32,
     /// Entries of each CQ.
     pub ncqe: u32,
     /// CQ placement.
@@ -86,6 +88,7 @@ impl Default for PairConfig {
     fn default() -> Self {
         PairConfig {
             sq_wqebbs: 64,
+            rq_wqes: 64,
             ncqe: 64,
             cq_mode: CqMode::Normal,
             buf_len: 1 << 20,
@@ -217,7 +220,7 @@ impl Endpoint {
         let mut hca = nic.hca();
         let send_cqn = hca.create_cq(cfg.ncqe, cfg.cq_mode)?;
         let recv_cqn = hca.create_cq(cfg.ncqe, CqMode::Normal)?;
-        let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() };
+        let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, rq_wqes: cfg.rq_wqes, ..QpCaps::default() };
         let qpn = hca.create_qp(pd, send_cqn, recv_cqn, caps)?;
         let shm = Arc::new(Shm::create(name, cfg.buf_len)?);
         let buf = shm.region().sub(0, cfg.buf_len).map_err(std::io::Error::other)?;
@@ -244,7 +247,7 @@ impl Endpoint {
         let pd = client.alloc_pd()?;
         let scq = client.create_cq(cfg.ncqe, cfg.cq_mode == CqMode::Collapsed)?;
         let rcq = client.create_cq(cfg.ncqe, false)?;
-        let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() };
+        let caps = QpCaps { sq_wqebbs: cfg.sq_wqebbs, rq_wqes: cfg.rq_wqes, ..QpCaps::default() };
         let qp = client.create_qp(pd, scq.cqn, rcq.cqn, caps)?;
         let shm = Arc::new(Shm::create(name, cfg.buf_len)?);
         let (lkey, rkey) = client.reg_mr(pd, &shm, cfg.access)?;

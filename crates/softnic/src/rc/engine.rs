@@ -101,11 +101,18 @@ impl Hca {
         if request {
             let mut out = Vec::new();
             w.resp.on_request(self, qpn, w.path.dest_qpn, p, &mut out);
+            let fatal = w.resp.fatal.take();
             if let Some(q) = self.qps.get_mut(&qpn) {
                 q.wire = Some(w);
             }
             for t in out {
                 self.wire_send(qpn, t);
+            }
+            if let Some(why) = fatal {
+                if let Some(t) = &mut self.trace {
+                    t.record(Kind::WQE_ERROR, qpn, 0, 0, why.as_bytes());
+                }
+                self.fail_qp(qpn, why);
             }
         } else {
             let mut actions = Vec::new();

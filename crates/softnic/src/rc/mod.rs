@@ -56,6 +56,18 @@ pub struct WireAttrs {
     pub max_rd_atomic: u8,
     /// RDMA READs and atomics this QP remembers as responder, for duplicates (1..=16).
     pub max_dest_rd_atomic: u8,
+    /// Packets this QP sends beyond the last one acknowledged (16..=8192;
+    /// [`requester::WINDOW`] by default). Not an IBA attribute: a NIC's line
+    /// rate and the fabric's flow control bound what it has in flight. A peer
+    /// behind a short receive ring (a virtual machine's virtio-net queue, 256
+    /// frames) drops a longer burst every time it is resent; such a link
+    /// wants a window inside the ring.
+    #[serde(default = "default_window")]
+    pub send_window: u32,
+}
+
+fn default_window() -> u32 {
+    requester::WINDOW
 }
 
 impl WireAttrs {
@@ -75,6 +87,7 @@ impl WireAttrs {
             min_rnr_timer: 12,
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
+            send_window: requester::WINDOW,
         }
     }
 
@@ -105,6 +118,9 @@ impl WireAttrs {
             if !(1..=16).contains(&v) {
                 return Err(format!("{what} {v} is not in 1..=16"));
             }
+        }
+        if !(16..=8192).contains(&self.send_window) {
+            return Err(format!("send_window {} is not in 16..=8192", self.send_window));
         }
         if self.rq_psn > marrow_roce::raw::BTH_PSN_MASK || self.sq_psn > marrow_roce::raw::BTH_PSN_MASK {
             return Err("PSNs are 24 bits".into());

@@ -32,15 +32,16 @@ use std::time::{Duration, Instant};
 /// state; the PSN space allows 2^23 packets).
 pub const MAX_OUTSTANDING: usize = 1024;
 
-/// Inside a long message, every this many packets ask for an ACK, so the
+/// Inside a long message, every this many packets (at most; half the send
+/// window when that is less) ask for an ACK, so the
 /// requester hears of progress (and restarts its timer) before the message
 /// ends, and a retransmission starts after what was acknowledged.
 pub const ACK_EVERY: usize = 64;
 
-/// Packets a QP sends beyond the last one acknowledged: the send window.
-/// It keeps a long message from overrunning the far end's receive buffer
-/// faster than the ACKs come back (a NIC's line rate and credits do this
-/// in hardware).
+/// Packets a QP sends beyond the last one acknowledged, by default: the
+/// send window ([`super::WireAttrs::send_window`]). It keeps a long message
+/// from overrunning the far end's receive buffer faster than the ACKs come
+/// back (a NIC's line rate and credits do this in hardware).
 pub const WINDOW: u32 = 1024;
 
 /// The message a WQE asks for.
@@ -152,6 +153,8 @@ pub struct Requester {
     retry_cnt: u8,
     rnr_retry: u8,
     max_rd_atomic: u8,
+    /// Packets sent beyond `acked`.
+    window: u32,
     retry_left: u8,
     rnr_left: u8,
     /// When the ACK timer fires.
@@ -177,6 +180,7 @@ impl Requester {
             retry_cnt: attrs.retry_cnt,
             rnr_retry: attrs.rnr_retry,
             max_rd_atomic: attrs.max_rd_atomic,
+            window: attrs.send_window,
             retry_left: attrs.retry_cnt,
             rnr_left: attrs.rnr_retry,
             deadline: None,
@@ -200,6 +204,7 @@ impl Requester {
         self.retry_left = attrs.retry_cnt;
         self.rnr_left = attrs.rnr_retry;
         self.max_rd_atomic = attrs.max_rd_atomic;
+        self.window = attrs.send_window;
     }
 
     /// Messages outstanding.
@@ -258,9 +263,12 @@ impl Requester {
     }
 
     /// Put on the wire every packet from `sent_upto` that the window
-    /// (`acked` + [`WINDOW`]) allows, message by message in PSN order.
+    /// (`acked` + the send window) allows, message by message in PSN order.
     fn pump(&mut self, dest_qp: u32, out: &mut Vec<Action>) {
-        let limit = psn::add(self.acked, WINDOW);
+        let limit = psn::add(self.acked, self.window);
+        // Ask for ACKs at least twice a window, or the window fills before
+        // the responder has been asked to say how far it got.
+        let ack_every = (self.window as usize / 2).clamp(1, ACK_EVERY);
         let skip = self.sent.min(self.outstanding.len());
         for (i, o) in self.outstanding.iter_mut().enumerate().skip(skip) {
             if matches!(o.msg, Message::Read { .. }) {
@@ -274,8 +282,8 @@ impl Requester {
                 if psn::diff(psn::add(o.first_psn, o.got), limit) > 0 {
                     break;
                 }
-                o.asked = o.got + WINDOW.min(o.npkts - o.got);
-                emit(o, self.pmtu, dest_qp, 0, 0, out);
+                o.asked = o.got + self.window.min(o.npkts - o.got);
+                emit(o, self.pmtu, ack_every, dest_qp, 0, 0, out);
                 self.sent_upto = psn::add(o.first_psn, o.asked);
                 if o.asked < o.npkts {
                     break;
@@ -297,7 +305,7 @@ impl Requester {
             } else {
                 (psn::diff(limit, o.first_psn) as u32).min(o.npkts - 1)
             };
-            emit(o, self.pmtu, dest_qp, from, to, out);
+            emit(o, self.pmtu, ack_every, dest_qp, from, to, out);
             self.sent_upto = psn::add(o.first_psn, to + 1);
             if to + 1 < o.npkts {
                 break; // the window is full
@@ -534,7 +542,7 @@ fn scatter(sink: &[(Loc, usize)], mut at: usize, mut data: &[u8]) -> Result<(), 
 
 /// Packets `from..=to` of message `o` (READs and atomics are one request,
 /// whatever the range).
-fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, from: u32, to: u32, out: &mut Vec<Action>) {
+fn emit(o: &Outstanding, pmtu: u32, ack_every: usize, dest_qp: u32, from: u32, to: u32, out: &mut Vec<Action>) {
     let mut p = Packet::bare(BthOpcode::SEND_ONLY, dest_qp, o.first_psn);
     let mut encode = |p: &Packet<'_>| {
         // Room for the ICRC the port appends.
@@ -559,7 +567,7 @@ fn emit(o: &Outstanding, pmtu: u32, dest_qp: u32, from: u32, to: u32, out: &mut 
                 p.reth = if pos.starts() { reth } else { None };
                 p.imm = if pos.ends() { *imm } else { None };
                 p.se = pos.ends() && o.ctrl.solicited;
-                p.ack_req = pos.ends() || (i + 1) % ACK_EVERY == 0;
+                p.ack_req = pos.ends() || (i + 1) % ack_every == 0;
                 p.payload = chunk;
                 encode(&p);
             }

@@ -45,6 +45,9 @@ pub struct Responder {
     resources: usize,
     min_rnr_timer: u8,
     pmtu: u32,
+    /// A class C error (IBA 9.9.3.1): the NAK went out and the QP must now
+    /// go to the error state, as Linux rxe's `do_class_ac_error` does.
+    pub fatal: Option<String>,
 }
 
 impl Responder {
@@ -58,6 +61,7 @@ impl Responder {
             atomics: VecDeque::new(),
             resources: attrs.max_dest_rd_atomic as usize,
             min_rnr_timer: attrs.min_rnr_timer,
+            fatal: None,
             pmtu: attrs.path_mtu,
         }
     }
@@ -110,6 +114,9 @@ impl Responder {
                     Nak::RemoteOp(_) => Aeth::nak(AethNakCode::REMOTE_OPERATIONAL_ERROR, self.msn),
                     Nak::NoResponse(_) => return,
                 };
+                if let Nak::Access(why) | Nak::InvalReq(why) | Nak::RemoteOp(why) = &nak {
+                    self.fatal = Some(format!("responder NAK {aeth:?} for PSN {:#08x}: {why}", p.psn));
+                }
                 if matches!(nak, Nak::Rnr) {
                     // The whole message is sent again from its first packet.
                     self.epsn = start;
