@@ -134,7 +134,7 @@ impl Timings {
     }
 
     pub(crate) fn print(&self) {
-        println!("kmod timings:\n{}", self.text());
+        println!("timings:\n{}", self.text());
     }
 }
 

@@ -28,7 +28,7 @@
 //! ([`crate::rc`]) for a peer across a RoCEv2 wire.
 
 use crate::hca::Hca;
-use crate::mr::{Access, KeyFault, Loc};
+use crate::mr::{Access, KeyFault, Loc, Piece};
 use crate::rc::requester::Message;
 use crate::respond::{self, Nak, Src};
 use crate::trace::Kind;
@@ -81,54 +81,6 @@ pub fn ctrl_of(wqe: &[u8]) -> CtrlFields {
     let c =
         mlx5_wqe_ctrl_seg::read_from_prefix(wqe).map(|(c, _)| c).unwrap_or_else(|_| mlx5_wqe_ctrl_seg::new_zeroed());
     CtrlFields::from_seg(&c)
-}
-
-/// A resolved local buffer.
-#[derive(Debug)]
-pub enum Piece<'a> {
-    /// Registered host memory: window, offset, length.
-    Mem(Region, usize, usize),
-    /// Registered device memory: where, length.
-    Dev(Loc, usize),
-    /// Inline bytes from the WQE.
-    Inline(&'a [u8]),
-}
-
-impl Piece<'_> {
-    /// Bytes.
-    pub fn len(&self) -> usize {
-        match self {
-            Piece::Mem(_, _, l) | Piece::Dev(_, l) => *l,
-            Piece::Inline(d) => d.len(),
-        }
-    }
-
-    /// Copy `out.len()` bytes starting `at` bytes into this piece.
-    pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
-        match self {
-            Piece::Mem(r, o, _) => r.read_bytes(o + at, out).map_err(|e| e.to_string()),
-            Piece::Dev(loc, _) => loc.read(at, out),
-            Piece::Inline(d) => {
-                let src = d.get(at..at + out.len()).ok_or("read past the inline data")?;
-                out.copy_from_slice(src);
-                Ok(())
-            }
-        }
-    }
-
-    /// Copy `data` into this piece, `at` bytes in.
-    pub fn write(&self, at: usize, data: &[u8]) -> Result<(), String> {
-        match self {
-            Piece::Mem(r, o, _) => r.write_bytes(o + at, data).map_err(|e| e.to_string()),
-            Piece::Dev(loc, _) => loc.write(at, data),
-            Piece::Inline(_) => Err("inline data is not writable".into()),
-        }
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 fn local_fault(f: KeyFault, lkey: u32) -> Outcome {

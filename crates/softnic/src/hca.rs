@@ -749,3 +749,64 @@ impl Hca {
         self.fail_qp(qpn, format!("{syndrome:?}: {why}"));
     }
 }
+
+/// The responder's view of this HCA ([`crate::respond`]): the target QP's
+/// PD, state and receive queue, the MR table, its receive CQ, its error path.
+impl crate::respond::Target for Hca {
+    fn accepting(&self, qpn: u32) -> Result<crate::mr::Pd, crate::respond::Nak> {
+        use crate::respond::Nak;
+        match self.qps.get(&qpn) {
+            Some(p) if p.state.can_receive() => Ok(p.pd),
+            Some(p) => {
+                Err(Nak::NoResponse(format!("peer QP {qpn:#x} is in {:?}: no response, retries exhausted", p.state)))
+            }
+            None => Err(Nak::NoResponse(format!("peer QP {qpn:#x} does not exist"))),
+        }
+    }
+
+    fn mrs(&self) -> &MrTable {
+        &self.mrs
+    }
+
+    fn has_recv(&self, qpn: u32) -> bool {
+        self.qps.get(&qpn).is_some_and(|qp| qp.mem.dbrec.read_be32(0).is_ok_and(|head| head as u16 != qp.rq_ci as u16))
+    }
+
+    fn take_recv(&mut self, qpn: u32) -> Option<crate::respond::Recv> {
+        let qp = self.qps.get_mut(&qpn)?;
+        let head = qp.mem.dbrec.read_be32(0).ok()? as u16;
+        if head == qp.rq_ci as u16 {
+            return None;
+        }
+        let stride = qp.caps.rq_stride as usize;
+        let base = (qp.rq_ci % qp.caps.rq_wqes) as usize * stride;
+        let mut raw = vec![0u8; stride];
+        qp.mem.rq.read_bytes(base, &mut raw).ok()?;
+        let index = qp.rq_ci as u16;
+        qp.rq_ci = qp.rq_ci.wrapping_add(1);
+        let mut sges = Vec::new();
+        for seg in raw.chunks_exact(16) {
+            let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
+            let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+            let addr = u64::from_be_bytes(seg[8..16].try_into().unwrap_or([0; 8]));
+            if lkey == marrow_mlx5::raw::MLX5_INVALID_LKEY {
+                break;
+            }
+            sges.push((addr, bc, lkey));
+        }
+        if let Some(t) = &mut self.trace {
+            t.record(Kind::RECV_WQE_FETCH, qpn, 0, base as u64, &raw);
+        }
+        Some(crate::respond::Recv { index, sges })
+    }
+
+    fn complete_recv(&mut self, qpn: u32, c: &Completion) {
+        if let Some(cqn) = self.qps.get(&qpn).map(|q| q.recv_cq) {
+            self.complete(cqn, qpn, c);
+        }
+    }
+
+    fn fail(&mut self, qpn: u32, why: String) {
+        self.fail_qp(qpn, why);
+    }
+}

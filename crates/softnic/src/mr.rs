@@ -189,3 +189,51 @@ impl MrTable {
         Self::check(self.by_rkey(rkey).ok_or(KeyFault::NoSuchKey)?, pd, addr, len, need)
     }
 }
+
+/// A resolved local buffer.
+#[derive(Debug)]
+pub enum Piece<'a> {
+    /// Registered host memory: window, offset, length.
+    Mem(Region, usize, usize),
+    /// Registered device memory: where, length.
+    Dev(Loc, usize),
+    /// Inline bytes from the WQE.
+    Inline(&'a [u8]),
+}
+
+impl Piece<'_> {
+    /// Bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Piece::Mem(_, _, l) | Piece::Dev(_, l) => *l,
+            Piece::Inline(d) => d.len(),
+        }
+    }
+
+    /// Copy `out.len()` bytes starting `at` bytes into this piece.
+    pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
+        match self {
+            Piece::Mem(r, o, _) => r.read_bytes(o + at, out).map_err(|e| e.to_string()),
+            Piece::Dev(loc, _) => loc.read(at, out),
+            Piece::Inline(d) => {
+                let src = d.get(at..at + out.len()).ok_or("read past the inline data")?;
+                out.copy_from_slice(src);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copy `data` into this piece, `at` bytes in.
+    pub fn write(&self, at: usize, data: &[u8]) -> Result<(), String> {
+        match self {
+            Piece::Mem(r, o, _) => r.write_bytes(o + at, data).map_err(|e| e.to_string()),
+            Piece::Dev(loc, _) => loc.write(at, data),
+            Piece::Inline(_) => Err("inline data is not writable".into()),
+        }
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -3,15 +3,17 @@
 //! "Reliable service", responder side). The requester half calls these
 //! directly when the peer QP lives in the same model, and the RC
 //! transport's responder ([`crate::rc::responder`]) when the request came
-//! over a RoCEv2 wire. Either way
-//! the responder validates everything against its own tables.
+//! over a RoCEv2 wire. Either way the responder validates everything
+//! against its own tables.
+//!
+//! The responder is given what it needs of the HCA and nothing more: the
+//! [`Target`] QP's PD and state, its receive queue, the MR table, its
+//! receive CQ and the way to the error state. `Hca` provides them
+//! (`crate::hca`); this module does not know the rest of it.
 
-use crate::exec::Piece;
-use crate::hca::Hca;
-use crate::mr::{Access, KeyFault, Loc, Pd};
-use crate::trace::Kind;
+use crate::mr::{Access, KeyFault, Loc, MrTable, Pd, Piece};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
-use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, Syndrome, WqeOpcode};
+use marrow_mlx5::raw::{CqeOpcode, Syndrome, WqeOpcode};
 use marrow_mlx5::wqe::RemoteAddr;
 use marrow_mlx5::wqe_decode::AtomicArgs;
 use marrow_mmio::Region;
@@ -114,67 +116,46 @@ impl Src<'_, '_> {
     }
 }
 
-/// The responder QP's PD, if it exists and accepts requests.
-fn responder(hca: &Hca, peer: u32) -> Result<Pd, Nak> {
-    match hca.qps.get(&peer) {
-        Some(p) if p.state.can_receive() => Ok(p.pd),
-        Some(p) => {
-            Err(Nak::NoResponse(format!("peer QP {peer:#x} is in {:?}: no response, retries exhausted", p.state)))
-        }
-        None => Err(Nak::NoResponse(format!("peer QP {peer:#x} does not exist"))),
-    }
+/// What a responder needs of the HCA that owns the target QP.
+pub trait Target {
+    /// The QP's PD, if the QP exists and accepts requests; otherwise the
+    /// silence a requester then times out on.
+    fn accepting(&self, qpn: u32) -> Result<Pd, Nak>;
+    /// The memory registrations, for rkeys and receive lkeys.
+    fn mrs(&self) -> &MrTable;
+    /// Whether the QP has a receive WQE posted (a SEND's first packet needs one).
+    fn has_recv(&self, qpn: u32) -> bool;
+    /// Consume the QP's next receive WQE, or `None` when none is posted.
+    fn take_recv(&mut self, qpn: u32) -> Option<Recv>;
+    /// Write `c` to the QP's receive CQ.
+    fn complete_recv(&mut self, qpn: u32, c: &Completion);
+    /// Move the QP to the error state.
+    fn fail(&mut self, qpn: u32, why: String);
+}
+
+/// A receive WQE of the responder, consumed.
+#[derive(Debug)]
+pub struct Recv {
+    /// Its index (the CQE's `wqe_counter`).
+    pub index: u16,
+    /// Its scatter entries: address, byte count, lkey.
+    pub sges: Vec<(u64, u32, u32)>,
 }
 
 fn access_nak(f: KeyFault, rkey: u32) -> Nak {
     Nak::Access(format!("rkey {rkey:#x}: {f:?}"))
 }
 
-/// A receive WQE of the responder, consumed.
-struct Recv {
-    index: u16,
-    sges: Vec<(u64, u32, u32)>,
-}
-
-/// Take the next receive WQE of `peer`, or `None` when none is posted.
-fn take_recv(hca: &mut Hca, peer: u32) -> Option<Recv> {
-    let qp = hca.qps.get_mut(&peer)?;
-    let head = qp.mem.dbrec.read_be32(0).ok()? as u16;
-    if head == qp.rq_ci as u16 {
-        return None;
-    }
-    let stride = qp.caps.rq_stride as usize;
-    let base = (qp.rq_ci % qp.caps.rq_wqes) as usize * stride;
-    let mut raw = vec![0u8; stride];
-    qp.mem.rq.read_bytes(base, &mut raw).ok()?;
-    let index = qp.rq_ci as u16;
-    qp.rq_ci = qp.rq_ci.wrapping_add(1);
-    let mut sges = Vec::new();
-    for seg in raw.chunks_exact(16) {
-        let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
-        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
-        let addr = u64::from_be_bytes(seg[8..16].try_into().unwrap_or([0; 8]));
-        if lkey == MLX5_INVALID_LKEY {
-            break;
-        }
-        sges.push((addr, bc, lkey));
-    }
-    if let Some(t) = &mut hca.trace {
-        t.record(Kind::RECV_WQE_FETCH, peer, 0, base as u64, &raw);
-    }
-    Some(Recv { index, sges })
-}
-
 /// Whether `peer` has a receive WQE posted (a SEND's first packet needs one).
-pub fn has_recv(hca: &Hca, peer: u32) -> bool {
-    hca.qps.get(&peer).is_some_and(|qp| qp.mem.dbrec.read_be32(0).is_ok_and(|head| head as u16 != qp.rq_ci as u16))
+pub fn has_recv(t: &impl Target, peer: u32) -> bool {
+    t.has_recv(peer)
 }
 
 /// The last packet of a multi-packet RDMA_WRITE_IMM: consume a receive
 /// WQE and complete it with the whole message's length.
-pub fn write_imm_done(hca: &mut Hca, peer: u32, total: u32, imm: u32) -> Result<(), Nak> {
-    responder(hca, peer)?;
-    let rv = take_recv(hca, peer).ok_or(Nak::Rnr)?;
-    let cqn = hca.qps[&peer].recv_cq;
+pub fn write_imm_done(t: &mut impl Target, peer: u32, total: u32, imm: u32) -> Result<(), Nak> {
+    t.accepting(peer)?;
+    let rv = t.take_recv(peer).ok_or(Nak::Rnr)?;
     let c = Completion::Responder {
         opcode: CqeOpcode::RESP_WR_IMM,
         qpn: peer,
@@ -182,14 +163,12 @@ pub fn write_imm_done(hca: &mut Hca, peer: u32, total: u32, imm: u32) -> Result<
         byte_cnt: total,
         imm: Some(imm),
     };
-    hca.complete(cqn, peer, &c);
+    t.complete_recv(peer, &c);
     Ok(())
 }
 
 /// A responder-side error: error CQE on the responder's receive CQ, QP to ERR.
-fn responder_error(hca: &mut Hca, peer: u32, index: u16, syndrome: Syndrome, why: &str) {
-    let Some(qp) = hca.qps.get(&peer) else { return };
-    let cqn = qp.recv_cq;
+fn responder_error(t: &mut impl Target, peer: u32, index: u16, syndrome: Syndrome, why: &str) {
     let c = Completion::Error(ErrorCompletion {
         opcode: CqeOpcode::RESP_ERR,
         syndrome,
@@ -200,36 +179,41 @@ fn responder_error(hca: &mut Hca, peer: u32, index: u16, syndrome: Syndrome, why
         qpn: peer,
         wqe_counter: index,
     });
-    hca.complete(cqn, peer, &c);
-    hca.fail_qp(peer, format!("responder {syndrome:?}: {why}"));
+    t.complete_recv(peer, &c);
+    t.fail(peer, format!("responder {syndrome:?}: {why}"));
 }
 
 /// RDMA_WRITE (with `imm`: RDMA_WRITE_IMM, which consumes a receive WQE).
-pub fn write(hca: &mut Hca, peer: u32, remote: RemoteAddr, src: Src<'_, '_>, imm: Option<u32>) -> Result<(), Nak> {
-    let pd = responder(hca, peer)?;
+pub fn write(
+    t: &mut impl Target,
+    peer: u32,
+    remote: RemoteAddr,
+    src: Src<'_, '_>,
+    imm: Option<u32>,
+) -> Result<(), Nak> {
+    let pd = t.accepting(peer)?;
     let total = src.len();
-    let target = hca.mrs.remote(pd, remote.rkey, remote.raddr, total as u64, Access::REMOTE_WRITE);
+    let target = t.mrs().remote(pd, remote.rkey, remote.raddr, total as u64, Access::REMOTE_WRITE);
     let recv = match imm {
-        Some(_) => Some(take_recv(hca, peer).ok_or(Nak::Rnr)?),
+        Some(_) => Some(t.take_recv(peer).ok_or(Nak::Rnr)?),
         None => None,
     };
     let dst = match target {
         Ok(t) => t,
         Err(f) => {
             if let Some(rv) = &recv {
-                responder_error(hca, peer, rv.index, Syndrome::LOCAL_ACCESS_ERR, "RDMA_WRITE_IMM target");
+                responder_error(t, peer, rv.index, Syndrome::LOCAL_ACCESS_ERR, "RDMA_WRITE_IMM target");
             }
             return Err(access_nak(f, remote.rkey));
         }
     };
     if let Err(e) = src.copy_range(0, total, &dst, 0) {
         if let Some(rv) = &recv {
-            responder_error(hca, peer, rv.index, Syndrome::LOCAL_PROT_ERR, "RDMA_WRITE_IMM data did not land");
+            responder_error(t, peer, rv.index, Syndrome::LOCAL_PROT_ERR, "RDMA_WRITE_IMM data did not land");
         }
         return Err(e);
     }
     if let Some(rv) = recv {
-        let cqn = hca.qps[&peer].recv_cq;
         let c = Completion::Responder {
             opcode: CqeOpcode::RESP_WR_IMM,
             qpn: peer,
@@ -237,33 +221,33 @@ pub fn write(hca: &mut Hca, peer: u32, remote: RemoteAddr, src: Src<'_, '_>, imm
             byte_cnt: total as u32,
             imm,
         };
-        hca.complete(cqn, peer, &c);
+        t.complete_recv(peer, &c);
     }
     Ok(())
 }
 
 /// SEND (with `imm`: SEND_IMM): scatter into the next receive WQE.
-pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Result<(), Nak> {
-    let pd = responder(hca, peer)?;
+pub fn send(t: &mut impl Target, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Result<(), Nak> {
+    let pd = t.accepting(peer)?;
     let total = src.len();
-    let rv = take_recv(hca, peer).ok_or(Nak::Rnr)?;
+    let rv = t.take_recv(peer).ok_or(Nak::Rnr)?;
     let mut dst = Vec::new();
     let mut room = 0usize;
     for &(addr, len, lkey) in &rv.sges {
         if len == 0 {
             continue;
         }
-        match hca.mrs.local(pd, lkey, addr, len.into(), Access::LOCAL_WRITE) {
+        match t.mrs().local(pd, lkey, addr, len.into(), Access::LOCAL_WRITE) {
             Ok(loc) => dst.push((loc, len as usize)),
             Err(f) => {
-                responder_error(hca, peer, rv.index, Syndrome::LOCAL_PROT_ERR, &format!("lkey {lkey:#x}: {f:?}"));
+                responder_error(t, peer, rv.index, Syndrome::LOCAL_PROT_ERR, &format!("lkey {lkey:#x}: {f:?}"));
                 return Err(Nak::RemoteOp(format!("responder QP {peer:#x}: receive lkey {lkey:#x} {f:?}")));
             }
         }
         room += len as usize;
     }
     if total > room {
-        responder_error(hca, peer, rv.index, Syndrome::LOCAL_LENGTH_ERR, "receive buffer too short");
+        responder_error(t, peer, rv.index, Syndrome::LOCAL_LENGTH_ERR, "receive buffer too short");
         return Err(Nak::InvalReq(format!("SEND of {total} bytes, receive WQE {} holds {room}", rv.index)));
     }
     let mut from = 0;
@@ -274,7 +258,7 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
         }
         if let Err(e) = src.copy_range(from, n, &loc, 0) {
             responder_error(
-                hca,
+                t,
                 peer,
                 rv.index,
                 Syndrome::LOCAL_PROT_ERR,
@@ -284,7 +268,6 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
         }
         from += n;
     }
-    let cqn = hca.qps[&peer].recv_cq;
     let c = Completion::Responder {
         opcode: if imm.is_some() { CqeOpcode::RESP_SEND_IMM } else { CqeOpcode::RESP_SEND },
         qpn: peer,
@@ -292,14 +275,14 @@ pub fn send(hca: &mut Hca, peer: u32, src: Src<'_, '_>, imm: Option<u32>) -> Res
         byte_cnt: total as u32,
         imm,
     };
-    hca.complete(cqn, peer, &c);
+    t.complete_recv(peer, &c);
     Ok(())
 }
 
 /// RDMA_READ: where the requested bytes are.
-pub fn read(hca: &mut Hca, peer: u32, remote: RemoteAddr, total: u64) -> Result<Loc, Nak> {
-    let pd = responder(hca, peer)?;
-    hca.mrs.remote(pd, remote.rkey, remote.raddr, total, Access::REMOTE_READ).map_err(|f| access_nak(f, remote.rkey))
+pub fn read(t: &mut impl Target, peer: u32, remote: RemoteAddr, total: u64) -> Result<Loc, Nak> {
+    let pd = t.accepting(peer)?;
+    t.mrs().remote(pd, remote.rkey, remote.raddr, total, Access::REMOTE_READ).map_err(|f| access_nak(f, remote.rkey))
 }
 
 /// Masked fetch-and-add: add lane by lane, a carry stopping at every bit
@@ -315,14 +298,14 @@ pub fn masked_add(old: u64, add: u64, boundary: u64, width: u32) -> u64 {
 }
 
 /// An atomic: the old value, after the operation was applied atomically.
-pub fn atomic(hca: &mut Hca, peer: u32, remote: RemoteAddr, args: AtomicArgs) -> Result<u64, Nak> {
-    let pd = responder(hca, peer)?;
+pub fn atomic(t: &mut impl Target, peer: u32, remote: RemoteAddr, args: AtomicArgs) -> Result<u64, Nak> {
+    let pd = t.accepting(peer)?;
     let width = args.width();
     if !remote.raddr.is_multiple_of(u64::from(width)) {
         return Err(Nak::InvalReq(format!("atomic at {:#x} is not {width}-byte aligned", remote.raddr)));
     }
-    let (rr, roff) = match hca
-        .mrs
+    let (rr, roff) = match t
+        .mrs()
         .remote(pd, remote.rkey, remote.raddr, width.into(), Access::REMOTE_ATOMIC)
         .map_err(|f| access_nak(f, remote.rkey))?
     {

@@ -16,8 +16,7 @@
 
 use super::WireAttrs;
 use super::requester::packets_for;
-use crate::hca::Hca;
-use crate::respond::{self, Nak, Src};
+use crate::respond::{self, Nak, Src, Target};
 use marrow_mlx5::wqe::RemoteAddr;
 use marrow_mlx5::wqe_decode::AtomicArgs;
 use marrow_roce::opcode::{Operation, position, request_opcode};
@@ -68,7 +67,14 @@ impl Responder {
 
     /// A request packet for QP `qpn` from the requester QP `src_qpn`:
     /// appends the answers (transport packets) to `out`.
-    pub fn on_request(&mut self, hca: &mut Hca, qpn: u32, src_qpn: u32, p: &Packet<'_>, out: &mut Vec<Vec<u8>>) {
+    pub fn on_request(
+        &mut self,
+        target: &mut impl Target,
+        qpn: u32,
+        src_qpn: u32,
+        p: &Packet<'_>,
+        out: &mut Vec<Vec<u8>>,
+    ) {
         let Some((op, pos)) = p.kind() else { return };
         let mut reply = Reply { to: src_qpn, out };
         let d = psn::diff(p.psn, self.epsn);
@@ -80,18 +86,18 @@ impl Responder {
             return;
         }
         if d < 0 {
-            self.duplicate(hca, qpn, op, p, &mut reply);
+            self.duplicate(target, qpn, op, p, &mut reply);
             return;
         }
         self.nak_sent = false;
         let result = match op {
-            Operation::Write => self.write(hca, qpn, p, pos.starts(), pos.ends()),
-            Operation::Send => self.send(hca, qpn, p, pos.starts(), pos.ends()),
-            Operation::ReadRequest => self.read(hca, qpn, p, &mut reply).map(|n| {
+            Operation::Write => self.write(target, qpn, p, pos.starts(), pos.ends()),
+            Operation::Send => self.send(target, qpn, p, pos.starts(), pos.ends()),
+            Operation::ReadRequest => self.read(target, qpn, p, &mut reply).map(|n| {
                 self.msn = psn::add(self.msn, 1);
                 self.epsn = psn::add(self.epsn, n);
             }),
-            Operation::Atomic => self.atomic(hca, qpn, p, &mut reply),
+            Operation::Atomic => self.atomic(target, qpn, p, &mut reply),
             // Acknowledgements and responses are the requester's.
             Operation::ReadResponse | Operation::Ack | Operation::AtomicAck => return,
         };
@@ -145,7 +151,14 @@ impl Responder {
         Ok(())
     }
 
-    fn write(&mut self, hca: &mut Hca, qpn: u32, p: &Packet<'_>, starts: bool, ends: bool) -> Result<(), Nak> {
+    fn write(
+        &mut self,
+        target: &mut impl Target,
+        qpn: u32,
+        p: &Packet<'_>,
+        starts: bool,
+        ends: bool,
+    ) -> Result<(), Nak> {
         if starts {
             if self.inbound.is_some() {
                 return Err(Nak::InvalReq("a new message before the last one ended".into()));
@@ -154,7 +167,7 @@ impl Responder {
             if ends {
                 self.check_size(p, true, 0, Some(r.len))?;
                 let remote = RemoteAddr { raddr: r.va, rkey: r.rkey };
-                respond::write(hca, qpn, remote, Src::Bytes(p.payload), p.imm)?;
+                respond::write(target, qpn, remote, Src::Bytes(p.payload), p.imm)?;
                 self.msn = psn::add(self.msn, 1);
                 return Ok(());
             }
@@ -165,11 +178,11 @@ impl Responder {
         };
         self.check_size(p, ends, offset, Some(len))?;
         let remote = RemoteAddr { raddr: va.wrapping_add(offset.into()), rkey };
-        respond::write(hca, qpn, remote, Src::Bytes(p.payload), None)?;
+        respond::write(target, qpn, remote, Src::Bytes(p.payload), None)?;
         let offset = offset + p.payload.len() as u32;
         if ends {
             if let Some(imm) = p.imm {
-                respond::write_imm_done(hca, qpn, len, imm)?;
+                respond::write_imm_done(target, qpn, len, imm)?;
             }
             self.inbound = None;
             self.msn = psn::add(self.msn, 1);
@@ -179,12 +192,19 @@ impl Responder {
         Ok(())
     }
 
-    fn send(&mut self, hca: &mut Hca, qpn: u32, p: &Packet<'_>, starts: bool, ends: bool) -> Result<(), Nak> {
+    fn send(
+        &mut self,
+        target: &mut impl Target,
+        qpn: u32,
+        p: &Packet<'_>,
+        starts: bool,
+        ends: bool,
+    ) -> Result<(), Nak> {
         if starts {
             if self.inbound.is_some() {
                 return Err(Nak::InvalReq("a new message before the last one ended".into()));
             }
-            if !respond::has_recv(hca, qpn) {
+            if !respond::has_recv(target, qpn) {
                 return Err(Nak::Rnr);
             }
             self.inbound = Some(Inbound::Send { first_psn: p.psn, data: Vec::new() });
@@ -202,7 +222,7 @@ impl Responder {
         }
         data.extend_from_slice(p.payload);
         if ends {
-            respond::send(hca, qpn, Src::Bytes(data), p.imm)?;
+            respond::send(target, qpn, Src::Bytes(data), p.imm)?;
             self.inbound = None;
             self.msn = psn::add(self.msn, 1);
         }
@@ -211,9 +231,9 @@ impl Responder {
 
     /// Execute a READ request at `p.psn` and send its responses; returns how
     /// many PSNs they take.
-    fn read(&mut self, hca: &mut Hca, qpn: u32, p: &Packet<'_>, reply: &mut Reply<'_>) -> Result<u32, Nak> {
+    fn read(&mut self, target: &mut impl Target, qpn: u32, p: &Packet<'_>, reply: &mut Reply<'_>) -> Result<u32, Nak> {
         let r = p.reth.ok_or_else(|| Nak::InvalReq("RDMA READ without RETH".into()))?;
-        let src = respond::read(hca, qpn, RemoteAddr { raddr: r.va, rkey: r.rkey }, r.len.into())?;
+        let src = respond::read(target, qpn, RemoteAddr { raddr: r.va, rkey: r.rkey }, r.len.into())?;
         let mut data = vec![0u8; r.len as usize];
         src.read(0, &mut data).map_err(|e| Nak::RemoteOp(format!("READ source: {e}")))?;
         let n = packets_for(r.len, self.pmtu);
@@ -229,13 +249,13 @@ impl Responder {
         Ok(n)
     }
 
-    fn atomic(&mut self, hca: &mut Hca, qpn: u32, p: &Packet<'_>, reply: &mut Reply<'_>) -> Result<(), Nak> {
+    fn atomic(&mut self, target: &mut impl Target, qpn: u32, p: &Packet<'_>, reply: &mut Reply<'_>) -> Result<(), Nak> {
         let a = p.atomic.ok_or_else(|| Nak::InvalReq("atomic without AtomicETH".into()))?;
         let args = match p.opcode {
             BthOpcode::COMPARE_SWAP => AtomicArgs::Cs { compare: a.comp, swap: a.swap_add },
             _ => AtomicArgs::Fa { add: a.swap_add },
         };
-        let orig = respond::atomic(hca, qpn, RemoteAddr { raddr: a.va, rkey: a.rkey }, args)?;
+        let orig = respond::atomic(target, qpn, RemoteAddr { raddr: a.va, rkey: a.rkey }, args)?;
         self.msn = psn::add(self.msn, 1);
         self.epsn = psn::add(self.epsn, 1);
         if self.atomics.len() == self.resources {
@@ -251,14 +271,14 @@ impl Responder {
         reply.send(Packet { aeth: Some(Aeth::ack(self.msn)), atomic_ack: Some(orig), ..base });
     }
 
-    fn duplicate(&mut self, hca: &mut Hca, qpn: u32, op: Operation, p: &Packet<'_>, reply: &mut Reply<'_>) {
+    fn duplicate(&mut self, target: &mut impl Target, qpn: u32, op: Operation, p: &Packet<'_>, reply: &mut Reply<'_>) {
         match op {
             Operation::Write | Operation::Send if p.ack_req => {
                 reply.ack(psn::add(self.epsn, 0xff_ffff), Aeth::ack(self.msn));
             }
             Operation::ReadRequest => {
                 // A READ has no side effect: execute it again (IBA 9.7.5.1.1).
-                if let Err(nak) = self.read(hca, qpn, p, reply) {
+                if let Err(nak) = self.read(target, qpn, p, reply) {
                     let _ = nak; // it succeeded the first time; the requester's timer covers a change
                 }
             }
