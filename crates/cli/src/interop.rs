@@ -3,6 +3,7 @@
 //! test`, or anywhere a `-netdev dgram` NIC reaches). The logic is in
 //! `marrow-interop`; this prints.
 
+use crate::trace::{Detail, render_record, view};
 use marrow_interop::InteropError;
 use marrow_interop::host::{Cable, Host};
 use marrow_interop::matrix::{self, Role, Step, Tool};
@@ -22,9 +23,8 @@ pub fn host(
     let steps = matrix::default_steps();
     let listeners = matrix::listeners(&steps)?;
     let mut host = Host::start(cable)?;
-    if trace.is_some() {
-        host.nic.enable_trace(64 << 20);
-    }
+    // Always recorded: a failed step prints its QP's last records.
+    host.nic.enable_trace(64 << 20);
     let _ = writeln!(
         out,
         "marrow interop: softnic at {} (GID ::ffff:{}) on the frame port {} <-> {}; {} steps{}",
@@ -40,6 +40,7 @@ pub fn host(
         let l = listeners.iter().find(|(id, _)| *id == step.id).map(|(_, l)| l);
         let t0 = Instant::now();
         host.set_faults(step.faults)?;
+        let qp_before = host.last_qpn();
         match matrix::run_step(&mut host, step, l, deadline) {
             Ok(r) if step.tool == Tool::Counters => {
                 let _ = writeln!(out, "# step {}: {}; softnic port {}", step.id, r.what, host.counters());
@@ -60,6 +61,10 @@ pub fn host(
                 all_ok = false;
                 let _ = writeln!(out, "not ok - step {}: {}: {e}", step.id, describe(step));
                 let _ = writeln!(out, "#   softnic port: {}", host.counters());
+                // The step's own QP, if it got as far as making one.
+                if let Some(qpn) = host.last_qpn().filter(|q| Some(*q) != qp_before) {
+                    excerpt(&host, qpn, out);
+                }
             }
         }
     }
@@ -76,6 +81,25 @@ pub fn host(
         );
     }
     Ok(all_ok)
+}
+
+/// The last records of `qpn` in the softnic's register trace, decoded.
+fn excerpt(host: &Host, qpn: u32, out: &mut dyn Write) {
+    let Some(bytes) = host.nic.trace_bytes() else { return };
+    let (records, _) = marrow_softnic::trace::parse(&bytes);
+    let mine: Vec<(usize, &marrow_softnic::trace::Record)> =
+        records.iter().enumerate().filter(|(_, r)| r.qpn == qpn).collect();
+    if mine.is_empty() {
+        let _ = writeln!(out, "#   QP {qpn:#x} has no register-trace records: it was made, never used");
+        return;
+    }
+    let _ = writeln!(out, "#   the last register-trace records of QP {qpn:#x} ({} in all):", mine.len());
+    for (i, r) in mine.iter().skip(mine.len().saturating_sub(8)) {
+        let text = render_record(*i, r, &view(r, Detail::Normal));
+        for l in text.lines() {
+            let _ = writeln!(out, "#     {l}");
+        }
+    }
 }
 
 /// `ibv_rc_pingpong -s 4096 -n 100 -m 1024 (guest client)`: the guest's command, in short.

@@ -52,6 +52,7 @@ pub struct Host {
     pd: Pd,
     made: u32,
     faults: WireFaults,
+    last_qpn: Option<u32>,
 }
 
 impl Host {
@@ -64,7 +65,12 @@ impl Host {
             .map_err(InteropError::io(format!("attaching the frame port on {}", cable.bind)))?;
         nic.start(1);
         let pd = nic.hca().alloc_pd();
-        Ok(Host { nic, ip: cable.ip, port, pd, made: 0, faults: cable.faults })
+        Ok(Host { nic, ip: cable.ip, port, pd, made: 0, faults: cable.faults, last_qpn: None })
+    }
+
+    /// The QP of the endpoint made last (the step in progress), if any.
+    pub fn last_qpn(&self) -> Option<u32> {
+        self.last_qpn
     }
 
     /// Turn the cable's wire faults on or off.
@@ -90,8 +96,10 @@ impl Host {
         // perftest keeps up to 512 receives and 128 sends outstanding;
         // CQs as deep, so none overflows.
         let cfg = PairConfig { buf_len, access, rq_wqes: 512, ncqe: 1024, sq_wqebbs: 256, ..PairConfig::default() };
-        Endpoint::create(&self.nic, self.pd, &cfg, &format!("interop-{}", self.made))
-            .map_err(|e| InteropError::Setup(e.to_string()))
+        let ep = Endpoint::create(&self.nic, self.pd, &cfg, &format!("interop-{}", self.made))
+            .map_err(|e| InteropError::Setup(e.to_string()))?;
+        self.last_qpn = Some(ep.qpn);
+        Ok(ep)
     }
 
     /// The wire attributes for a peer at `gid`: rdma-core's tools' values

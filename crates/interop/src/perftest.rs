@@ -824,11 +824,12 @@ pub fn connect(host: &mut Host, server: SocketAddr, opts: Options) -> Result<Rep
         // The version exchange tells a guest that listens from one that
         // does not yet (the connection closes before its answer).
         let attempt = || -> Result<Conn, InteropError> {
-            let mut sock = TcpStream::connect_timeout(&server, opts.timeout).map_err(InteropError::io("connecting"))?;
+            let mut sock = TcpStream::connect_timeout(&server, opts.timeout)
+                .map_err(|e| InteropError::Exchange(format!("connecting to {server}: {e}")))?;
             sock.set_read_timeout(Some(opts.timeout)).map_err(InteropError::io("socket"))?;
-            sock.write_all(&version_msg()).map_err(InteropError::io("writing the version"))?;
+            sock.write_all(&version_msg()).map_err(|e| InteropError::Exchange(format!("writing the version: {e}")))?;
             let mut v = [0u8; 16];
-            sock.read_exact(&mut v).map_err(InteropError::io("reading the version"))?;
+            sock.read_exact(&mut v).map_err(|e| InteropError::Exchange(format!("reading the version: {e}")))?;
             Ok(Conn { sock, client: true, version: Some(v) })
         };
         match attempt() {
