@@ -239,8 +239,8 @@ fn tshark_verdict(pcap: &Path) -> Result<(usize, Vec<String>)> {
     Ok((frames, bad))
 }
 
-/// The kernel's warnings in the guest's console, each with the 40 lines
-/// after it: those whose trace runs through rxe (`rxe_*` frames), and the
+/// The kernel's warnings in the guest's console, each to its end (at most
+/// 120 lines): those whose trace runs through rxe (`rxe_*` frames), and the
 /// rest. Linux 7.3's rxe takes `qp->state_lock` without disabling softirqs
 /// in `rxe_receiver` after taking it from softirq in `rxe_rcv`; lockdep
 /// reports that once an error path runs (the wrong-rkey step). That is the
@@ -255,7 +255,14 @@ fn kernel_reports(log: &str) -> (Vec<String>, Vec<String>) {
             continue;
         }
         if kmod::KERNEL_BAD.iter().any(|b| body.contains(b)) {
-            let block = &lines[i..(i + 40).min(lines.len())];
+            // To its end marker, the next report, or 120 lines.
+            let starts = |b: &&str| ["WARNING:", "BUG:", "Oops"].iter().any(|k| b.contains(k));
+            let len = lines[i + 1..]
+                .iter()
+                .take(119)
+                .position(|b| b.contains("---[ end trace") || starts(b))
+                .map_or((lines.len() - i).min(120), |n| n + 1);
+            let block = &lines[i..i + len];
             skip_to = i + block.len();
             let text = body.trim().to_string();
             if block.iter().any(|b| b.contains(" rxe_") || b.contains("+0x") && b.contains("rxe_")) {
@@ -417,4 +424,34 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
         bail!("interop test failed: {} problem(s)", problems.len());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_reports_through_rxe_are_told_from_the_rest() {
+        let log = "init: done\n\
+                   WARNING: inconsistent lock state\n\
+                   kworker/u4:1/16 takes:\n\
+                   at: rxe_receiver+0x27/0x7c0\n\
+                   Call Trace:\n\
+                   \x20 rxe_rcv+0x1b4/0x350\n\
+                   ok - step 3 guest: fine\n\
+                   BUG: unable to handle page fault\n\
+                   Call Trace:\n\
+                   \x20 marrow_mmap+0x10/0x40\n";
+        let (ours, rxe) = kernel_reports(log);
+        assert_eq!(rxe, ["WARNING: inconsistent lock state"]);
+        assert_eq!(ours, ["BUG: unable to handle page fault"]);
+        assert_eq!(kernel_reports("ok - step 1: fine\n# WARNING: in a tool's output\n"), (vec![], vec![]));
+    }
+
+    #[test]
+    fn counters_are_read_by_label() {
+        let log = "counter clean duplicate_request 0\ncounter faults duplicate_request 7\ncounter clean x y\n";
+        assert_eq!(rxe_counters(log, "clean"), [("duplicate_request".to_string(), 0)]);
+        assert_eq!(rxe_counters(log, "faults"), [("duplicate_request".to_string(), 7)]);
+    }
 }

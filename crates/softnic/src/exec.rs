@@ -127,9 +127,10 @@ fn locals<'a>(
     Ok(total)
 }
 
-/// The bytes of `pieces`, gathered (for a link, or device memory).
-pub(crate) fn gather(pieces: &[Piece<'_>]) -> Result<Vec<u8>, Outcome> {
-    let mut v = vec![0u8; pieces.iter().map(Piece::len).sum()];
+/// The bytes of `pieces`, gathered into `v` (for the wire, or device memory).
+pub(crate) fn gather_into(pieces: &[Piece<'_>], mut v: Vec<u8>) -> Result<Vec<u8>, Outcome> {
+    v.clear();
+    v.resize(pieces.iter().map(Piece::len).sum(), 0);
     let mut at = 0;
     for p in pieces {
         p.read(0, &mut v[at..at + p.len()]).map_err(|e| err(Syndrome::LOCAL_PROT_ERR, format!("local read: {e}")))?;
@@ -217,7 +218,7 @@ fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to:
     let remote = p.remote.unwrap_or_default();
     let imm = (p.ctrl.opcode == WqeOpcode::RDMA_WRITE_IMM).then_some(p.ctrl.imm);
     if to.wire {
-        let msg = Message::Write { remote, imm, data: gather(&pieces)? };
+        let msg = Message::Write { remote, imm, data: gather_into(&pieces, hca.wire_buffer(qpn, total as usize))? };
         return Ok(hca.wire_post(qpn, msg, p.ctrl, total as u32));
     }
     respond::write(hca, to.peer, remote, Src::Pieces(&pieces), imm).map_err(nak)?;
@@ -229,7 +230,7 @@ fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Targe
     let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let imm = (p.ctrl.opcode == WqeOpcode::SEND_IMM).then_some(p.ctrl.imm);
     if to.wire {
-        let msg = Message::Send { imm, data: gather(&pieces)? };
+        let msg = Message::Send { imm, data: gather_into(&pieces, hca.wire_buffer(qpn, total as usize))? };
         return Ok(hca.wire_post(qpn, msg, p.ctrl, total as u32));
     }
     respond::send(hca, to.peer, Src::Pieces(&pieces), imm).map_err(nak)?;

@@ -135,19 +135,20 @@ impl SoftNic {
         let macs = Arc::new(Mutex::new(std::collections::HashMap::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let faults = Arc::new(Mutex::new(opts.faults));
-        let id = {
-            let mut hca = self.hca();
-            hca.ports.push(PortHandle { kind, tx, stats: stats.clone(), faults: faults.clone() });
-            hca.ports.len() as u32 - 1
-        };
-        let sender = rc::port::PortSender {
+        let sender = Arc::new(rc::port::PortSender {
             kind,
             socket: socket.try_clone()?,
             pcap: pcap.clone(),
             stats: stats.clone(),
-            faults,
+            faults: faults.clone(),
             macs: macs.clone(),
             stop: self.shared.ports_stop.clone(),
+            pending: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let id = {
+            let mut hca = self.hca();
+            hca.ports.push(PortHandle { kind, tx, stats: stats.clone(), faults, sender: sender.clone() });
+            hca.ports.len() as u32 - 1
         };
         std::thread::Builder::new().name(format!("softnic-port{id}-tx")).spawn(move || sender.run(rx))?;
         let shared = self.shared.clone();

@@ -33,6 +33,14 @@ impl Hca {
         Outcome::Sent
     }
 
+    /// A buffer for the next message of wire QP `qpn` to gather `len` bytes into.
+    pub(crate) fn wire_buffer(&mut self, qpn: u32, len: usize) -> Vec<u8> {
+        match self.qps.get_mut(&qpn).and_then(|q| q.wire.as_mut()) {
+            Some(w) => w.req.buffer(len),
+            None => Vec::new(),
+        }
+    }
+
     /// Carry out the requester's actions for `qpn`, in order.
     pub(crate) fn apply(&mut self, qpn: u32, actions: Vec<Action>) {
         for a in actions {
@@ -54,8 +62,12 @@ impl Hca {
     fn wire_send(&mut self, qpn: u32, transport: Vec<u8>) {
         let Some(w) = self.qps.get(&qpn).and_then(|q| q.wire.as_ref()) else { return };
         let (port, dst_ip, dst_qpn) = (w.path.attrs.port, w.path.dest_ip, w.path.dest_qpn);
-        if let Some(p) = self.ports.get(port as usize) {
-            let _ = p.tx.send(Outgoing { dst_ip, src_qpn: qpn, dst_qpn, transport });
+        let sent =
+            self.ports.get(port as usize).and_then(|p| p.send(Outgoing { dst_ip, src_qpn: qpn, dst_qpn, transport }));
+        if let Some(buf) = sent
+            && let Some(w) = self.qps.get_mut(&qpn).and_then(|q| q.wire.as_mut())
+        {
+            w.req.recycle(buf);
         }
     }
 
