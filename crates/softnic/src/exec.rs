@@ -25,13 +25,13 @@
 //!
 //! This is the requester half; the responder half is [`crate::respond`],
 //! called directly for a peer in the same model, or the RC transport
-//! ([`crate::rc`]) for a peer across a RoCEv2 wire.
+//! ([`crate::rc`]) for a peer across a RoCEv2 wire. Both see the HCA only
+//! through a trait of what they need ([`Initiator`], `respond::Target`):
+//! the HCA calls them, they never reach into it.
 
-use crate::hca::Hca;
 use crate::mr::{Access, KeyFault, Loc, Piece};
 use crate::rc::requester::Message;
 use crate::respond::{self, Nak, Src};
-use crate::trace::Kind;
 use marrow_mlx5::raw::{Syndrome, WqeOpcode, mlx5_wqe_ctrl_seg};
 use marrow_mlx5::wqe_decode::{AtomicArgs, CtrlFields, Local, ParsedWqe, WqeView};
 use marrow_mmio::Region;
@@ -93,7 +93,7 @@ type Pieces<'a> = smallvec::SmallVec<[Piece<'a>; 4]>;
 /// Resolve the local segments of `p` against the requester's PD into `out`
 /// (a caller's buffer: returning it would move a few hundred bytes per WQE).
 fn locals<'a>(
-    hca: &Hca,
+    hca: &impl Initiator,
     pd: crate::mr::Pd,
     p: &ParsedWqe<'a>,
     need: Access,
@@ -106,7 +106,7 @@ fn locals<'a>(
                 if s.length == 0 {
                     continue;
                 }
-                match hca.mrs.local(pd, s.lkey, s.addr, s.length.into(), need).map_err(|f| local_fault(f, s.lkey))? {
+                match hca.mrs().local(pd, s.lkey, s.addr, s.length.into(), need).map_err(|f| local_fault(f, s.lkey))? {
                     Loc::Host(r, off) => out.push(Piece::Mem(r, off, s.length as usize)),
                     dev => out.push(Piece::Dev(dev, s.length as usize)),
                 }
@@ -161,19 +161,11 @@ fn scatter(src: &Loc, pieces: &[Piece<'_>]) -> Result<(), String> {
 
 /// Execute the WQE `wqe` fetched from `qpn`'s send queue; `ctrl` is its
 /// control segment decoded ([`ctrl_of`]).
-pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcome {
-    let Some(qp) = hca.qps.get_mut(&qpn) else { return err(Syndrome::LOCAL_QP_OP_ERR, "QP vanished") };
-    if let Some((k, syndrome, vendor)) = qp.faults.fail_wqe
-        && k == qp.executed
-    {
-        qp.faults.fail_wqe = None;
-        if let Some(t) = &mut hca.trace {
-            let msg = format!("injected {syndrome:?} (vendor {vendor:#04x}) on WQE #{k}");
-            t.record(Kind::FAULT, qpn, 0, 0, msg.as_bytes());
-        }
-        return Outcome::Error { syndrome, vendor, why: "injected fault".into() };
-    }
-    let (pd, sq_ci, peer, wire) = (qp.pd, qp.sq_ci as u16, qp.peer, qp.wire.is_some());
+pub fn execute(hca: &mut impl Initiator, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcome {
+    let Prepared { pd, sq_ci, peer, wire } = match hca.prepare(qpn) {
+        Ok(p) => p,
+        Err(o) => return o,
+    };
     let view = match WqeView::new(wqe) {
         Ok(v) => v,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
@@ -195,7 +187,7 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcom
         return Outcome::Done { byte_cnt: 0 };
     }
     let Some(peer) = peer else { return err(Syndrome::TRANSPORT_RETRY_EXC_ERR, "QP has no peer") };
-    let to = Target { peer, wire };
+    let to = Peer { peer, wire };
     let result = match ctrl.opcode {
         WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, &p, to),
         WqeOpcode::SEND | WqeOpcode::SEND_IMM => send(hca, qpn, pd, &p, to),
@@ -207,12 +199,45 @@ pub fn execute(hca: &mut Hca, qpn: u32, wqe: &[u8], ctrl: &CtrlFields) -> Outcom
 
 /// Where the responder is: a QP of this model, or one across a wire.
 #[derive(Clone, Copy)]
-struct Target {
+struct Peer {
     peer: u32,
     wire: bool,
 }
 
-fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
+/// What the requester half needs of the HCA that owns the QP: the QP as
+/// the WQE finds it, the wire for a peer across one, and the responder's
+/// view ([`respond::Target`]) it hands to a peer in the same model. `Hca`
+/// provides it (`crate::hca`); this module does not know the rest of it.
+pub trait Initiator: respond::Target {
+    /// The QP's PD, send-queue position and peer, for the next WQE; an
+    /// injected failure of this WQE instead, consumed and traced.
+    fn prepare(&mut self, qpn: u32) -> Result<Prepared, Outcome>;
+    /// Hand `msg` to the QP's requester on the wire.
+    fn wire_post(&mut self, qpn: u32, msg: Message, ctrl: CtrlFields, byte_cnt: u32) -> Outcome;
+    /// A buffer for the next message of the wire QP to gather `len` bytes into.
+    fn wire_buffer(&mut self, qpn: u32, len: usize) -> Vec<u8>;
+}
+
+/// A QP as the next WQE finds it.
+#[derive(Clone, Copy, Debug)]
+pub struct Prepared {
+    /// Its PD.
+    pub pd: crate::mr::Pd,
+    /// The WQEBB the WQE must start at.
+    pub sq_ci: u16,
+    /// The connected QP, if any.
+    pub peer: Option<u32>,
+    /// Whether the peer is across a wire.
+    pub wire: bool,
+}
+
+fn rdma_write(
+    hca: &mut impl Initiator,
+    qpn: u32,
+    pd: crate::mr::Pd,
+    p: &ParsedWqe<'_>,
+    to: Peer,
+) -> Result<Outcome, Outcome> {
     let mut pieces = Pieces::new();
     let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
@@ -225,7 +250,13 @@ fn rdma_write(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to:
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
-fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
+fn send(
+    hca: &mut impl Initiator,
+    qpn: u32,
+    pd: crate::mr::Pd,
+    p: &ParsedWqe<'_>,
+    to: Peer,
+) -> Result<Outcome, Outcome> {
     let mut pieces = Pieces::new();
     let total = locals(hca, pd, p, Access::empty(), &mut pieces)?;
     let imm = (p.ctrl.opcode == WqeOpcode::SEND_IMM).then_some(p.ctrl.imm);
@@ -237,7 +268,13 @@ fn send(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Targe
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
-fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
+fn rdma_read(
+    hca: &mut impl Initiator,
+    qpn: u32,
+    pd: crate::mr::Pd,
+    p: &ParsedWqe<'_>,
+    to: Peer,
+) -> Result<Outcome, Outcome> {
     let mut pieces = Pieces::new();
     let total = locals(hca, pd, p, Access::LOCAL_WRITE, &mut pieces)?;
     let remote = p.remote.unwrap_or_default();
@@ -255,7 +292,13 @@ fn rdma_read(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: 
     Ok(Outcome::Done { byte_cnt: total as u32 })
 }
 
-fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Target) -> Result<Outcome, Outcome> {
+fn atomic(
+    hca: &mut impl Initiator,
+    qpn: u32,
+    pd: crate::mr::Pd,
+    p: &ParsedWqe<'_>,
+    to: Peer,
+) -> Result<Outcome, Outcome> {
     let Some(args) = p.atomic else { return Err(err(Syndrome::LOCAL_QP_OP_ERR, "atomic without operands")) };
     let width = args.width();
     let local = match p.locals().next() {
@@ -269,7 +312,7 @@ fn atomic(hca: &mut Hca, qpn: u32, pd: crate::mr::Pd, p: &ParsedWqe<'_>, to: Tar
         ));
     }
     let result = hca
-        .mrs
+        .mrs()
         .local(pd, local.lkey, local.addr, width.into(), Access::LOCAL_WRITE)
         .map_err(|f| local_fault(f, local.lkey))?;
     let remote = p.remote.unwrap_or_default();

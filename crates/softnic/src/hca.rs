@@ -810,3 +810,31 @@ impl crate::respond::Target for Hca {
         self.fail_qp(qpn, why);
     }
 }
+
+/// The requester's view of this HCA ([`crate::exec`]).
+impl exec::Initiator for Hca {
+    fn prepare(&mut self, qpn: u32) -> Result<exec::Prepared, Outcome> {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return Err(Outcome::Error { syndrome: Syndrome::LOCAL_QP_OP_ERR, vendor: 0, why: "QP vanished".into() });
+        };
+        if let Some((k, syndrome, vendor)) = qp.faults.fail_wqe
+            && k == qp.executed
+        {
+            qp.faults.fail_wqe = None;
+            if let Some(t) = &mut self.trace {
+                let msg = format!("injected {syndrome:?} (vendor {vendor:#04x}) on WQE #{k}");
+                t.record(Kind::FAULT, qpn, 0, 0, msg.as_bytes());
+            }
+            return Err(Outcome::Error { syndrome, vendor, why: "injected fault".into() });
+        }
+        Ok(exec::Prepared { pd: qp.pd, sq_ci: qp.sq_ci as u16, peer: qp.peer, wire: qp.wire.is_some() })
+    }
+
+    fn wire_post(&mut self, qpn: u32, msg: crate::rc::requester::Message, ctrl: CtrlFields, byte_cnt: u32) -> Outcome {
+        Hca::wire_post(self, qpn, msg, ctrl, byte_cnt)
+    }
+
+    fn wire_buffer(&mut self, qpn: u32, len: usize) -> Vec<u8> {
+        Hca::wire_buffer(self, qpn, len)
+    }
+}
