@@ -198,6 +198,20 @@ fn rxe_counters(log: &str, label: &str) -> Vec<(String, u64)> {
 /// sequence NAKs and retries.
 const RXE_RECOVERY: &[&str] = &["duplicate_request", "out_of_seq_request", "rcvd_seq_err", "completer_retry_err"];
 
+/// `fields` of every InfiniBand frame of `pcap`, tab-separated, a line each.
+/// RPC-over-RDMA is off: see [`tshark_verdict`].
+fn ib_fields(pcap: &Path, fields: &[&str]) -> Result<String> {
+    if !kmod::which("tshark") {
+        bail!("tshark is not installed (scripts/install-test-deps.sh installs it)");
+    }
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(pcap).args(["--disable-protocol", "rpcordma", "-Y", "infiniband", "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    kmod::output(&mut c)
+}
+
 /// Frames tshark dissects as InfiniBand, and those it finds malformed or
 /// in error in the layers marrow wrote (Ethernet to the BTH and its
 /// extension headers). SEND payloads are the tools' bytes: tshark's
@@ -205,25 +219,7 @@ const RXE_RECOVERY: &[&str] = &["duplicate_request", "out_of_seq_request", "rcvd
 /// bytes are zero, as an IPoIB EtherType, and report the application bytes
 /// malformed; an error in a layer after `infiniband` is that, not ours.
 fn tshark_verdict(pcap: &Path) -> Result<(usize, Vec<String>)> {
-    if !kmod::which("tshark") {
-        bail!("tshark is not installed (scripts/install-test-deps.sh installs it)");
-    }
-    let out = kmod::output(Command::new("tshark").arg("-r").arg(pcap).args([
-        "--disable-protocol",
-        "rpcordma",
-        "-Y",
-        "infiniband",
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-        "-e",
-        "frame.protocols",
-        "-e",
-        "_ws.malformed",
-        "-e",
-        "_ws.expert.severity",
-    ]))?;
+    let out = ib_fields(pcap, &["frame.number", "frame.protocols", "_ws.malformed", "_ws.expert.severity"])?;
     let mut frames = 0;
     let mut bad = Vec::new();
     for l in out.lines().filter(|l| !l.trim().is_empty()) {
@@ -260,24 +256,9 @@ fn resent_requests(pcap: &Path, host_lines: &[String]) -> Result<(usize, Vec<Str
             pairs.insert(a, b);
         }
     }
-    let out = kmod::output(Command::new("tshark").arg("-r").arg(pcap).args([
-        "--disable-protocol",
-        "rpcordma",
-        "-Y",
-        "infiniband",
-        "-T",
-        "fields",
-        "-e",
-        "ip.src",
-        "-e",
-        "infiniband.bth.opcode",
-        "-e",
-        "infiniband.bth.destqp",
-        "-e",
-        "infiniband.bth.psn",
-        "-e",
-        "frame.time_relative",
-    ]))?;
+    let fields =
+        ["ip.src", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn", "frame.time_relative"];
+    let out = ib_fields(pcap, &fields)?;
     let mut times = Vec::new();
     // opcodes 13..=18: RDMA READ responses, ACKNOWLEDGE, ATOMIC ACKNOWLEDGE.
     let answer = |op: u32| (13..=18).contains(&op);

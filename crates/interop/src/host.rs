@@ -9,9 +9,28 @@ use marrow_softnic::mr::{Access, Pd};
 use marrow_softnic::pair::{Endpoint, PairConfig};
 use marrow_softnic::rc::WireAttrs;
 use marrow_softnic::rc::port::{PortKind, PortOptions, WireFaults, udp_mac};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// The first connection on `listener` within `deadline`, blocking, with
+/// reads that time out after `timeout`.
+pub fn accept(listener: &TcpListener, deadline: Duration, timeout: Duration) -> Result<TcpStream, InteropError> {
+    let start = Instant::now();
+    listener.set_nonblocking(true).map_err(InteropError::io("listener"))?;
+    let sock = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && start.elapsed() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(InteropError::Exchange(format!("no client connected within {deadline:?}: {e}"))),
+        }
+    };
+    sock.set_nonblocking(false).map_err(InteropError::io("socket"))?;
+    sock.set_read_timeout(Some(timeout)).map_err(InteropError::io("socket"))?;
+    Ok(sock)
+}
 
 /// Bytes a QP sends beyond the last acknowledged. A burst to the guest
 /// waits in QEMU's datagram socket (the host's default receive buffer,

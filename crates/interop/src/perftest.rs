@@ -796,21 +796,7 @@ fn run(host: &mut Host, mut conn: Conn, opts: Options) -> Result<Report, Interop
 
 /// marrow as the server of a perftest client on `listener`.
 pub fn serve(host: &mut Host, listener: &TcpListener, opts: Options) -> Result<Report, InteropError> {
-    let start = Instant::now();
-    listener.set_nonblocking(true).map_err(InteropError::io("listener"))?;
-    let sock = loop {
-        match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && start.elapsed() < opts.deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => {
-                return Err(InteropError::Exchange(format!("no client connected within {:?}: {e}", opts.deadline)));
-            }
-        }
-    };
-    sock.set_nonblocking(false).map_err(InteropError::io("socket"))?;
-    sock.set_read_timeout(Some(opts.timeout)).map_err(InteropError::io("socket"))?;
+    let sock = crate::host::accept(listener, opts.deadline, opts.timeout)?;
     run(host, Conn { sock, client: false, version: None }, opts)
 }
 

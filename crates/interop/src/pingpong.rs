@@ -169,21 +169,7 @@ fn local(s: &Session<'_>, psn: u32) -> Dest {
 
 /// marrow as the server: accept one `ibv_rc_pingpong <host>` on `listener`.
 pub fn serve(host: &mut Host, listener: &TcpListener, opts: Options) -> Result<Report, InteropError> {
-    let start = Instant::now();
-    listener.set_nonblocking(true).map_err(InteropError::io("listener"))?;
-    let mut sock = loop {
-        match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && start.elapsed() < opts.deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => {
-                return Err(InteropError::Exchange(format!("no client connected within {:?}: {e}", opts.deadline)));
-            }
-        }
-    };
-    sock.set_nonblocking(false).map_err(InteropError::io("socket"))?;
-    sock.set_read_timeout(Some(opts.timeout)).map_err(InteropError::io("socket"))?;
+    let mut sock = crate::host::accept(listener, opts.deadline, opts.timeout)?;
     let mut msg = [0u8; MSG_LEN];
     sock.read_exact(&mut msg).map_err(exchange_err("reading the client's address"))?;
     let peer = Dest::parse(&msg)?;
