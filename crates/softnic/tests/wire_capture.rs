@@ -99,7 +99,7 @@ fn tshark_judges_a_capture_of_every_opcode_and_every_answer() {
     let (ip_a, ip_b) = (Ipv4Addr::new(127, net, 200, 1), Ipv4Addr::new(127, net, 200, 2));
     let mut wire = PairWire::udp(ip_a, ip_b, 4791);
     wire.attrs.path_mtu = 256;
-    wire.attrs.timeout = 10; // 4.2 ms
+    wire.attrs.timeout = 12; // 16.8 ms: the forced loss below is resent soon, with room for a loaded machine
     wire.attrs.min_rnr_timer = 1; // 10 µs
     wire.pcap = Some(pcap.clone());
     let mut p = Pair::new(PairConfig { wire: Some(wire), ..PairConfig::default() }).unwrap();

@@ -20,7 +20,10 @@ fn pair() -> Pair {
     let net = (std::process::id() % 200) as u8 + 20;
     let mut wire = PairWire::udp(Ipv4Addr::new(127, net, n, 1), Ipv4Addr::new(127, net, n, 2), 4791);
     wire.frames = true;
-    wire.attrs.timeout = 10; // the first frame waits for ARP: retried after 4 ms
+    // The first frame waits for ARP and goes again after the ACK timeout
+    // (14: 67 ms). With 10 (4 ms) a loaded 2-core CI machine once let 8 of
+    // them pass without an ACK: TRANSPORT_RETRY_EXC_ERR in the middle of the run.
+    wire.attrs.timeout = 14;
     Pair::new(PairConfig { wire: Some(wire), ..PairConfig::default() }).unwrap()
 }
 
