@@ -46,7 +46,8 @@ impl Dest {
     pub fn parse(msg: &[u8]) -> Result<Dest, InteropError> {
         let bad = |why: &str| InteropError::Exchange(format!("{why} in {:?}", String::from_utf8_lossy(msg)));
         let end = msg.iter().position(|&b| b == 0).ok_or_else(|| bad("no terminating NUL"))?;
-        let text = std::str::from_utf8(&msg[..end]).map_err(|_| bad("not ASCII"))?;
+        // ASCII only: the GID is sliced two bytes at a time below.
+        let text = std::str::from_utf8(&msg[..end]).ok().filter(|t| t.is_ascii()).ok_or_else(|| bad("not ASCII"))?;
         let parts: Vec<&str> = text.split(':').collect();
         let [lid, qpn, psn, gid] = parts[..] else { return Err(bad("not LID:QPN:PSN:GID")) };
         let hex = |s: &str, digits: usize, what: &str| {
