@@ -146,11 +146,6 @@ fn access_nak(f: KeyFault, rkey: u32) -> Nak {
     Nak::Access(format!("rkey {rkey:#x}: {f:?}"))
 }
 
-/// Whether `peer` has a receive WQE posted (a SEND's first packet needs one).
-pub fn has_recv(t: &impl Target, peer: u32) -> bool {
-    t.has_recv(peer)
-}
-
 /// The last packet of a multi-packet RDMA_WRITE_IMM: consume a receive
 /// WQE and complete it with the whole message's length.
 pub fn write_imm_done(t: &mut impl Target, peer: u32, total: u32, imm: u32) -> Result<(), Nak> {

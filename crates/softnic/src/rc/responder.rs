@@ -204,7 +204,7 @@ impl Responder {
             if self.inbound.is_some() {
                 return Err(Nak::InvalReq("a new message before the last one ended".into()));
             }
-            if !respond::has_recv(target, qpn) {
+            if !target.has_recv(qpn) {
                 return Err(Nak::Rnr);
             }
             self.inbound = Some(Inbound::Send { first_psn: p.psn, data: Vec::new() });
