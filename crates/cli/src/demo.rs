@@ -16,6 +16,7 @@ use crate::trace::{Detail, render_record, view};
 use marrow_mlx5::prelude::*;
 use marrow_softnic::Faults;
 use marrow_softnic::pair::{Endpoint, Pair, PairConfig, PairWire, Side, WaitError};
+use marrow_softnic::peer::PeerDaemon;
 use marrow_softnic::trace::{self as st, Kind};
 use std::fmt;
 use std::io::Write;
@@ -105,63 +106,6 @@ impl Default for DemoOptions {
             pcap: None,
             softnic_exe: None,
         }
-    }
-}
-
-/// B's softnic as a child process (`marrow softnic`), killed and its
-/// socket removed when this is dropped.
-struct Daemon {
-    child: std::process::Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    /// Start `exe softnic` on a fresh socket with a UDP wire port at
-    /// `ip:port`, and wait until it accepts connections.
-    fn start(exe: &std::path::Path, ip: Ipv4Addr, port: u16) -> Result<Daemon, DemoError> {
-        use std::process::{Command, Stdio};
-        let socket = std::env::temp_dir().join(format!("marrow-demo-{}.sock", std::process::id()));
-        let child = Command::new(exe)
-            .arg("softnic")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--port")
-            .arg(format!("udp:{ip}:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| DemoError::Setup(format!("starting B's softnic ({} softnic): {e}", exe.display())))?;
-        let mut d = Daemon { child, socket };
-        let t0 = Instant::now();
-        loop {
-            if std::os::unix::net::UnixStream::connect(&d.socket).is_ok() {
-                return Ok(d);
-            }
-            if let Ok(Some(status)) = d.child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = d.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                return Err(DemoError::Setup(format!("B's softnic exited with {status}: {}", err.trim())));
-            }
-            if t0.elapsed() > Duration::from_secs(20) {
-                return Err(DemoError::Setup(format!(
-                    "B's softnic (pid {}) did not listen on {} within 20 s",
-                    d.child.id(),
-                    d.socket.display()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
@@ -945,7 +889,7 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
             let mut w = PairWire::udp(Ipv4Addr::new(127, 77, n, 1), Ipv4Addr::new(127, 77, n, 2), 4791);
             w.pcap = opts.pcap.clone();
             if let Some(exe) = &opts.softnic_exe {
-                let d = Daemon::start(exe, w.ip_b, w.udp_port)?;
+                let d = PeerDaemon::start(exe, w.ip_b, w.udp_port).map_err(DemoError::Setup)?;
                 w.b_daemon = Some(d.socket.clone());
                 daemon = Some(d);
             }

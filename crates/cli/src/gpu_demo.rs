@@ -38,8 +38,11 @@ struct Rig<'g> {
 }
 
 fn rig(gpu: &Gpu, cfg: WorldConfig) -> Res<Rig<'_>> {
-    let sq_wqebbs = cfg.sq_wqebbs;
-    let world = World::new(cfg).map_err(e)?;
+    rig_on(gpu, World::new(cfg).map_err(e)?, cfg.sq_wqebbs)
+}
+
+/// The rig of a world already built (its channels of `sq_wqebbs` WQEBBs).
+fn rig_on(gpu: &Gpu, world: World, sq_wqebbs: u32) -> Res<Rig<'_>> {
     // A GPU round trip is microseconds: keep the engines spinning meanwhile.
     world.nic.set_idle_spin(Duration::from_secs(1));
     if let Some(n) = &world.nic_b {
@@ -842,27 +845,84 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
 }
 
 /// `marrow demo --gpu --wire udp`: the device code in GPU threads against a
-/// softnic whose peer is a second softnic across RoCEv2 on loopback UDP;
-/// the 8 B blocking-put latency and the posting rate beside the same figures
-/// on the local path (one softnic), same run.
-pub fn run_wire(o: &mut dyn Write) -> Res<()> {
+/// softnic whose peer, PE 1, is another process (`marrow softnic`, started
+/// from `softnic_exe`) across RoCEv2 on loopback UDP; the 8 B blocking-put
+/// latency and the posting rate beside the same figures on the local path
+/// (one softnic), same run. With `pcap`, PE 0's port is captured during the
+/// data checks.
+pub fn run_wire(o: &mut dyn Write, softnic_exe: &std::path::Path, pcap: Option<std::path::PathBuf>) -> Res<()> {
     let gpu = Gpu::open().map_err(e)?;
+    let pid = std::process::id();
+    let ip = std::net::Ipv4Addr::new(127, 78, (pid % 250) as u8, 2);
+    let daemon = marrow_softnic::peer::PeerDaemon::start(softnic_exe, ip, 4791)?;
     writeln!(
         o,
-        "marrow demo --gpu --wire udp: {} ({}); PE 1 on a second softnic, reached over RoCEv2 on loopback UDP",
-        gpu.name, gpu.arch
+        "marrow demo --gpu --wire udp: {} ({}); PE 1 is another process (`marrow softnic`, pid {}, port udp:{ip}:4791), reached over RoCEv2 on loopback UDP",
+        gpu.name,
+        gpu.arch,
+        daemon.child.id()
     )
     .map_err(e)?;
-    data_checks(&rig(&gpu, WorldConfig { wire: true, ..checked_config() })?, o, "across the wire")?;
-    for wire in [false, true] {
-        writeln!(o, "{}:", if wire { "across the wire" } else { "local path (one softnic), for comparison" })
+    let peer = marrow_transport::WirePeer { socket: daemon.socket.clone(), ip };
+    let wire = |pcap| marrow_transport::WireOptions { peer: Some(peer.clone()), pcap };
+    let checked = checked_config();
+    let world = World::over_wire(checked, &wire(pcap.clone())).map_err(e)?;
+    world.enable_peer_trace(1 << 20).map_err(e)?;
+    let r = rig_on(&gpu, world, checked.sq_wqebbs)?;
+    data_checks(&r, o, "across the wire to the other process")?;
+    peer_checks(&r, o)?;
+    drop(r);
+    if let Some(f) = &pcap {
+        writeln!(o, "  PE 0's port captured to {} (during the data checks)", f.display()).map_err(e)?;
+    }
+    for wire_on in [false, true] {
+        writeln!(o, "{}:", if wire_on { "across the wire" } else { "local path (one softnic), for comparison" })
             .map_err(e)?;
-        let r = rig(&gpu, WorldConfig { wire, ..bench_config() })?;
+        let cfg = bench_config();
+        let world = if wire_on { World::over_wire(cfg, &wire(None)) } else { World::new(cfg) };
+        let r = rig_on(&gpu, world.map_err(e)?, cfg.sq_wqebbs)?;
         latency(&r, o)?;
         rates(&r, o, false, false)?;
     }
     writeln!(o, "all GPU checks passed across the wire").map_err(e)?;
     Ok(())
+}
+
+/// What only a PE 1 in another process shows. PE 1's buffer is registered
+/// only with that process, so every byte the checks above read there was
+/// written by it. Its own channel, driven by the CPU device code here
+/// through the daemon's queues mapped here, puts back across the wire into
+/// PE 0's buffer, and the daemon's register trace shows the doorbell and
+/// the WQE it fetched.
+fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
+    let dev = marrow_transport::cpu::Device::new(&r.world.channels[1]);
+    let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
+    let want = pattern(4096, 0x5eed);
+    let off = 1 << 16;
+    b.write_bytes(off, &want).map_err(e)?;
+    dev.put_nbi(0, off as u64, off as u64, want.len() as u32)
+        .map_err(|x| format!("PE 1 put: {x}\n{}", r.world.channels[1].report()))?;
+    dev.quiet().map_err(|x| format!("PE 1 quiet: {x}\n{}", r.world.channels[1].report()))?;
+    let mut got = vec![0u8; want.len()];
+    a.read_bytes(off, &mut got).map_err(e)?;
+    if got != want {
+        return Err("PE 1 (the other process) put 4 KiB to PE 0: the bytes at PE 0 differ".into());
+    }
+    let bytes = r.world.peer_trace().ok_or("the peer softnic returned no register trace")?;
+    let (recs, _) = marrow_softnic::trace::parse(&bytes);
+    let qpn = r.world.channels[1].qpn;
+    let seen = |k| recs.iter().filter(|x| x.kind == k && x.qpn == qpn).count();
+    let (rings, fetches) = (seen(marrow_softnic::trace::Kind::DOORBELL), seen(marrow_softnic::trace::Kind::WQE_FETCH));
+    if rings == 0 || fetches == 0 {
+        return Err(format!(
+            "the peer softnic's register trace has {rings} doorbells and {fetches} WQE fetches on QP {qpn:#x} after its put"
+        ));
+    }
+    writeln!(
+        o,
+        "  ok - PE 1's own channel (the other process's QP {qpn:#x}) put 4 KiB back across the wire, bytes checked; its trace: {rings} doorbell(s), {fetches} WQE fetch(es)"
+    )
+    .map_err(e)
 }
 
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {

@@ -99,6 +99,10 @@ enum BenchCmd {
         /// same datagrams.
         #[arg(long, value_name = "KIND", value_parser = ["udp"])]
         wire: Option<String>,
+        /// With `--wire`: both softnic instances in this process, instead of
+        /// B in a `marrow softnic` process of its own.
+        #[arg(long, requires = "wire")]
+        one_process: bool,
     },
     /// The ConnectX backend (rdma-core, two ranks): puts checked, put+quiet
     /// latency; without a NIC, says what is missing.
@@ -411,7 +415,9 @@ fn main() -> ExitCode {
         }
         Cmd::Interop(InteropCmd::Host(a)) => run_interop_host(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
-        Cmd::Bench(BenchCmd::Softnic { runs, wire }) => run_bench_softnic(runs, wire.is_some()),
+        Cmd::Bench(BenchCmd::Softnic { runs, wire, one_process }) => {
+            run_bench_softnic(runs, wire.is_some(), one_process)
+        }
         Cmd::Bench(BenchCmd::P2p { sweep }) => {
             let mut o = std::io::stdout().lock();
             writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
@@ -454,20 +460,36 @@ fn writeln_or_exit(o: &mut dyn Write, s: &str) {
     }
 }
 
-fn run_bench_softnic(runs: usize, wire: bool) -> ExitCode {
+fn run_bench_softnic(runs: usize, wire: bool, one_process: bool) -> ExitCode {
     use marrow_softnic::{bench, bench_wire};
     let runs = runs.max(1);
     let figures = if wire {
         // Each run moves whole batches through sockets: fewer runs suffice.
         let runs = runs.min(21);
-        vec![bench_wire::wire_rate(1024, runs), bench_wire::wire_bandwidth(64 << 10, 64, runs)]
+        let exe = match (one_process, std::env::current_exe()) {
+            (true, _) => None,
+            (false, Ok(exe)) => Some(exe),
+            (false, Err(e)) => {
+                eprintln!("error: finding this program to start B's softnic: {e} (--one-process runs without it)");
+                return ExitCode::from(1);
+            }
+        };
+        let figures = bench_wire::wire_rate(1024, runs, exe.as_deref())
+            .and_then(|r| Ok(vec![r, bench_wire::wire_bandwidth(64 << 10, 64, runs, exe.as_deref())?]));
+        match figures {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        }
     } else {
         vec![bench::engine_rate(4096, runs), bench::write_bandwidth(64 << 10, 256, runs)]
     };
-    println!("{:<44} {:>12} {:>12} {:>7}  {:<16} floor", "figure", "measured", "floor", "ratio", "target");
+    println!("{:<58} {:>12} {:>12} {:>7}  {:<16} floor", "figure", "measured", "floor", "ratio", "target");
     for f in &figures {
         println!(
-            "{:<44} {:>12.3e} {:>12.3e} {:>7.3}  {:<16} {} ({})",
+            "{:<58} {:>12.3e} {:>12.3e} {:>7.3}  {:<16} {} ({})",
             f.name,
             f.rate,
             f.floor,
@@ -532,12 +554,18 @@ fn run_softnic(a: &SoftnicArgs) -> ExitCode {
 fn run_demo(a: &DemoArgs) -> ExitCode {
     if a.gpu {
         let mut o = std::io::stdout().lock();
-        if a.pcap.is_some() {
-            eprintln!("error: --pcap is not offered with --gpu yet: capture with `marrow demo --wire udp --pcap FILE`");
+        if a.pcap.is_some() && a.wire.is_none() {
+            eprintln!("error: --pcap captures the RoCEv2 wire: it needs --wire udp");
             return ExitCode::from(2);
         }
-        let run = if a.wire.is_some() { marrow::gpu_demo::run_wire } else { marrow::gpu_demo::run };
-        return match run(&mut o) {
+        let result = match a.wire {
+            Some(_) => match std::env::current_exe() {
+                Ok(exe) => marrow::gpu_demo::run_wire(&mut o, &exe, a.pcap.clone()),
+                Err(e) => Err(format!("finding this program to start the peer softnic: {e}")),
+            },
+            None => marrow::gpu_demo::run(&mut o),
+        };
+        return match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 let _ = o.flush();

@@ -28,6 +28,7 @@ pub mod fault;
 pub mod hca;
 pub mod mr;
 pub mod pair;
+pub mod peer;
 pub mod qp;
 pub mod rc;
 pub mod respond;

@@ -18,7 +18,7 @@ pub mod p2p_relay;
 pub mod remote;
 pub mod world;
 
-pub use world::{Channel, World, WorldConfig};
+pub use world::{Channel, WireOptions, WirePeer, World, WorldConfig};
 
 /// A failure of the host side.
 #[derive(Debug, thiserror::Error)]

@@ -44,8 +44,10 @@ pub const ACK_EVERY: usize = 64;
 /// back (a NIC's line rate and credits do this in hardware).
 pub const WINDOW: u32 = 1024;
 
-/// Spare message buffers a QP keeps.
-const SPARE_BUFFERS: usize = 8;
+/// Spare message buffers a QP keeps: a send window of 64 KiB messages at
+/// MTU 4096 (each at most [`SPARE_MAX`]), so a steady stream of them never
+/// goes back to the allocator.
+const SPARE_BUFFERS: usize = 64;
 /// Spare packet buffers a QP keeps: a send window's worth at MTU 4096 and
 /// the default window of 64 KiB messages.
 const SPARE_PACKETS: usize = 256;
