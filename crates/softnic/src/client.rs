@@ -4,7 +4,7 @@
 use crate::mr::Access;
 use crate::qp::{QpCaps, QpState};
 use crate::shm::Shm;
-use crate::wire::{self, Reply, Request};
+use crate::wire::{self, Limits, PROTOCOL_VERSION, Reply, Request};
 use marrow_mmio::Region;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -29,6 +29,7 @@ pub enum ClientError {
 #[derive(Debug)]
 pub struct Client {
     s: UnixStream,
+    limits: Limits,
 }
 
 /// A CQ created through the daemon.
@@ -63,9 +64,52 @@ pub struct RemoteQp {
 }
 
 impl Client {
-    /// Connect to the daemon at `path`.
+    /// Connect to the daemon at `path` and exchange `Hello`s.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
-        Ok(Client { s: UnixStream::connect(path)? })
+        let mut c = Client { s: UnixStream::connect(path)?, limits: Limits::default() };
+        match c.call(&Request::Hello { version: PROTOCOL_VERSION }, &[])?.0 {
+            Reply::Hello { limits, .. } => c.limits = limits,
+            r => return Err(ClientError::Protocol(format!("{r:?} in answer to Hello"))),
+        }
+        Ok(c)
+    }
+
+    /// What the daemon lets this client hold.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Free a protection domain.
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<(), ClientError> {
+        self.call(&Request::DeallocPd { pd }, &[]).map(|_| ())
+    }
+
+    /// Deregister the memory region with `lkey`.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), ClientError> {
+        self.call(&Request::DeregMr { lkey }, &[]).map(|_| ())
+    }
+
+    /// Destroy a CQ (its mapping here stays until the [`RemoteCq`] is dropped).
+    pub fn destroy_cq(&mut self, cqn: u32) -> Result<(), ClientError> {
+        self.call(&Request::DestroyCq { cqn }, &[]).map(|_| ())
+    }
+
+    /// Destroy a QP (its mappings here stay until the [`RemoteQp`] is dropped).
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), ClientError> {
+        self.call(&Request::DestroyQp { qpn }, &[]).map(|_| ())
+    }
+
+    /// The events of this client's objects since the last call.
+    pub fn take_events(&mut self) -> Result<Vec<String>, ClientError> {
+        match self.call(&Request::TakeEvents, &[])?.0 {
+            Reply::Events(e) => Ok(e),
+            r => Err(ClientError::Protocol(format!("{r:?}"))),
+        }
+    }
+
+    /// Send `req` as it is, for tests that speak the protocol badly on purpose.
+    pub fn raw_call(&mut self, req: &Request, fds: &[i32]) -> Result<Reply, ClientError> {
+        self.call(req, fds).map(|r| r.0)
     }
 
     fn call(&mut self, req: &Request, fds: &[i32]) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
@@ -101,7 +145,7 @@ impl Client {
             return Err(ClientError::Protocol(format!("{reply:?}")));
         };
         let fd = fds.pop().ok_or_else(|| ClientError::Protocol("CreateCq reply without a memfd".into()))?;
-        let shm = Shm::from_file(File::from(fd), len)?;
+        let shm = Shm::from_sealed(File::from(fd), len)?;
         let r = shm.region();
         let e = |e: marrow_mmio::OutOfBounds| ClientError::Protocol(e.to_string());
         Ok(RemoteCq { cqn, ncqe, buf: r.sub(0, ring).map_err(e)?, dbrec: r.sub(dbrec, 8).map_err(e)?, _shm: shm })
@@ -125,8 +169,8 @@ impl Client {
         let (Some(qfd), Some(ufd)) = (fds.next(), fds.next()) else {
             return Err(ClientError::Protocol("CreateQp reply without two memfds".into()));
         };
-        let queues = Shm::from_file(File::from(qfd), len)?;
-        let uar = Shm::from_file(File::from(ufd), 4096)?;
+        let queues = Shm::from_sealed(File::from(qfd), len)?;
+        let uar = Shm::from_sealed(File::from(ufd), 4096)?;
         let q = queues.region();
         let e = |e: marrow_mmio::OutOfBounds| ClientError::Protocol(e.to_string());
         Ok(RemoteQp {
@@ -176,7 +220,7 @@ impl Client {
         let (reply, mut fds) = self.call(&Request::Trace, &[])?;
         let Reply::Trace { len } = reply else { return Err(ClientError::Protocol(format!("{reply:?}"))) };
         let fd = fds.pop().ok_or_else(|| ClientError::Protocol("Trace reply without a memfd".into()))?;
-        let shm = Shm::from_file(File::from(fd), len)?;
+        let shm = Shm::from_sealed(File::from(fd), len)?;
         let mut out = vec![0u8; len];
         shm.region().read_bytes(0, &mut out).map_err(|e| ClientError::Protocol(e.to_string()))?;
         Ok(out)

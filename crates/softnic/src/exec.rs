@@ -187,6 +187,14 @@ pub fn execute(hca: &mut impl Initiator, qpn: u32, wqe: &[u8], ctrl: &CtrlFields
         return Outcome::Done { byte_cnt: 0 };
     }
     let Some(peer) = peer else { return err(Syndrome::TRANSPORT_RETRY_EXC_ERR, "QP has no peer") };
+    if !wire && !hca.connected(peer, qpn) {
+        // An RC responder drops a request from a QP it is not connected
+        // to; no ACK ever comes, so the requester's retries run out.
+        return err(
+            Syndrome::TRANSPORT_RETRY_EXC_ERR,
+            format!("peer QP {peer:#x} is not connected to QP {qpn:#x}: it drops the request, no response"),
+        );
+    }
     let to = Peer { peer, wire };
     let result = match ctrl.opcode {
         WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, &p, to),

@@ -78,6 +78,17 @@ pub enum HcaError {
     /// The softnic daemon holding the other end refused or failed.
     #[error(transparent)]
     Daemon(#[from] crate::client::ClientError),
+    /// An object still in use by another (`ibv_destroy_cq` on a CQ a QP
+    /// uses: EBUSY).
+    #[error("{what} {id:#x} is in use by {by}")]
+    Busy {
+        /// Kind of object.
+        what: &'static str,
+        /// Its number.
+        id: u32,
+        /// What uses it.
+        by: String,
+    },
 }
 
 /// Attributes of a QP modification.
@@ -132,7 +143,12 @@ pub struct Hca {
     pub(crate) qps: Table<Qp>,
     next_pd: u32,
     pub(crate) trace: Option<Recorder>,
-    pub(crate) events: Vec<AsyncEvent>,
+    pub(crate) events: std::collections::VecDeque<AsyncEvent>,
+    /// Events dropped because [`MAX_EVENTS`] were waiting.
+    events_dropped: u64,
+    /// Doorbells refused: written on one QP's UAR page, naming another QP
+    /// that is not bound to that page.
+    doorbells_refused: u64,
     /// RNR retry interval.
     pub(crate) rnr_timer: std::time::Duration,
     /// Wire ports ([`crate::SoftNic::attach_port`]).
@@ -149,12 +165,18 @@ impl Default for Hca {
             qps: Table::new(0x100),
             next_pd: 1,
             trace: None,
-            events: Vec::new(),
+            events: std::collections::VecDeque::new(),
+            events_dropped: 0,
+            doorbells_refused: 0,
             rnr_timer: std::time::Duration::from_micros(20),
             ports: Vec::new(),
         }
     }
 }
+
+/// Asynchronous events kept until taken; older ones are dropped (and
+/// counted) beyond this, as an event queue that nobody reads overflows.
+pub const MAX_EVENTS: usize = 4096;
 
 fn check_pow2(what: &'static str, value: u32, min: u32, max: u32) -> Result<(), HcaError> {
     if value.is_power_of_two() && (min..=max).contains(&value) {
@@ -192,6 +214,49 @@ impl Hca {
     /// Deregister memory.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), HcaError> {
         self.mrs.deregister(lkey).map(|_| ()).ok_or(HcaError::NoSuch { what: "MR with lkey", id: lkey })
+    }
+
+    /// Destroy a QP (`ibv_destroy_qp`), in any state: its queues go with it,
+    /// WQEs not yet executed are not, and a peer's requests to it find no
+    /// QP (as on hardware, no response: the peer's retries run out).
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), HcaError> {
+        self.qps.remove(&qpn).ok_or(HcaError::NoSuch { what: "QP", id: qpn })?;
+        if let Some(t) = &mut self.trace {
+            t.record(Kind::QP_STATE, qpn, 0, 0, b"destroyed");
+        }
+        Ok(())
+    }
+
+    /// Destroy a CQ (`ibv_destroy_cq`); refused while a QP uses it.
+    pub fn destroy_cq(&mut self, cqn: u32) -> Result<(), HcaError> {
+        self.cq(cqn)?;
+        let users: Vec<String> = self
+            .qps
+            .values()
+            .filter(|q| q.send_cq == cqn || q.recv_cq == cqn)
+            .map(|q| format!("QP {:#x}", q.qpn))
+            .collect();
+        if !users.is_empty() {
+            return Err(HcaError::Busy { what: "CQ", id: cqn, by: users.join(", ") });
+        }
+        self.cqs.remove(&cqn);
+        Ok(())
+    }
+
+    /// QPs, CQs and MRs that exist now.
+    pub fn object_counts(&self) -> (usize, usize, usize) {
+        (self.qps.len(), self.cqs.len(), self.mrs.len())
+    }
+
+    /// Doorbells refused so far: written on a QP's UAR page and naming a QP
+    /// not bound to that page (each is also traced).
+    pub fn doorbells_refused(&self) -> u64 {
+        self.doorbells_refused
+    }
+
+    /// Events dropped so far because [`MAX_EVENTS`] were waiting untaken.
+    pub fn events_dropped(&self) -> u64 {
+        self.events_dropped
     }
 
     /// Create a CQ of `ncqe` 64-byte entries.
@@ -365,8 +430,16 @@ impl Hca {
     pub(crate) fn fail_qp(&mut self, qpn: u32, why: String) {
         if self.qps.get(&qpn).is_some_and(|q| q.state != QpState::Err) {
             self.set_state(qpn, QpState::Err);
-            self.events.push(AsyncEvent::QpFatal { qpn, why });
+            self.push_event(AsyncEvent::QpFatal { qpn, why });
         }
+    }
+
+    fn push_event(&mut self, e: AsyncEvent) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+            self.events_dropped += 1;
+        }
+        self.events.push_back(e);
     }
 
     /// Arm faults on a QP.
@@ -383,7 +456,20 @@ impl Hca {
 
     /// Drain the asynchronous events.
     pub fn take_events(&mut self) -> Vec<AsyncEvent> {
-        std::mem::take(&mut self.events)
+        self.events.drain(..).collect()
+    }
+
+    /// Drain the events that `mine` says belong to the caller, leaving the rest.
+    pub fn take_events_where(&mut self, mine: impl Fn(&AsyncEvent) -> bool) -> Vec<AsyncEvent> {
+        let mut taken = Vec::new();
+        self.events.retain(|e| {
+            let m = mine(e);
+            if m {
+                taken.push(e.clone());
+            }
+            !m
+        });
+        taken
     }
 
     /// Write a CQE to `cqn` for `qpn`; on overflow the QPs using the CQ go to ERR.
@@ -391,7 +477,7 @@ impl Hca {
         let Some(cq) = self.cqs.get_mut(&cqn) else { return };
         if cq.push(c, qpn, &mut self.trace).is_err() {
             if !self.events.contains(&AsyncEvent::CqOverflow { cqn }) {
-                self.events.push(AsyncEvent::CqOverflow { cqn });
+                self.push_event(AsyncEvent::CqOverflow { cqn });
             }
             let users: Vec<u32> =
                 self.qps.values().filter(|q| q.send_cq == cqn || q.recv_cq == cqn).map(|q| q.qpn).collect();
@@ -495,16 +581,29 @@ impl Hca {
     /// Act on a doorbell found on `page_qpn`'s UAR page.
     fn ring(&mut self, page_qpn: u32, bytes: [u8; 8]) {
         let db = decode_uar_doorbell(bytes);
-        // The doorbell names its QP; a UAR page may be shared by several.
-        let qpn = if self.qps.contains_key(&db.qpn) { db.qpn } else { page_qpn };
-        let Some(qp) = self.qps.get_mut(&qpn) else { return };
-        if db.qpn != qpn {
+        // The doorbell names its QP. A UAR page may be shared by several QPs
+        // (the queues a caller places with `create_qp_in`), but a doorbell
+        // drives only a QP bound to the page it was written on: a process
+        // holding one QP's page must not ring another's.
+        let page = self.qps.get(&page_qpn).map(|q| q.mem.uar.base_addr());
+        let bound = self.qps.get(&db.qpn).is_some_and(|q| Some(q.mem.uar.base_addr()) == page);
+        if !bound {
+            self.doorbells_refused += 1;
             if let Some(t) = &mut self.trace {
-                let msg = format!("doorbell names QPN {:#x}, which does not exist; ignored", db.qpn);
+                let msg = if self.qps.contains_key(&db.qpn) {
+                    format!(
+                        "doorbell on QP {page_qpn:#x}'s UAR page names QP {:#x}, which is not bound to that page; not executed",
+                        db.qpn
+                    )
+                } else {
+                    format!("doorbell names QPN {:#x}, which does not exist; ignored", db.qpn)
+                };
                 t.record(Kind::WQE_ERROR, page_qpn, 0, 0, msg.as_bytes());
             }
             return;
         }
+        let qpn = db.qpn;
+        let Some(qp) = self.qps.get_mut(&qpn) else { return };
         let dbrec = qp.mem.dbrec.read_be32(4 * MLX5_SND_DBR as usize).unwrap_or(0) as u16;
         if let Some(t) = &mut self.trace {
             let mut rec = [0u8; 8];
@@ -766,6 +865,10 @@ impl crate::respond::Target for Hca {
 
     fn mrs(&self) -> &MrTable {
         &self.mrs
+    }
+
+    fn connected(&self, qpn: u32, from: u32) -> bool {
+        self.qps.get(&qpn).is_some_and(|q| q.peer == Some(from))
     }
 
     fn has_recv(&self, qpn: u32) -> bool {

@@ -118,12 +118,19 @@ pub enum KeyFault {
 
 /// Every memory region of a device model, indexed by the key's upper 24
 /// bits (as an mkey index), so a translation is one bounds-checked load.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MrTable {
     slots: Vec<Option<Mr>>,
+    /// Where the keys' variant bytes come from (seeded from the OS).
+    variants: fastrand::Rng,
 }
 
-const KEY_VARIANT: u32 = 0x42;
+impl Default for MrTable {
+    fn default() -> Self {
+        MrTable { slots: Vec::new(), variants: fastrand::Rng::new() }
+    }
+}
+
 const RKEY_FLIP: u32 = 0x80;
 
 impl MrTable {
@@ -136,15 +143,33 @@ impl MrTable {
     /// Register `len` bytes of any backing at `addr`; returns (lkey, rkey).
     pub fn register_backing(&mut self, pd: Pd, addr: u64, len: u64, backing: Backing, access: Access) -> (u32, u32) {
         // Keys look like mlx5 mkeys: an index in the upper 24 bits and a
-        // variant byte, so a stale or made-up key rarely aliases a live one.
+        // variant byte (PRM "mkey_7_0"), drawn at random here, so one key
+        // says nothing of the next, and a stale or made-up key aliases a
+        // live one once in 256 guesses at best. A freed index is reused.
         if self.slots.is_empty() {
             self.slots.push(None); // index 0 is never a key
         }
-        let index = self.slots.len() as u32;
-        let lkey = (index << 8) | KEY_VARIANT;
+        let index = self.slots.iter().skip(1).position(Option::is_none).map_or(self.slots.len(), |i| i + 1);
+        let variant = self.variants.u32(..0x100) & !RKEY_FLIP;
+        let lkey = ((index as u32) << 8) | variant;
         let rkey = lkey ^ RKEY_FLIP;
-        self.slots.push(Some(Mr { pd, addr, len, lkey, rkey, access, backing }));
+        let mr = Some(Mr { pd, addr, len, lkey, rkey, access, backing });
+        if index == self.slots.len() {
+            self.slots.push(mr);
+        } else {
+            self.slots[index] = mr;
+        }
         (lkey, rkey)
+    }
+
+    /// Registrations that exist now.
+    pub fn len(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Remove a registration.

@@ -123,6 +123,9 @@ pub trait Target {
     fn accepting(&self, qpn: u32) -> Result<Pd, Nak>;
     /// The memory registrations, for rkeys and receive lkeys.
     fn mrs(&self) -> &MrTable;
+    /// Whether QP `qpn` is connected to QP `from` of the same model (RC:
+    /// a responder executes requests only from the QP it is connected to).
+    fn connected(&self, qpn: u32, from: u32) -> bool;
     /// Whether the QP has a receive WQE posted (a SEND's first packet needs one).
     fn has_recv(&self, qpn: u32) -> bool;
     /// Consume the QP's next receive WQE, or `None` when none is posted.

@@ -2,11 +2,19 @@
 //! through `cudaHostRegister`) the GPU can all map: a memfd mapped
 //! `MAP_SHARED`. `cuMemHostRegister` accepts such memory and a GPU's stores
 //! into it are seen by another process (`docs/SOURCES.md` §2.5).
+//!
+//! Every memfd made here is sealed against shrinking and growing
+//! (`F_SEAL_SHRINK | F_SEAL_GROW`, then `F_SEAL_SEAL`, memfd_create(2)):
+//! a process that maps memory another process holds would take SIGBUS on
+//! its next access if the holder could truncate the file under it. The
+//! daemon maps clients' memfds only with [`Shm::from_sealed`], which
+//! refuses a file that can still shrink.
 
 use marrow_mmio::Region;
-use memmap2::MmapRaw;
+use memmap2::{MmapOptions, MmapRaw};
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
 use std::fs::File;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 
 /// A memfd-backed, page-aligned, zero-filled shared mapping.
@@ -23,23 +31,48 @@ impl Shm {
         let page = 4096;
         let len = len.max(1).div_ceil(page) * page;
         let cname = std::ffi::CString::new(format!("marrow-{name}")).map_err(std::io::Error::other)?;
-        let fd: OwnedFd = nix::sys::memfd::memfd_create(&cname, nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)?;
+        use nix::sys::memfd::MemFdCreateFlag as F;
+        let fd: OwnedFd = nix::sys::memfd::memfd_create(&cname, F::MFD_CLOEXEC | F::MFD_ALLOW_SEALING)?;
         let file = File::from(fd);
         file.set_len(len as u64)?;
+        let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+        fcntl(file.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals))?;
         Self::map(file, len)
     }
 
-    /// Map an existing memfd received from another process.
+    /// Map the first `len` bytes of an existing file (a memfd received from
+    /// another process, or a file this process trusts, such as the memory
+    /// QEMU shares with a guest).
     pub fn from_file(file: File, len: usize) -> std::io::Result<Shm> {
-        let actual = file.metadata()?.len() as usize;
-        if actual < len {
+        let actual = file.metadata()?.len();
+        if actual < len as u64 {
             return Err(std::io::Error::other(format!("shared file is {actual} bytes, {len} expected")));
         }
         Self::map(file, len)
     }
 
+    /// [`Shm::from_file`] for a file another process holds: refused unless
+    /// it is sealed against shrinking (`F_SEAL_SHRINK`), so that it cannot
+    /// be truncated under this mapping.
+    pub fn from_sealed(file: File, len: usize) -> std::io::Result<Shm> {
+        let seals = fcntl(file.as_raw_fd(), FcntlArg::F_GET_SEALS).map_err(|e| {
+            std::io::Error::other(format!("the file carries no seals ({e}): pass a memfd made with MFD_ALLOW_SEALING"))
+        })?;
+        if !SealFlag::from_bits_truncate(seals).contains(SealFlag::F_SEAL_SHRINK) {
+            return Err(std::io::Error::other(
+                "the memfd is not sealed with F_SEAL_SHRINK: it could be truncated under the mapping",
+            ));
+        }
+        Self::from_file(file, len)
+    }
+
     fn map(file: File, len: usize) -> std::io::Result<Shm> {
-        let map = MmapRaw::map_raw(&file)?;
+        if len == 0 {
+            return Err(std::io::Error::other("a shared mapping of 0 bytes"));
+        }
+        // Only the bytes asked for: a client's sparse file of any size then
+        // costs the daemon no more address space than it registered.
+        let map = MmapOptions::new().len(len).map_raw(&file)?;
         Ok(Shm { file, map, len })
     }
 

@@ -2,6 +2,8 @@
 //! stream socket, shared-memory file descriptors passed alongside with
 //! `SCM_RIGHTS`. Only the control path crosses the socket; the data path
 //! (rings, doorbells, CQEs, registered memory) is the shared memory itself.
+//! `docs/SOFTNIC_PROTOCOL.md` describes every message, the handshake, the
+//! limits and the errors.
 
 use crate::cq::CqMode;
 use crate::fault::Faults;
@@ -12,11 +14,43 @@ use std::io::{IoSlice, IoSliceMut, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
+/// The protocol version this build speaks; a client's [`Request::Hello`]
+/// must name it.
+pub const PROTOCOL_VERSION: u32 = 2;
+
 /// A request from a client.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Request {
+    /// The first request of every connection: the version the client speaks.
+    Hello {
+        /// [`PROTOCOL_VERSION`] of the client's build.
+        version: u32,
+    },
     /// Allocate a protection domain.
     AllocPd,
+    /// Free a protection domain; refused while an MR or QP is in it.
+    DeallocPd {
+        /// The PD.
+        pd: u32,
+    },
+    /// Deregister a memory region (by its lkey); the daemon unmaps the memfd.
+    DeregMr {
+        /// Its lkey.
+        lkey: u32,
+    },
+    /// Destroy a CQ; refused while a QP uses it.
+    DestroyCq {
+        /// The CQ.
+        cqn: u32,
+    },
+    /// Destroy a QP, in any state.
+    DestroyQp {
+        /// The QP.
+        qpn: u32,
+    },
+    /// The asynchronous events of the client's objects since the last call
+    /// (QP fatal errors, CQ overflows).
+    TakeEvents,
     /// Register the memfd passed with this message: `len` bytes mapped at
     /// `addr` in the client (the address its WQEs will use).
     RegMr {
@@ -101,6 +135,16 @@ pub enum Request {
 /// A reply.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub enum Reply {
+    /// The handshake's answer: the daemon's version and the limits each
+    /// client has.
+    Hello {
+        /// [`PROTOCOL_VERSION`] of the daemon's build.
+        version: u32,
+        /// What one client may hold.
+        limits: Limits,
+    },
+    /// Events, each described for a person.
+    Events(Vec<String>),
     /// A PD.
     Pd(u32),
     /// A memory registration.
@@ -177,6 +221,26 @@ impl Request {
     }
 }
 
+/// What one client may hold at once; a request beyond any of them is
+/// refused with an [`Reply::Error`] that names the limit.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Limits {
+    /// PDs, MRs, CQs and QPs together.
+    pub objects: u32,
+    /// Bytes of client memory registered (the daemon maps each MR's bytes).
+    pub mapped_bytes: u64,
+    /// CQ entries, summed over the client's CQs (64 bytes each).
+    pub cq_entries: u64,
+    /// Send queue WQEBBs and receive queue WQEs, summed over its QPs.
+    pub qp_entries: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { objects: 4096, mapped_bytes: 64 << 30, cq_entries: 1 << 22, qp_entries: 1 << 21 }
+    }
+}
+
 /// The mode a `CreateCq` asks for.
 pub fn cq_mode(collapsed: bool) -> CqMode {
     if collapsed { CqMode::Collapsed } else { CqMode::Normal }
@@ -187,7 +251,10 @@ pub fn qp_state(n: u8) -> Result<QpState, String> {
     QpState::from_u8(n).ok_or_else(|| format!("no QP state {n}"))
 }
 
-const MAX_MSG: usize = 1 << 20;
+/// The largest message either side accepts: far above any request's JSON
+/// (a few hundred bytes), so a length beyond it is a peer out of protocol,
+/// and refused before anything is allocated for it.
+pub const MAX_MSG: usize = 64 << 10;
 
 /// Send one message with optional file descriptors.
 pub fn send<T: Serialize>(s: &UnixStream, msg: &T, fds: &[RawFd]) -> std::io::Result<()> {
@@ -231,10 +298,34 @@ pub fn recv<T: for<'de> Deserialize<'de>>(s: &UnixStream) -> std::io::Result<Opt
     }
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_MSG {
-        return Err(std::io::Error::other(format!("message of {len} bytes exceeds {MAX_MSG}")));
+        let e = format!("a message of {len} bytes: more than the protocol's {MAX_MSG}");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e));
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
-    let msg = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+    let msg = serde_json::from_slice(&body).map_err(|e| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not a message of the protocol: {e}"))
+    })?;
     Ok(Some((msg, fds)))
+}
+
+/// A message's bytes as [`send`] frames them (for tests and fuzzing).
+pub fn frame<T: Serialize>(msg: &T) -> Vec<u8> {
+    let body = serde_json::to_vec(msg).unwrap_or_default();
+    let mut buf = (body.len() as u32).to_le_bytes().to_vec();
+    buf.extend_from_slice(&body);
+    buf
+}
+
+/// Parse one framed message from `bytes` as [`recv`] would (no descriptors):
+/// the message and the bytes it used, `Ok(None)` when more bytes are needed.
+pub fn parse_frame<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<Option<(T, usize)>, String> {
+    let Some(len) = bytes.get(..4) else { return Ok(None) };
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if len > MAX_MSG {
+        return Err(format!("a message of {len} bytes: more than the protocol's {MAX_MSG}"));
+    }
+    let Some(body) = bytes.get(4..4 + len) else { return Ok(None) };
+    let msg = serde_json::from_slice(body).map_err(|e| format!("not a message of the protocol: {e}"))?;
+    Ok(Some((msg, 4 + len)))
 }

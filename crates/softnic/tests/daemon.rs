@@ -75,7 +75,7 @@ fn two_processes_share_one_daemon() {
     let nic = Arc::new(nic);
     let listener = UnixListener::bind(&sock).unwrap();
     let server = nic.clone();
-    std::thread::spawn(move || marrow_softnic::daemon::serve(server, listener));
+    std::thread::spawn(move || marrow_softnic::daemon::serve(server, listener, Default::default()));
 
     let mut b = Peer::spawn("responder", &sock);
     let binfo = b.expect("READY");

@@ -26,7 +26,7 @@ fn daemon(dir: &Path, name: &str, ip: Ipv4Addr, pcap: Option<PathBuf>) -> PathBu
     let sock = dir.join(format!("{name}.sock"));
     let listener = UnixListener::bind(&sock).unwrap();
     let nic = Arc::new(nic);
-    std::thread::spawn(move || marrow_softnic::daemon::serve(nic, listener));
+    std::thread::spawn(move || marrow_softnic::daemon::serve(nic, listener, Default::default()));
     sock
 }
 

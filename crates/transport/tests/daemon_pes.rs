@@ -68,7 +68,7 @@ fn pes_in_two_processes_share_one_daemon() {
     let nic = Arc::new(nic);
     let listener = UnixListener::bind(&sock).unwrap();
     let server = nic.clone();
-    std::thread::spawn(move || marrow_softnic::daemon::serve(server, listener));
+    std::thread::spawn(move || marrow_softnic::daemon::serve(server, listener, Default::default()));
 
     let mut pe1 = Peer::spawn(1, &sock);
     let info1 = pe1.expect("INFO");

@@ -1,0 +1,104 @@
+//! `marrow softnic`: the device model as a daemon serving client processes
+//! over a Unix socket (`docs/SOFTNIC_PROTOCOL.md`). Every object lives in
+//! the one model, so QPs of different clients can be connected to each
+//! other; the data path never touches the socket.
+//!
+//! The daemon is built to outlive its clients' mistakes:
+//! - each connection is a [`session`] that owns what it made: a request
+//!   naming another client's object is refused, and when the connection
+//!   ends everything it made is destroyed;
+//! - what one client may hold is bounded ([`Limits`]), as is the number of
+//!   clients at once;
+//! - a failed `accept` (out of descriptors, say) or a failed thread spawn is
+//!   logged and retried with backoff, never the end of the daemon;
+//! - every malformed request gets an `Error` reply before the connection
+//!   is closed.
+
+mod session;
+
+use crate::SoftNic;
+use crate::wire::{self, Limits, Reply};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// How a daemon serves.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// What each client may hold.
+    pub limits: Limits,
+    /// Clients connected at once; one more is told so and closed.
+    pub max_clients: usize,
+    /// How long a new connection may take to send its `Hello`.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { limits: Limits::default(), max_clients: 256, handshake_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// The longest wait between retries of a failed `accept` or spawn.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Serve clients on `listener`, forever: errors are logged and retried.
+pub fn serve(nic: Arc<SoftNic>, listener: UnixListener, opts: Options) -> std::io::Result<()> {
+    let active = Arc::new(AtomicUsize::new(0));
+    let mut backoff = Duration::from_millis(1);
+    let retry = |what: String, backoff: &mut Duration| {
+        eprintln!("marrow softnic: {what}; retrying in {backoff:?}");
+        std::thread::sleep(*backoff);
+        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+    };
+    loop {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                retry(format!("accepting a connection: {e}"), &mut backoff);
+                continue;
+            }
+        };
+        if active.load(Ordering::Acquire) >= opts.max_clients {
+            refuse(&stream, &format!("this daemon serves at most {} clients at once", opts.max_clients));
+            continue;
+        }
+        active.fetch_add(1, Ordering::AcqRel);
+        let (nic, done) = (nic.clone(), active.clone());
+        let spawned = std::thread::Builder::new().name("softnic-client".into()).spawn(move || {
+            session::run(&nic, stream, &opts);
+            done.fetch_sub(1, Ordering::AcqRel);
+        });
+        match spawned {
+            Ok(_) => backoff = Duration::from_millis(1),
+            Err(e) => {
+                // The stream went with the closure: that client sees the
+                // connection close.
+                active.fetch_sub(1, Ordering::AcqRel);
+                retry(format!("starting a thread for a client: {e}"), &mut backoff);
+            }
+        }
+    }
+}
+
+/// Tell a connection why it is not served, and close it.
+fn refuse(s: &UnixStream, why: &str) {
+    eprintln!("marrow softnic: refusing a connection: {why}");
+    let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+    let _ = wire::send(s, &Reply::Error(why.into()), &[]);
+}
+
+/// Bind `path` (replacing a stale socket) and serve with `opts`.
+pub fn run_with(nic: Arc<SoftNic>, path: &Path, opts: Options) -> std::io::Result<()> {
+    if path.exists() {
+        std::fs::remove_file(path)?;
+    }
+    serve(nic, UnixListener::bind(path)?, opts)
+}
+
+/// Bind `path` (replacing a stale socket) and serve with the default options.
+pub fn run(nic: Arc<SoftNic>, path: &Path) -> std::io::Result<()> {
+    run_with(nic, path, Options::default())
+}
