@@ -46,6 +46,14 @@ pub struct RemoteCq {
     _shm: Shm,
 }
 
+impl RemoteCq {
+    /// The memfd the CQ is mapped from (sealed by the daemon: it cannot be
+    /// shrunk or grown).
+    pub fn memfd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self._shm.fd()
+    }
+}
+
 /// A QP created through the daemon.
 #[derive(Debug)]
 pub struct RemoteQp {

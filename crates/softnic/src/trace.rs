@@ -8,13 +8,17 @@
 //!           reserved:u32le addr:u64le bytes[len]          (32-byte header)
 //! ```
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"MRWTRACE";
 /// Format version.
 pub const VERSION: u32 = 1;
 const HEADER: usize = 32;
+const FILE_HEADER: usize = 16;
+/// The most bytes one record may carry: its length is a `u16`, so a reader
+/// never allocates more than this for a record, whatever the file says.
+pub const MAX_RECORD_BYTES: usize = u16::MAX as usize;
 
 /// What a record is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -144,6 +148,14 @@ pub enum TraceError {
     /// A version this reader does not know.
     #[error("trace format version {0}, this reader knows version 1")]
     BadVersion(u32),
+    /// The file could not be read on.
+    #[error("cannot read the trace at byte {offset:#x}: {message}")]
+    Read {
+        /// Where reading failed.
+        offset: usize,
+        /// The system's error.
+        message: String,
+    },
     /// A record runs past the end of the file.
     #[error("record at byte {offset:#x} is truncated ({need} bytes needed, {have} left)")]
     Truncated {
@@ -159,38 +171,100 @@ pub enum TraceError {
 /// Parse a trace file. Never panics; a truncated tail is an error naming
 /// where it starts, after every complete record before it.
 pub fn parse(bytes: &[u8]) -> (Vec<Record>, Option<TraceError>) {
-    if bytes.len() < 16 || &bytes[..8] != MAGIC {
-        return (Vec::new(), Some(TraceError::BadMagic));
-    }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version != VERSION {
-        return (Vec::new(), Some(TraceError::BadVersion(version)));
-    }
+    let mut r = match Reader::new(bytes) {
+        Ok(r) => r,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
     let mut out = Vec::new();
-    let mut at = 16;
-    while at < bytes.len() {
-        let have = bytes.len() - at;
-        if have < HEADER {
-            return (out, Some(TraceError::Truncated { offset: at, need: HEADER, have }));
+    for rec in &mut r {
+        match rec {
+            Ok(rec) => out.push(rec),
+            Err(e) => return (out, Some(e)),
         }
-        let h = &bytes[at..at + HEADER];
-        let u64le = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
-        let u32le = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap_or([0; 4]));
-        let len = u16::from_le_bytes([h[10], h[11]]) as usize;
-        if have < HEADER + len {
-            return (out, Some(TraceError::Truncated { offset: at, need: HEADER + len, have }));
-        }
-        out.push(Record {
-            t_ns: u64le(0),
-            kind: Kind(h[8]),
-            qpn: u32le(12),
-            obj: u32le(16),
-            addr: u64le(24),
-            bytes: bytes[at + HEADER..at + HEADER + len].to_vec(),
-        });
-        at += HEADER + len;
     }
     (out, None)
+}
+
+/// The records of a trace file, read one at a time from any reader: what
+/// it holds is one record (at most [`MAX_RECORD_BYTES`] of payload),
+/// whatever the file's size. Yields `Err` once, at the first damage, then ends.
+#[derive(Debug)]
+pub struct Reader<R> {
+    src: R,
+    /// Bytes read so far: where the next record starts.
+    offset: usize,
+    done: bool,
+}
+
+impl<R: Read> Reader<R> {
+    /// Reads and checks the file header.
+    pub fn new(mut src: R) -> Result<Self, TraceError> {
+        let mut h = [0u8; FILE_HEADER];
+        let n = read_full(&mut src, &mut h).map_err(|e| TraceError::Read { offset: 0, message: e.to_string() })?;
+        if n < FILE_HEADER || &h[..8] != MAGIC {
+            return Err(TraceError::BadMagic);
+        }
+        let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        if version != VERSION {
+            return Err(TraceError::BadVersion(version));
+        }
+        Ok(Reader { src, offset: FILE_HEADER, done: false })
+    }
+
+    /// Bytes of the file read so far.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>, TraceError> {
+        let at = self.offset;
+        let read_err = |e: std::io::Error| TraceError::Read { offset: at, message: e.to_string() };
+        let mut h = [0u8; HEADER];
+        let n = read_full(&mut self.src, &mut h).map_err(read_err)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < HEADER {
+            return Err(TraceError::Truncated { offset: at, need: HEADER, have: n });
+        }
+        let len = usize::from(u16::from_le_bytes([h[10], h[11]]));
+        let mut bytes = vec![0u8; len.min(MAX_RECORD_BYTES)];
+        let got = read_full(&mut self.src, &mut bytes).map_err(read_err)?;
+        if got < len {
+            return Err(TraceError::Truncated { offset: at, need: HEADER + len, have: HEADER + got });
+        }
+        self.offset = at + HEADER + len;
+        let u64le = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
+        let u32le = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap_or([0; 4]));
+        Ok(Some(Record { t_ns: u64le(0), kind: Kind(h[8]), qpn: u32le(12), obj: u32le(16), addr: u64le(24), bytes }))
+    }
+}
+
+impl<R: Read> Iterator for Reader<R> {
+    type Item = Result<Record, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.next_record().transpose();
+        self.done = !matches!(r, Some(Ok(_)));
+        r
+    }
+}
+
+/// Fill `buf` from `src` as far as it goes: the bytes read, short only at the end.
+fn read_full(src: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -219,6 +293,57 @@ mod tests {
         r.record(Kind::FAULT, 1, 0, 0, b"12345678");
         r.record(Kind::FAULT, 1, 0, 0, b"x");
         assert_eq!(r.dropped(), 1);
+    }
+
+    /// A reader that counts what is taken from it.
+    #[derive(Debug)]
+    struct Counting<R> {
+        inner: R,
+        taken: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.taken.set(self.taken.get() + n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_reader_takes_one_record_at_a_time_from_an_endless_file() {
+        // A valid header, then zeros forever: endless empty records of kind 0.
+        let mut header = MAGIC.to_vec();
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        header.extend_from_slice(&[0; 4]);
+        let taken = std::rc::Rc::new(std::cell::Cell::new(0));
+        let src = Counting { inner: std::io::Cursor::new(header).chain(std::io::repeat(0)), taken: taken.clone() };
+        let mut r = Reader::new(src).unwrap();
+        let first = r.next().unwrap().unwrap();
+        assert_eq!((first.kind, first.bytes.len()), (Kind(0), 0));
+        assert_eq!(taken.get(), 16 + 32, "nothing read past the record asked for");
+        assert_eq!(r.take(999).count(), 999);
+        assert_eq!(taken.get(), 16 + 32 * 1000);
+    }
+
+    #[test]
+    fn a_bad_start_is_an_error_not_a_read_to_the_end() {
+        let taken = std::rc::Rc::new(std::cell::Cell::new(0));
+        let src = Counting { inner: std::io::repeat(0), taken: taken.clone() };
+        assert_eq!(Reader::new(src).unwrap_err(), TraceError::BadMagic);
+        assert_eq!(taken.get(), 16);
+        assert_eq!(Reader::new(&b"MRWTRACE\x02\0\0\0\0\0\0\0"[..]).unwrap_err(), TraceError::BadVersion(2));
+        assert_eq!(Reader::new(&b"MRW"[..]).unwrap_err(), TraceError::BadMagic);
+    }
+
+    #[test]
+    fn a_record_longer_than_the_rest_is_truncated_and_ends_the_reader() {
+        let mut r = Recorder::new(1 << 20);
+        r.record(Kind::FAULT, 1, 0, 0, &[7; 300]);
+        let b = &r.bytes()[..16 + 32 + 10];
+        let mut rd = Reader::new(b).unwrap();
+        assert_eq!(rd.next(), Some(Err(TraceError::Truncated { offset: 16, need: 332, have: 42 })));
+        assert_eq!(rd.next(), None);
     }
 
     proptest! {

@@ -115,7 +115,7 @@ fn client_memory_must_be_sealed_and_daemon_memory_cannot_be_shrunk() {
     let why = refused(c.raw_call(&req, &[f.as_raw_fd()]));
     assert!(why.contains("F_SEAL_SHRINK"), "{why}");
     // A plain file is refused too (it has no seals at all).
-    let plain = std::fs::File::from(OwnedFd::from(tempfile_in_tmp()));
+    let plain = std::fs::File::from(tempfile_in_tmp());
     plain.set_len(1 << 16).unwrap();
     let why = refused(c.raw_call(&req, &[plain.as_raw_fd()]));
     assert!(why.contains("seals"), "{why}");
@@ -195,6 +195,20 @@ fn too_many_clients_are_told_so_and_the_daemon_serves_on() {
         assert!(t0.elapsed() < Duration::from_secs(10), "the daemon did not serve again once clients left");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn a_flood_of_silent_connections_does_not_lock_clients_out() {
+    let d = daemon("flood", Options { max_clients: 16, max_handshaking: 8, ..Options::default() });
+    let flood: Vec<UnixStream> = (0..300).filter_map(|_| UnixStream::connect(&d.sock).ok()).collect();
+    assert!(flood.len() > 100, "only {} connections opened", flood.len());
+    // Each new connection closes the oldest silent one, so a client that
+    // says Hello at once is always served.
+    let t0 = Instant::now();
+    let mut c = d.client();
+    c.alloc_pd().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "a client waited {:?} behind a flood", t0.elapsed());
+    drop(flood);
 }
 
 #[test]

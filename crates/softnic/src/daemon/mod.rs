@@ -8,20 +8,23 @@
 //!   naming another client's object is refused, and when the connection
 //!   ends everything it made is destroyed;
 //! - what one client may hold is bounded ([`Limits`]), as is the number of
-//!   clients at once;
+//!   clients at once; connections that have not yet said `Hello` are
+//!   bounded apart from those (the oldest is closed to admit a new one), so
+//!   a flood of silent connections cannot lock clients out;
 //! - a failed `accept` (out of descriptors, say) or a failed thread spawn is
 //!   logged and retried with backoff, never the end of the daemon;
 //! - every malformed request gets an `Error` reply before the connection
 //!   is closed.
 
+mod admission;
 mod session;
 
 use crate::SoftNic;
 use crate::wire::{self, Limits, Reply};
+use admission::Admission;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How a daemon serves.
@@ -29,15 +32,23 @@ use std::time::Duration;
 pub struct Options {
     /// What each client may hold.
     pub limits: Limits,
-    /// Clients connected at once; one more is told so and closed.
+    /// Clients connected at once (past their `Hello`); one more is told so
+    /// and closed.
     pub max_clients: usize,
+    /// Connections not yet past their `Hello`; one more closes the oldest.
+    pub max_handshaking: usize,
     /// How long a new connection may take to send its `Hello`.
     pub handshake_timeout: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { limits: Limits::default(), max_clients: 256, handshake_timeout: Duration::from_secs(10) }
+        Options {
+            limits: Limits::default(),
+            max_clients: 256,
+            max_handshaking: 1024,
+            handshake_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -46,7 +57,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serve clients on `listener`, forever: errors are logged and retried.
 pub fn serve(nic: Arc<SoftNic>, listener: UnixListener, opts: Options) -> std::io::Result<()> {
-    let active = Arc::new(AtomicUsize::new(0));
+    let admission = Arc::new(Admission::new(opts.max_clients, opts.max_handshaking));
     let mut backoff = Duration::from_millis(1);
     let retry = |what: String, backoff: &mut Duration| {
         eprintln!("marrow softnic: {what}; retrying in {backoff:?}");
@@ -61,24 +72,22 @@ pub fn serve(nic: Arc<SoftNic>, listener: UnixListener, opts: Options) -> std::i
                 continue;
             }
         };
-        if active.load(Ordering::Acquire) >= opts.max_clients {
-            refuse(&stream, &format!("this daemon serves at most {} clients at once", opts.max_clients));
-            continue;
-        }
-        active.fetch_add(1, Ordering::AcqRel);
-        let (nic, done) = (nic.clone(), active.clone());
+        let ticket = match admission.admit(&stream) {
+            Ok(t) => t,
+            Err(why) => {
+                refuse(&stream, &why);
+                continue;
+            }
+        };
+        let (nic, adm) = (nic.clone(), admission.clone());
         let spawned = std::thread::Builder::new().name("softnic-client".into()).spawn(move || {
-            session::run(&nic, stream, &opts);
-            done.fetch_sub(1, Ordering::AcqRel);
+            session::run(&nic, stream, &opts, &adm, ticket);
         });
         match spawned {
             Ok(_) => backoff = Duration::from_millis(1),
-            Err(e) => {
-                // The stream went with the closure: that client sees the
-                // connection close.
-                active.fetch_sub(1, Ordering::AcqRel);
-                retry(format!("starting a thread for a client: {e}"), &mut backoff);
-            }
+            // The stream and the ticket went with the closure: that client
+            // sees the connection close, and its place is free again.
+            Err(e) => retry(format!("starting a thread for a client: {e}"), &mut backoff),
         }
     }
 }
@@ -90,8 +99,16 @@ fn refuse(s: &UnixStream, why: &str) {
     let _ = wire::send(s, &Reply::Error(why.into()), &[]);
 }
 
-/// Bind `path` (replacing a stale socket) and serve with `opts`.
+/// Bind `path` (replacing a stale socket) and serve with `opts`. The
+/// process's soft descriptor limit is raised to its hard limit first: each
+/// client holds a connection and its memfds.
 pub fn run_with(nic: Arc<SoftNic>, path: &Path, opts: Options) -> std::io::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
     if path.exists() {
         std::fs::remove_file(path)?;
     }

@@ -12,6 +12,7 @@
 //! CQs and MRs, whose memory is unmapped once the model no longer names it.
 
 use super::Options;
+use super::admission::{Admission, Ticket};
 use crate::SoftNic;
 use crate::hca::{AsyncEvent, HcaError, ModifyQp};
 use crate::mr::{Access, Pd};
@@ -68,7 +69,7 @@ fn ok(r: Reply) -> Answer {
 }
 
 /// Serve one connection until it ends, then destroy what it made.
-pub(super) fn run(nic: &SoftNic, s: UnixStream, opts: &Options) {
+pub(super) fn run(nic: &SoftNic, s: UnixStream, opts: &Options, door: &Admission, mut ticket: Ticket) {
     let who = peer_name(&s);
     let mut session = Session {
         nic,
@@ -99,6 +100,13 @@ pub(super) fn run(nic: &SoftNic, s: UnixStream, opts: &Options) {
             }
         };
         let hello = matches!(req, Request::Hello { .. });
+        if !session.greeted
+            && matches!(req, Request::Hello { version } if version == PROTOCOL_VERSION)
+            && let Err(why) = door.greet(&mut ticket)
+        {
+            let _ = wire::send(&s, &Reply::Error(why), &[]);
+            break;
+        }
         let (reply, out) = session.handle(req, fds);
         let raw: Vec<i32> = out.iter().map(|f| f.as_raw_fd()).collect();
         // A connection that is still not greeted sent something else, or a
@@ -112,6 +120,7 @@ pub(super) fn run(nic: &SoftNic, s: UnixStream, opts: &Options) {
         }
     }
     session.end();
+    door.leave(ticket);
 }
 
 /// "pid N (uid U)" from the socket's peer credentials, for the log.
