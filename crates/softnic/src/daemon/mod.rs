@@ -92,6 +92,16 @@ pub fn serve(nic: Arc<SoftNic>, listener: UnixListener, opts: Options) -> std::i
     }
 }
 
+/// Serve one connection on this thread until it ends, as [`serve`] serves
+/// each (for tests and fuzzing: any bytes in, replies out, never a panic).
+pub fn serve_connection(nic: &SoftNic, s: UnixStream, opts: &Options) {
+    let door = Admission::new(opts.max_clients, opts.max_handshaking);
+    match door.admit(&s) {
+        Ok(ticket) => session::run(nic, s, opts, &door, ticket),
+        Err(why) => refuse(&s, &why),
+    }
+}
+
 /// Tell a connection why it is not served, and close it.
 fn refuse(s: &UnixStream, why: &str) {
     eprintln!("marrow softnic: refusing a connection: {why}");
