@@ -941,3 +941,23 @@ impl exec::Initiator for Hca {
         Hca::wire_buffer(self, qpn, len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{AsyncEvent, Hca, MAX_EVENTS};
+
+    #[test]
+    fn untaken_events_are_bounded_and_the_drops_counted() {
+        let mut h = Hca::default();
+        for qpn in 0..(MAX_EVENTS as u32 + 10) {
+            h.push_event(AsyncEvent::QpFatal { qpn, why: String::new() });
+        }
+        assert_eq!(h.events.len(), MAX_EVENTS);
+        assert_eq!(h.events_dropped(), 10);
+        // The oldest went first.
+        assert_eq!(h.events.front(), Some(&AsyncEvent::QpFatal { qpn: 10, why: String::new() }));
+        let odd = h.take_events_where(|e| matches!(e, AsyncEvent::QpFatal { qpn, .. } if qpn % 2 == 1));
+        assert_eq!(odd.len(), MAX_EVENTS / 2);
+        assert_eq!(h.take_events().len(), MAX_EVENTS / 2);
+    }
+}
