@@ -65,4 +65,17 @@ int marrow_cpu_wait_until_ge(uint8_t *page, uint64_t loff, uint64_t value) {
 }
 
 void marrow_cpu_fence(uint8_t *page) { marrow::fence(Channel{page}); }
+
+/* The encoder alone, for the differential test (tests/oracle): the WQE for
+ * one operation written at index `idx`, then the doorbell record and the
+ * doorbell for it, by the same write_wqe and ring every post uses, without
+ * the reservation, the ready chain or any wait. */
+void marrow_cpu_encode(uint8_t *page, uint64_t idx, uint8_t opcode, uint8_t opmod, uint64_t raddr, uint32_t rkey,
+                       uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t swap_add, uint64_t compare,
+                       uint8_t fm_ce_se, int signaled) {
+    Channel ch{page};
+    marrow::Op op{opcode, opmod, raddr, rkey, laddr, lkey, len, swap_add, compare, fm_ce_se};
+    uint64_t ctrl = marrow::write_wqe(ch, idx, op, signaled != 0);
+    marrow::ring(ch, idx + 1, ctrl);
+}
 }

@@ -37,6 +37,47 @@ unsafe extern "C" {
     fn marrow_cpu_p(page: *mut u8, pe: u32, roff: u64, value: u64) -> i32;
     fn marrow_cpu_wait_until_ge(page: *mut u8, loff: u64, value: u64) -> i32;
     fn marrow_cpu_fence(page: *mut u8);
+    fn marrow_cpu_encode(
+        page: *mut u8,
+        idx: u64,
+        opcode: u8,
+        opmod: u8,
+        raddr: u64,
+        rkey: u32,
+        laddr: u64,
+        lkey: u32,
+        len: u32,
+        swap_add: u64,
+        compare: u64,
+        fm_ce_se: u8,
+        signaled: i32,
+    );
+}
+
+/// One operation as the device encoder takes it (`marrow::Op` in
+/// `device.h`): what [`Device::encode`] writes a WQE for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EncodeOp {
+    /// `MLX5_OPCODE_*`.
+    pub opcode: u8,
+    /// Opcode modifier.
+    pub opmod: u8,
+    /// Remote address.
+    pub raddr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Local address.
+    pub laddr: u64,
+    /// Local key.
+    pub lkey: u32,
+    /// Bytes.
+    pub len: u32,
+    /// Atomic swap or add operand.
+    pub swap_add: u64,
+    /// Atomic compare operand.
+    pub compare: u64,
+    /// The control segment's `fm_ce_se` byte.
+    pub fm_ce_se: u8,
 }
 
 fn rc(code: i32) -> Result<(), DeviceError> {
@@ -67,6 +108,34 @@ impl Device {
     /// The device API over the GCRB in `page`, which must outlive every call.
     pub fn on_page(page: &marrow_mmio::Region) -> Device {
         Device { page: page.base_addr() as *mut u8 }
+    }
+
+    /// The device encoder alone: the WQE for `op` written at index `idx` of
+    /// the page's send queue, then its doorbell record and doorbell, as
+    /// every post writes them (`write_wqe` and `ring` in `device.h`), with
+    /// no reservation, chain or wait. `signaled: false` clears CQ_UPDATE.
+    pub fn encode(&self, idx: u64, op: &EncodeOp, signaled: bool) {
+        // SAFETY: `page` is a live GCRB page (see `new`) whose send queue,
+        // doorbell record and doorbell addresses name live memory; the
+        // encoder writes one WQEBB of the ring, 4 bytes of the record and
+        // 8 of the doorbell register.
+        unsafe {
+            marrow_cpu_encode(
+                self.page,
+                idx,
+                op.opcode,
+                op.opmod,
+                op.raddr,
+                op.rkey,
+                op.laddr,
+                op.lkey,
+                op.len,
+                op.swap_add,
+                op.compare,
+                op.fm_ce_se,
+                i32::from(signaled),
+            )
+        }
     }
 
     /// Name the calling thread in the device trace.

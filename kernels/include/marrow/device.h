@@ -898,6 +898,10 @@ MARROW_FN int relay_drain(const Channel &ch) {
 /* A WRITE or READ between local offset `loff` and PE `pe`'s window at `roff`. */
 MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, Op *op) {
     *op = Op{};
+    /* A pointer data segment's byte_count has bit 31 clear: set, the NIC
+     * reads the segment as inline data (MLX5_INLINE_SEG). The window
+     * checks below allow any length their windows hold. */
+    if (len & MARROW_MLX5_INLINE_SEG) return E_RANGE;
     int rc = remote(ch, pe, roff, len, &op->raddr, &op->rkey);
     if (rc == OK) rc = local(ch, loff, len, &op->laddr);
     op->opcode = opcode;
