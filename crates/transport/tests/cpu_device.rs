@@ -477,3 +477,38 @@ fn get_and_atomics_agree_with_the_cpu_across_the_wire() {
 fn put_signal_lands_data_then_signal_across_the_wire() {
     put_signal_in(&wire_world(8, 8));
 }
+
+#[test]
+fn a_lazy_quiet_epoch_posts_one_nop_however_many_threads_call_it() {
+    // Every thread puts (lazily: fewer than a batch, nothing rung), then
+    // every thread calls quiet at once, as each thread of a GPU grid does.
+    // One NOP rings and covers them all; before quiet_claim, each thread
+    // that saw the tail unrung posted its own.
+    let w = world_with(WorldConfig { sq_wqebbs: 1024, ncqe: 4096, lazy_nbi_doorbell: true, ..WorldConfig::default() });
+    let dev = Device::new(&w.channels[0]);
+    let n = threads().max(8);
+    let rounds = 20u64;
+    let heads = || gcrb_page::heads(&w.channels[0].page()).unwrap();
+    let mut nops = 0;
+    for r in 0..rounds {
+        let before = heads().resv_head();
+        let start = std::sync::Barrier::new(n);
+        std::thread::scope(|s| {
+            for t in 0..n {
+                let start = &start;
+                s.spawn(move || {
+                    let off = (t * 8) as u64;
+                    dev.put_nbi(1, off, off, 8).unwrap();
+                    start.wait();
+                    dev.quiet().unwrap();
+                });
+            }
+        });
+        let h = heads();
+        let posted = h.resv_head() - before - n as u64;
+        assert_eq!((h.prod_idx(), h.cons_idx()), (h.resv_head(), h.resv_head()), "round {r}: all rung and done");
+        nops += posted;
+    }
+    assert!(nops <= rounds, "{n} threads' quiets posted {nops} NOPs in {rounds} epochs (at most one each)");
+    assert!(nops >= 1, "no quiet posted a NOP: the lazy tail was rung some other way");
+}

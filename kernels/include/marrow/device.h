@@ -1056,10 +1056,16 @@ MARROW_FN int quiet(const Channel &ch) {
     if (ch.excl) return quiet_own(ch);
     marrow_gcrb_heads *h = ch.heads();
     uint64_t target = load_acquire(&h->resv_head);
-    if (ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT) && load_relaxed(&h->prod_idx) < target) {
+    if (ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT) && load_relaxed(&h->prod_idx) < target &&
+        atomic_max(&h->quiet_claim, target + 1) < target) {
         /* Lazy put_nbi may have left WQEs unrung: a signaled NOP rings them
          * (a holder of the chain, so no doorbell goes backwards), and its
-         * completion, in order, means theirs. */
+         * completion, in order, means theirs. One NOP per quiet epoch: the
+         * thread that raises quiet_claim past its target posts it, reserved
+         * at or after that target, so it covers every target up to the
+         * claim, its own slot included; a quiet that finds the claim at or
+         * past its target waits for that NOP below instead of posting one
+         * (a whole grid's quiet would otherwise post one per thread). */
         Op nop = Op{};
         nop.opcode = MARROW_MLX5_OPCODE_NOP;
         nop.fm_ce_se = CQ_UPDATE;

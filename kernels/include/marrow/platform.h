@@ -116,6 +116,18 @@ MARROW_FN uint64_t atomic_add(uint64_t *p, uint64_t v) {
 #endif
 }
 
+/* Raise *p to at least v; returns the value before. */
+MARROW_FN uint64_t atomic_max(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    return atomicMax((unsigned long long *)p, (unsigned long long)v);
+#else
+    uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+    return old;
+#endif
+}
+
 MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #if MARROW_GPU
     return atomicCAS((unsigned int *)p, expected, desired) == expected;
