@@ -32,7 +32,7 @@ pub fn generate(spec: &Spec, header: &str) -> String {
     for e in &spec.enums {
         writeln!(o, "\n/* {}: {} ({}) */", e.name, e.doc, e.cite).unwrap();
         for v in &e.values {
-            writeln!(o, "#define {p}{}{} {:#04x}u", e.c_prefix, v.name, v.value).unwrap();
+            writeln!(o, "#define {p}{}{} {}", e.c_prefix, v.name, e.c_literal(v.value)).unwrap();
         }
     }
 

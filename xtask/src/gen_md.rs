@@ -26,7 +26,7 @@ pub fn generate(spec: &Spec, header: &str) -> String {
         o.push_str("| Name | Value | Note |\n|---|---|---|\n");
         for v in &e.values {
             let note = [v.doc.as_deref(), v.cite.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("; ");
-            writeln!(o, "| `{}{}` | `{:#04x}` | {} |", e.c_prefix, v.name, v.value, cell(&note)).unwrap();
+            writeln!(o, "| `{}{}` | `{}` | {} |", e.c_prefix, v.name, e.rust_literal(v.value), cell(&note)).unwrap();
         }
     }
     o.push_str("\n## Layouts\n");

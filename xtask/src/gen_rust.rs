@@ -82,8 +82,9 @@ fn gen_enum(o: &mut String, e: &crate::spec::Enum) {
     for v in &e.values {
         let doc = v.doc.as_deref().unwrap_or("");
         let cite = v.cite.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
-        writeln!(o, "    /// `{}{}` = {:#04x}. {doc}{cite}", e.c_prefix, v.name, v.value).unwrap();
-        writeln!(o, "    pub const {}: Self = Self({:#04x});", v.name, v.value).unwrap();
+        let lit = e.rust_literal(v.value);
+        writeln!(o, "    /// `{}{}` = {lit}. {doc}{cite}", e.c_prefix, v.name).unwrap();
+        writeln!(o, "    pub const {}: Self = Self({lit});", v.name).unwrap();
     }
     writeln!(o, "    /// Every named value, in spec order.").unwrap();
     write!(o, "    pub const ALL: &'static [Self] = &[").unwrap();
@@ -94,20 +95,22 @@ fn gen_enum(o: &mut String, e: &crate::spec::Enum) {
     writeln!(o, "    /// The spec name, or `None` for a value the spec does not define.").unwrap();
     writeln!(o, "    pub const fn name(self) -> Option<&'static str> {{\n        match self.0 {{").unwrap();
     for v in &e.values {
-        writeln!(o, "            {:#04x} => Some(\"{}\"),", v.value, v.name).unwrap();
+        writeln!(o, "            {} => Some(\"{}\"),", e.rust_literal(v.value), v.name).unwrap();
     }
     writeln!(o, "            _ => None,\n        }}\n    }}\n").unwrap();
     writeln!(o, "    /// True when the spec names this value.").unwrap();
     writeln!(o, "    pub const fn is_known(self) -> bool {{\n        self.name().is_some()\n    }}\n}}\n").unwrap();
+    // Status codes read in decimal (-110 is ETIMEDOUT); register values in hex.
+    let num = if e.is_signed() { "{}" } else { "{:#04x}" };
     writeln!(
         o,
-        "impl core::fmt::Debug for {n} {{\n    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{\n        match self.name() {{\n            Some(s) => write!(f, \"{{s}}({{:#04x}})\", self.0),\n            None => write!(f, \"{n}::Unknown({{:#04x}})\", self.0),\n        }}\n    }}\n}}\n",
+        "impl core::fmt::Debug for {n} {{\n    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{\n        match self.name() {{\n            Some(s) => write!(f, \"{{s}}({num})\", self.0),\n            None => write!(f, \"{n}::Unknown({num})\", self.0),\n        }}\n    }}\n}}\n",
         n = e.name
     )
     .unwrap();
     writeln!(
         o,
-        "impl core::fmt::Display for {n} {{\n    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{\n        match self.name() {{\n            Some(s) => f.write_str(s),\n            None => write!(f, \"unknown {{:#04x}}\", self.0),\n        }}\n    }}\n}}\n",
+        "impl core::fmt::Display for {n} {{\n    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {{\n        match self.name() {{\n            Some(s) => f.write_str(s),\n            None => write!(f, \"unknown {num}\", self.0),\n        }}\n    }}\n}}\n",
         n = e.name
     )
     .unwrap();

@@ -51,11 +51,29 @@ pub struct Enum {
     pub values: Vec<EnumValue>,
 }
 
+impl Enum {
+    /// A signed enum (`repr = "i32"`): status codes, written in decimal.
+    pub fn is_signed(&self) -> bool {
+        self.repr.starts_with('i')
+    }
+
+    /// `v` as a literal of this enum's Rust type: hex for unsigned, decimal for signed.
+    pub fn rust_literal(&self, v: i64) -> String {
+        if self.is_signed() { v.to_string() } else { format!("{v:#04x}") }
+    }
+
+    /// `v` as a C literal of this enum's type.
+    pub fn c_literal(&self, v: i64) -> String {
+        if self.is_signed() { format!("({v})") } else { format!("{v:#04x}u") }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnumValue {
     pub name: String,
-    pub value: u64,
+    /// A TOML integer: negative only in a signed (`i32`) enum.
+    pub value: i64,
     #[serde(default)]
     pub doc: Option<String>,
     #[serde(default)]
@@ -214,12 +232,15 @@ impl Spec {
         }
         for e in &self.enums {
             ensure!(names.insert(e.name.clone()), "duplicate name {}", e.name);
-            let max = 1u128 << uint_bits(&e.repr);
-            ensure!(["u8", "u16", "u32", "u64"].contains(&e.repr.as_str()), "enum {}: bad repr", e.name);
+            ensure!(["u8", "u16", "u32", "u64", "i32"].contains(&e.repr.as_str()), "enum {}: bad repr", e.name);
             let mut seen = BTreeSet::new();
             for v in &e.values {
-                ensure!(u128::from(v.value) < max, "enum {}: {} does not fit {}", e.name, v.name, e.repr);
-                ensure!(seen.insert(v.value), "enum {}: value {:#x} twice", e.name, v.value);
+                let fits = match e.repr.as_str() {
+                    "i32" => i32::try_from(v.value).is_ok(),
+                    r => v.value >= 0 && (v.value as u128) < 1u128 << uint_bits(r),
+                };
+                ensure!(fits, "enum {}: {} does not fit {}", e.name, v.name, e.repr);
+                ensure!(seen.insert(v.value), "enum {}: value {} twice", e.name, v.value);
             }
         }
         for s in &self.structs {
@@ -266,6 +287,12 @@ impl Spec {
                 }
                 if let Some(e) = &b.enumeration {
                     let en = self.enum_by_name(e).with_context(|| format!("{}.{}: no enum {e}", f.name, b.name))?;
+                    ensure!(
+                        !en.is_signed(),
+                        "{}.{}: enum {e} is signed; bit fields take unsigned enums",
+                        f.name,
+                        b.name
+                    );
                     ensure!(
                         uint_bits(&en.repr) > hi - lo,
                         "{}.{}: enum {e} is narrower than the field",

@@ -174,6 +174,14 @@ impl Default for Hca {
     }
 }
 
+/// The `ds` (16-byte units) of a WQE whose first 8 bytes are `first` (the
+/// control segment's start, which a BlueFlame doorbell also carries).
+fn wqe_ds(first: &[u8]) -> usize {
+    use zerocopy::FromBytes;
+    let head = first.get(..marrow_mlx5::raw::mlx5_uar_db::SIZE).unwrap_or_default();
+    marrow_mlx5::raw::mlx5_uar_db::read_from_bytes(head).map_or(0, |d| usize::from(d.ds()))
+}
+
 /// Asynchronous events kept until taken; older ones are dropped (and
 /// counted) beyond this, as an event queue that nobody reads overflows.
 pub const MAX_EVENTS: usize = 4096;
@@ -559,7 +567,7 @@ impl Hca {
     /// no write-combining burst, so the writer stores the first 8 bytes
     /// last; the rest of the buffer is read after them, then cleared.
     fn take_blueflame(&mut self, qpn: u32, off: usize, first: [u8; 8]) {
-        let ds = (first[7] & 0x3f) as usize;
+        let ds = wqe_ds(&first);
         let len = ds * 16;
         if ds == 0 || len > MLX5_DB_BLUEFLAME_BUFFER_SIZE as usize {
             return;
@@ -701,7 +709,7 @@ impl Hca {
         let mut inline = [0u8; 2 * BB];
         inline[..BB].copy_from_slice(&first);
         *wqe = WqeBuf::from_buf_and_len(inline, BB);
-        let ds = (wqe[7] & 0x3f) as usize;
+        let ds = wqe_ds(&first);
         // A WQE spans at most the WQEBBs announced; a `ds` that claims more
         // is read only as far as the announced part (and fails validation).
         let bbs = wqebbs_for_ds(ds.max(1)).min(qp.pending() as usize).max(1);

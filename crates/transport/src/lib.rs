@@ -49,24 +49,44 @@ pub enum TransportError {
     Cuda(String),
 }
 
-/// An error code the device code returned (see `kernels/include/marrow/device.h`).
+/// An error code the device code returned: a [`DeviceStatus`] other than
+/// `OK` (`hw-specs/gcrb.toml`, generated for the device code and here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceError(pub i32);
 
+pub use marrow_gcrb::DeviceStatus;
+
 impl DeviceError {
-    /// The syndrome, when an error CQE caused it.
+    /// The error `status` names.
+    pub const fn of(status: DeviceStatus) -> DeviceError {
+        DeviceError(status.0)
+    }
+
+    /// The syndrome, when an error CQE caused it (`E_CQE_BASE - syndrome`).
     pub fn syndrome(&self) -> Option<marrow_mlx5::raw::Syndrome> {
-        (self.0 <= -1000 && self.0 > -1256).then(|| marrow_mlx5::raw::Syndrome((-1000 - self.0) as u8))
+        let base = DeviceStatus::CQE_BASE.0;
+        (self.0 <= base && self.0 > base - 256).then(|| marrow_mlx5::raw::Syndrome((base - self.0) as u8))
     }
 }
 
 impl std::fmt::Display for DeviceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            -110 => write!(f, "a device-side wait timed out (the GCRB error block says which)"),
-            -22 => write!(f, "the GCRB's magic or version is wrong"),
-            -34 => write!(f, "offset outside the local window or PE outside the key table"),
-            -95 => write!(f, "not built for this transport yet (an 8-byte value put on MLX5 needs inline WQEs)"),
+        match DeviceStatus(self.0) {
+            DeviceStatus::TIMEOUT => {
+                write!(f, "E_TIMEOUT: a device-side wait timed out (the GCRB error block says which)")
+            }
+            DeviceStatus::BAD_CONFIG => write!(
+                f,
+                "E_BAD_CONFIG: the GCRB's magic or version is wrong, or an exclusive channel was called by only some of its owner's lanes"
+            ),
+            DeviceStatus::RANGE => write!(
+                f,
+                "E_RANGE: an offset outside the local window, a PE outside the key table, or a length a WQE cannot carry"
+            ),
+            DeviceStatus::UNSUPPORTED => write!(
+                f,
+                "E_UNSUPPORTED: not built for this transport yet (an 8-byte value put on MLX5 needs inline WQEs)"
+            ),
             _ => match self.syndrome() {
                 Some(s) => write!(f, "error CQE, syndrome {s:?}"),
                 None => write!(f, "device error code {}", self.0),

@@ -8,7 +8,7 @@ use marrow_mlx5::raw::Syndrome;
 use marrow_softnic::Faults;
 use marrow_transport::cpu::Device;
 use marrow_transport::gcrb_page;
-use marrow_transport::{DeviceError, World, WorldConfig};
+use marrow_transport::{DeviceError, DeviceStatus, World, WorldConfig};
 use std::time::Duration;
 
 fn world(sq: u32, ncqe: u32, collapsed: bool) -> World {
@@ -154,8 +154,8 @@ fn offsets_outside_the_window_are_refused() {
     let w = world(4, 4, false);
     let dev = Device::new(&w.channels[0]);
     let len = w.bufs[0].len() as u64;
-    assert_eq!(dev.put(1, 0, len - 4, 8), Err(DeviceError(-34)));
-    assert_eq!(dev.put(7, 0, 0, 8), Err(DeviceError(-34)));
+    assert_eq!(dev.put(1, 0, len - 4, 8), Err(DeviceError::of(DeviceStatus::RANGE)));
+    assert_eq!(dev.put(7, 0, 0, 8), Err(DeviceError::of(DeviceStatus::RANGE)));
 }
 
 /// A small world whose waits time out fast; each fault test runs on a
@@ -181,7 +181,7 @@ fn a_dropped_doorbell_ends_in_a_decoded_timeout() {
         w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
         let dev = Device::new(&w.channels[0]);
         let e = dev.put(1, 0, 0, 8).unwrap_err();
-        assert_eq!(e, DeviceError(-110));
+        assert_eq!(e, DeviceError::of(DeviceStatus::TIMEOUT));
         let err = gcrb_page::error(&w.channels[0].page()).unwrap();
         assert_eq!(GcrbStatus(err.status()), GcrbStatus::TIMEOUT);
         assert_eq!(GcrbWait(err.wait()), GcrbWait::CQ);
@@ -189,7 +189,7 @@ fn a_dropped_doorbell_ends_in_a_decoded_timeout() {
         let report = w.channels[0].report();
         assert!(report.contains("TIMEOUT") && report.contains("wait CQ") && report.contains("cons_idx 0"), "{report}");
         // The error sticks: the channel reports it instead of going on.
-        assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError(-110)));
+        assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError::of(DeviceStatus::TIMEOUT)));
     }
 }
 
@@ -222,7 +222,7 @@ fn an_early_doorbell_dropped_is_covered_by_its_repeat_or_times_out_decoded() {
                 assert_eq!((h.prod_idx(), h.cons_idx()), (1, 1));
             }
             Err(e) => {
-                assert_eq!(e, DeviceError(-110));
+                assert_eq!(e, DeviceError::of(DeviceStatus::TIMEOUT));
                 let err = gcrb_page::error(&w.channels[0].page()).unwrap();
                 assert_eq!((GcrbStatus(err.status()), GcrbWait(err.wait())), (GcrbStatus::TIMEOUT, GcrbWait::CQ));
             }
@@ -236,7 +236,7 @@ fn a_stalled_engine_ends_in_a_decoded_timeout() {
         let w = fast_timeout_world(exclusive);
         w.set_faults(0, Faults { stall: true, ..Faults::default() }).unwrap();
         let e = Device::new(&w.channels[0]).get(1, 0, 0, 8).unwrap_err();
-        assert_eq!(e, DeviceError(-110));
+        assert_eq!(e, DeviceError::of(DeviceStatus::TIMEOUT));
         assert!(w.channels[0].report().contains("wait CQ"));
     }
 }
@@ -265,7 +265,7 @@ fn a_cq_overflow_ends_in_a_decoded_timeout() {
         let w = fast_timeout_world(exclusive);
         w.set_faults(0, Faults { overflow_cq: true, ..Faults::default() }).unwrap();
         let e = Device::new(&w.channels[0]).put(1, 0, 0, 8).unwrap_err();
-        assert_eq!(e, DeviceError(-110));
+        assert_eq!(e, DeviceError::of(DeviceStatus::TIMEOUT));
         let report = w.channels[0].report();
         assert!(report.contains("TIMEOUT"), "{report}");
         assert!(w.nic.hca().cq(w.channels[0].cqn).unwrap().overflowed);
@@ -276,14 +276,18 @@ fn a_cq_overflow_ends_in_a_decoded_timeout() {
 fn a_bad_gcrb_is_refused() {
     let w = fast_timeout_world(false);
     w.channels[0].page().write_bytes(0, &[0; 4]).unwrap();
-    assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)));
+    assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError::of(DeviceStatus::BAD_CONFIG)));
     // Rings are indexed with masks: a size that is not a power of two is refused.
     for (sq, ncqe) in [(3u32, 4u32), (4, 6), (0, 4)] {
         let w = fast_timeout_world(false);
         edit_config(&w, |c| {
             c.set_sq_wqebbs(sq).set_cq_ncqe(ncqe);
         });
-        assert_eq!(Device::new(&w.channels[0]).check_config(), Err(DeviceError(-22)), "sq {sq} ncqe {ncqe}");
+        assert_eq!(
+            Device::new(&w.channels[0]).check_config(),
+            Err(DeviceError::of(DeviceStatus::BAD_CONFIG)),
+            "sq {sq} ncqe {ncqe}"
+        );
         assert_eq!(GcrbStatus(gcrb_page::error(&w.channels[0].page()).unwrap().status()), GcrbStatus::BAD_CONFIG);
     }
     assert_eq!(Device::new(&fast_timeout_world(false).channels[0]).check_config(), Ok(()));
@@ -344,7 +348,7 @@ fn the_trace_flag_decides_what_the_device_traces() {
         assert_eq!(events(), ok_events);
         // Errors and timeouts are traced either way.
         w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
-        assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError(-110)));
+        assert_eq!(dev.put(1, 0, 0, 8), Err(DeviceError::of(DeviceStatus::TIMEOUT)));
         assert_eq!(events().last(), Some(&GcrbEvent::TIMEOUT), "trace {trace}");
     }
 }

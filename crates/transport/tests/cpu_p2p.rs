@@ -8,7 +8,7 @@ use marrow_gcrb::{GcrbStatus, GcrbWait};
 use marrow_softnic::Shm;
 use marrow_transport::cpu::Device;
 use marrow_transport::p2p_relay::{MemcpyEngine, Relay, RelayBounds, RelayError};
-use marrow_transport::{DeviceError, gcrb_page, p2p};
+use marrow_transport::{DeviceError, DeviceStatus, gcrb_page, p2p};
 
 const WIN: usize = 1 << 20;
 
@@ -182,34 +182,50 @@ fn value_puts_ping_pong() {
 fn a_wait_nobody_answers_times_out_decoded() {
     let w = Pair::new(50_000_000);
     let d0 = w.dev(0);
-    assert_eq!(d0.wait_until_ge(8, 1), Err(DeviceError(-110)));
+    assert_eq!(d0.wait_until_ge(8, 1), Err(DeviceError::of(DeviceStatus::TIMEOUT)));
     let err = gcrb_page::error(&w.pages[0].region()).unwrap();
     assert_eq!(GcrbStatus(err.status()), GcrbStatus::TIMEOUT);
     assert_eq!(GcrbWait(err.wait()), GcrbWait::SIGNAL);
     assert!(err.elapsed_ns() >= 50_000_000);
     // Sticky: the channel reports it rather than going on.
     assert_eq!(d0.put(1, 0, 0, 8), Ok(()), "P2P puts do not consult the status");
-    assert_eq!(d0.quiet(), Err(DeviceError(-110)));
+    assert_eq!(d0.quiet(), Err(DeviceError::of(DeviceStatus::TIMEOUT)));
 }
 
 #[test]
 fn windows_are_enforced() {
     let w = Pair::new(1_000_000_000);
     let d0 = w.dev(0);
-    assert_eq!(d0.put(1, 0, WIN as u64 - 4, 8), Err(DeviceError(-34)), "source past the local window");
-    assert_eq!(d0.put(2, 0, 0, 8), Err(DeviceError(-34)), "PE outside the key table");
-    assert_eq!(d0.put(1, WIN as u64 - 4, 0, 8), Err(DeviceError(-34)), "destination past the peer's window");
-    assert_eq!(d0.get(1, WIN as u64, 0, 1), Err(DeviceError(-34)), "source past the peer's window");
-    assert_eq!(d0.fetch_add(1, WIN as u64 - 4, 1, 0), Err(DeviceError(-34)), "atomic word past the peer's window");
+    assert_eq!(
+        d0.put(1, 0, WIN as u64 - 4, 8),
+        Err(DeviceError::of(DeviceStatus::RANGE)),
+        "source past the local window"
+    );
+    assert_eq!(d0.put(2, 0, 0, 8), Err(DeviceError::of(DeviceStatus::RANGE)), "PE outside the key table");
+    assert_eq!(
+        d0.put(1, WIN as u64 - 4, 0, 8),
+        Err(DeviceError::of(DeviceStatus::RANGE)),
+        "destination past the peer's window"
+    );
+    assert_eq!(d0.get(1, WIN as u64, 0, 1), Err(DeviceError::of(DeviceStatus::RANGE)), "source past the peer's window");
+    assert_eq!(
+        d0.fetch_add(1, WIN as u64 - 4, 1, 0),
+        Err(DeviceError::of(DeviceStatus::RANGE)),
+        "atomic word past the peer's window"
+    );
     assert_eq!(d0.put(1, WIN as u64 - 8, 0, 8), Ok(()), "the last 8 bytes are in");
-    assert_eq!(d0.fetch_add(1, 0, 1, WIN as u64), Err(DeviceError(-34)), "result slot past the window");
+    assert_eq!(
+        d0.fetch_add(1, 0, 1, WIN as u64),
+        Err(DeviceError::of(DeviceStatus::RANGE)),
+        "result slot past the window"
+    );
 }
 
 #[test]
 fn value_puts_are_refused_on_mlx5_by_name() {
     let world = marrow_transport::World::new(marrow_transport::WorldConfig::default()).unwrap();
     let e = Device::new(&world.channels[0]).p(1, 0, 5).unwrap_err();
-    assert_eq!(e, DeviceError(-95));
+    assert_eq!(e, DeviceError::of(DeviceStatus::UNSUPPORTED));
     assert!(e.to_string().contains("inline"), "{e}");
 }
 
@@ -313,7 +329,7 @@ fn without_a_relay_thread_waits_time_out_decoded() {
     d0.put_nbi(1, 0, 0, 8192).unwrap();
     d0.put_nbi(1, 8192, 8192, 8192).unwrap();
     // A third needs room that never comes.
-    assert_eq!(d0.put_nbi(1, 16384, 16384, 8192), Err(DeviceError(-110)));
+    assert_eq!(d0.put_nbi(1, 16384, 16384, 8192), Err(DeviceError::of(DeviceStatus::TIMEOUT)));
     let page = w.pages[0].region();
     let err = gcrb_page::error(&page).unwrap();
     assert_eq!((GcrbStatus(err.status()), GcrbWait(err.wait())), (GcrbStatus::TIMEOUT, GcrbWait::RELAY));
@@ -322,7 +338,7 @@ fn without_a_relay_thread_waits_time_out_decoded() {
     assert!(report.contains("wait RELAY"), "{report}");
     assert!(report.contains("3 handed over (resv_head), 0 copies made (cons_idx)"), "{report}");
     // Sticky: quiet reports it instead of waiting again.
-    assert_eq!(d0.quiet(), Err(DeviceError(-110)));
+    assert_eq!(d0.quiet(), Err(DeviceError::of(DeviceStatus::TIMEOUT)));
 }
 
 #[test]
@@ -360,7 +376,7 @@ fn the_relay_refuses_a_descriptor_outside_the_windows_and_copies_nothing() {
 #[test]
 fn a_relay_ring_whose_size_is_not_a_power_of_two_is_refused() {
     let w = Pair::with_relay(1_000_000_000, 3, 4);
-    assert_eq!(w.dev(0).check_config(), Err(DeviceError(-22)));
+    assert_eq!(w.dev(0).check_config(), Err(DeviceError::of(DeviceStatus::BAD_CONFIG)));
     let bounds = RelayBounds { src: (0, 0), dst: vec![] };
     let engine = MemcpyEngine { windows: vec![], page: w.pages[0].region() };
     assert!(Relay::start(w.ring.region(), 3, bounds, Box::new(engine)).is_err());

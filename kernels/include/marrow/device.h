@@ -37,14 +37,13 @@
 
 namespace marrow {
 
-enum : int {
-    OK = 0,
-    E_TIMEOUT = -110,  /* ETIMEDOUT */
-    E_BAD_CONFIG = -22, /* EINVAL */
-    E_RANGE = -34,      /* ERANGE: outside the local window or key table */
-    E_UNSUPPORTED = -95, /* EOPNOTSUPP: not built for this transport yet (see the call) */
-    E_CQE_BASE = -1000, /* an error CQE: E_CQE_BASE - syndrome */
-};
+/* The calls' return values: hw-specs/gcrb.toml's DeviceStatus, generated. */
+constexpr int OK = MARROW_E_OK;
+constexpr int E_TIMEOUT = MARROW_E_TIMEOUT;
+constexpr int E_BAD_CONFIG = MARROW_E_BAD_CONFIG;
+constexpr int E_RANGE = MARROW_E_RANGE;
+constexpr int E_UNSUPPORTED = MARROW_E_UNSUPPORTED;
+constexpr int E_CQE_BASE = MARROW_E_CQE_BASE;
 
 /* A channel: the device address of its GCRB page, and its configuration
  * read once. The host fills gcrb_config before launch and nothing writes it
@@ -161,7 +160,7 @@ MARROW_FN void report_error(const Channel &ch, uint32_t status, uint32_t wait, u
         e->syndrome = c->syndrome;
         e->vendor_err_synd = c->vendor_err_synd;
         e->hw_err_synd = c->hw_err_synd;
-        e->wqe_opcode = (uint8_t)(be32(c->s_wqe_opcode_qpn) >> 24);
+        e->wqe_opcode = (uint8_t)(be32(c->s_wqe_opcode_qpn) >> MARROW_MLX5_ERR_CQE_S_WQE_OPCODE_SHIFT);
         e->wqe_counter = be16(c->wqe_counter);
     }
     store_release32(&e->status, status);
@@ -278,7 +277,7 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
             w0 = w1, w1 = w2, w2 = w3, w3 = w4, w4 = w5, w5 = w6, w6 = w7, w7 = 0;
             uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE);
             uint8_t op_own = (uint8_t)(tail >> 24);
-            uint8_t opcode = op_own >> 4;
+            uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
             uint16_t counter = be16((uint16_t)tail);
             uint64_t done = 0;
             bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
@@ -314,7 +313,7 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
                 /* Our reads of the CQE before the NIC may reuse its slot. */
                 to_device();
                 uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
-                dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)ci & 0xffffffu);
+                dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)ci & MARROW_MLX5_CQ_DBREC_CONS_INDEX_MASK);
             }
             if (cons >= upto) break;
         }
@@ -402,7 +401,8 @@ struct Op {
     uint8_t fm_ce_se;
 };
 
-constexpr uint8_t CQ_UPDATE = 2 << 2; /* MLX5_WQE_CTRL_CQ_UPDATE: this WQE gets a CQE */
+/* MLX5_WQE_CTRL_CQ_UPDATE: this WQE gets a CQE (fm_ce_se.ce = CQE_ALWAYS). */
+constexpr uint8_t CQ_UPDATE = MARROW_MLX5_WQE_CTRL_CE_CQE_ALWAYS << MARROW_MLX5_WQE_CTRL_SEG_CE_SHIFT;
 
 /* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. Returns
  * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value. */
@@ -489,7 +489,8 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
     uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
     uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
                       ? last_ctrl
-                      : (uint64_t)be32((uint32_t)(end & 0xffff) << 8) | ((uint64_t)be32(ch.c.qpn << 8) << 32);
+                      : (uint64_t)be32((uint32_t)(end & MARROW_MLX5_UAR_DB_WQE_INDEX_MASK) << MARROW_MLX5_UAR_DB_WQE_INDEX_SHIFT) |
+                            ((uint64_t)be32(ch.c.qpn << MARROW_MLX5_UAR_DB_QPN_SHIFT) << 32);
     if (ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT)) {
         /* DOCA's early ringing (doca_gpu_dev_verbs_submit_db): the WQEs are
          * fenced already, and the doorbell itself says how far to go, so
@@ -499,7 +500,7 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
          * the repeat. */
         mmio_store64((uint64_t *)ch.c.db_addr, db);
     }
-    store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & 0xffffu));
+    store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & MARROW_MLX5_QP_DBREC_SEND_WQE_COUNTER_MASK));
     /* Doorbell record before the doorbell that makes the NIC read it. */
     wc_start();
     mmio_store64((uint64_t *)ch.c.db_addr, db);
@@ -1030,7 +1031,7 @@ MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t
     if (rc != OK) return rc;
     Op op;
     rc = atomic_op(ch, MARROW_MLX5_OPCODE_ATOMIC_FA, pe, sig_roff, scratch_loff, sig_add, 0,
-                   CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << 5), &op);
+                   CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << MARROW_MLX5_WQE_CTRL_SEG_FM_SHIFT), &op);
     if (rc != OK) return rc;
     return post(ch, op, nullptr, true);
 }

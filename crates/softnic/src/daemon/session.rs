@@ -409,7 +409,7 @@ fn retain(bytes: &[u8], keep: impl Fn(&crate::trace::Record) -> bool) -> Vec<u8>
     const FILE_HEADER: usize = 16;
     const RECORD_HEADER: usize = 32;
     let (records, _) = crate::trace::parse(bytes);
-    let mut out = bytes.get(..FILE_HEADER).unwrap_or_default().to_vec();
+    let mut out = bytes[..FILE_HEADER.min(bytes.len())].to_vec();
     let mut at = FILE_HEADER;
     for r in &records {
         let end = at + RECORD_HEADER + r.bytes.len();
