@@ -4,7 +4,7 @@
 //! other; the data path never touches the socket.
 //!
 //! The daemon is built to outlive its clients' mistakes:
-//! - each connection is a [`session`] that owns what it made: a request
+//! - each connection is a session (`daemon/session.rs`) that owns what it made: a request
 //!   naming another client's object is refused, and when the connection
 //!   ends everything it made is destroyed;
 //! - what one client may hold is bounded ([`Limits`]), as is the number of
