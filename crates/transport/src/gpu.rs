@@ -18,6 +18,12 @@ use std::sync::Arc;
 /// The device code, embedded so the binary needs no source tree at run time.
 const SOURCES: &[(&str, &str)] = &[
     ("marrow/device.h", include_str!("../../../kernels/include/marrow/device.h")),
+    ("marrow/channel.h", include_str!("../../../kernels/include/marrow/channel.h")),
+    ("marrow/cq.h", include_str!("../../../kernels/include/marrow/cq.h")),
+    ("marrow/encoder.h", include_str!("../../../kernels/include/marrow/encoder.h")),
+    ("marrow/post_shared.h", include_str!("../../../kernels/include/marrow/post_shared.h")),
+    ("marrow/post_exclusive.h", include_str!("../../../kernels/include/marrow/post_exclusive.h")),
+    ("marrow/p2p.h", include_str!("../../../kernels/include/marrow/p2p.h")),
     ("marrow/platform.h", include_str!("../../../kernels/include/marrow/platform.h")),
     ("marrow/generated/mlx5.h", include_str!("../../../kernels/include/marrow/generated/mlx5.h")),
     ("marrow/generated/gcrb.h", include_str!("../../../kernels/include/marrow/generated/gcrb.h")),

@@ -1,0 +1,162 @@
+/*
+ * marrow device code: completions. The CQ walk by owner bit (or slot 0 of a
+ * collapsed CQ, NVSHMEM's mode), the consumer index published in the CQ
+ * doorbell record, and a shared channel's poll (one poller at a time,
+ * under gcrb_heads.poll_lock) and wait. CQE fields as the PRM's
+ * mlx5_cqe64 and mlx5_err_cqe lay them out (marrow/generated/mlx5.h).
+ */
+#ifndef MARROW_CQ_H
+#define MARROW_CQ_H
+
+#include "marrow/channel.h"
+
+namespace marrow {
+
+/* ------------------------------------------------------------ completions */
+
+/* The full index of the WQE a CQE's 16-bit wqe_counter names: CQEs come
+ * back in order and at most a send queue (<= 32768 WQEBBs) is outstanding,
+ * so it is the first index at or after `from` with those low 16 bits. No
+ * shared head is needed to widen it. */
+MARROW_FN uint64_t widen_from(uint64_t from, uint16_t counter) { return from + (uint16_t)(counter - (uint16_t)from); }
+
+/* Re-reads of an unchanged CQE before the poller lets the lock go: fewer on
+ * the CPU, whose threads may share a core with the engine they wait for. */
+constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
+
+/* CQE tails read per PCIe round trip when several completions are awaited
+ * (a quiet after many put_nbi): one read each, all in flight at once,
+ * instead of a round trip per CQE. Eight named words, not an array: an
+ * array would need a loop that NVRTC keeps, and local memory with it. */
+constexpr uint64_t CQ_LOOKAHEAD = 8;
+
+/* The walk itself, from the consumer state (cons, ci) its caller owns:
+ * under the poll lock, or an exclusive channel's registers. The heads are
+ * published as they move: with a release for the shared protocol, whose
+ * waiters acquire cons_idx; relaxed for an exclusive owner, whose copy is
+ * only for the host to decode. */
+MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci) {
+    marrow_gcrb_heads *h = ch.heads();
+    const marrow_gcrb_config *c = ch.cfg();
+    uint8_t *cq = (uint8_t *)c->cq_base;
+    /* Return slots to the NIC (rdma-core update_cons_index) every `batch`
+     * CQEs: at most sq_wqebbs CQEs are ever outstanding, so a CQ deeper than
+     * the send queue leaves slack for the doorbell record to lag by half of
+     * it, and each update costs a system-scope fence. A CQ no deeper than
+     * the send queue is updated on every CQE. */
+    uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
+    uint64_t batch = slack >= 4 ? floor_pow2(slack / 2) : 1; /* a power of two: a mask, not a division */
+    int rc = OK;
+    /* Starts idle: the first read is of one slot. */
+    uint32_t idle = 1;
+    while (cons < upto && rc == OK) {
+        /* A collapsed CQ has one slot; an owner-bit ring, the next n, but
+         * only while CQEs keep coming: a poll that found nothing reads one
+         * slot again, so waiting costs one PCIe read at a time, as before
+         * the look-ahead. One 32-bit load of {wqe_counter, signature,
+         * op_own} (CQE bytes 60..63) each: one PCIe read instead of two
+         * (DOCA's pre-sm90 poll). */
+        uint64_t n = c->cq_mode || idle ? 1 : (upto - cons < CQ_LOOKAHEAD ? upto - cons : CQ_LOOKAHEAD);
+        auto tail_at = [&](uint64_t k) {
+            return k < n ? load_device_u32((const uint32_t *)(cq + (c->cq_mode ? 0 : ((ci + k) & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60))
+                         : 0u;
+        };
+        uint32_t w0 = tail_at(0), w1 = tail_at(1), w2 = tail_at(2), w3 = tail_at(3);
+        uint32_t w4 = tail_at(4), w5 = tail_at(5), w6 = tail_at(6), w7 = tail_at(7);
+        uint64_t got = 0;
+        for (; got < n; got++) {
+            uint32_t tail = w0;
+            w0 = w1, w1 = w2, w2 = w3, w3 = w4, w4 = w5, w5 = w6, w6 = w7, w7 = 0;
+            uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE);
+            uint8_t op_own = (uint8_t)(tail >> 24);
+            uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
+            uint16_t counter = be16((uint16_t)tail);
+            uint64_t done = 0;
+            bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
+            if (fresh && c->cq_mode) {
+                /* Collapsed: slot 0 holds the latest CQE, at or after the last
+                 * one consumed; new when its counter is past it. */
+                done = widen_from(cons ? cons - 1 : 0, counter) + 1;
+                fresh = done > cons || opcode == MARROW_MLX5_CQE_REQ_ERR;
+            } else if (fresh) {
+                /* The owner bit of the previous pass: hardware still owns it. */
+                fresh = (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
+            }
+            if (!fresh) break;
+            /* An owner bit (or counter) was seen: only now read the rest. */
+            if (got == 0) from_device();
+            if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) {
+                record_error(ch, MARROW_GCRB_STATUS_CQE_ERROR, MARROW_GCRB_WAIT_NONE, 0, cqe);
+                rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
+                break;
+            }
+            if (!c->cq_mode) done = widen_from(cons, counter) + 1;
+            trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
+            if (done > cons) {
+                cons = done;
+                if (ch.excl) {
+                    store_relaxed(&h->cons_idx, cons);
+                } else {
+                    store_release(&h->cons_idx, cons);
+                }
+            }
+            store_relaxed(&h->cq_ci, ++ci);
+            if (!c->cq_mode && (ci & (batch - 1)) == 0) {
+                /* Our reads of the CQE before the NIC may reuse its slot. */
+                to_device();
+                uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
+                dbrec[MARROW_MLX5_CQ_SET_CI] = be32((uint32_t)ci & MARROW_MLX5_CQ_DBREC_CONS_INDEX_MASK);
+            }
+            if (cons >= upto) break;
+        }
+        if (got == 0 && rc == OK) {
+            /* Nothing new: re-read, keeping the caller's claim (the poll
+             * lock, or the channel), up to POLL_SPINS times. */
+            if (++idle >= POLL_SPINS) break;
+            spin_pause();
+            continue;
+        }
+        idle = 0;
+    }
+    return rc;
+}
+
+/* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
+ * (the others return at once and look at cons_idx). While nothing new has
+ * arrived the poller re-reads the CQE, up to POLL_SPINS times, keeping the
+ * lock: a waiter then sees its CQE one PCIe read after it lands, not a lock
+ * round trip later. Once `upto` is reached it leaves the rest of the CQ to
+ * the next poller rather than spend a PCIe read looking for more. */
+MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
+    marrow_gcrb_heads *h = ch.heads();
+    *reached = false;
+    if (!cas32_acquire(&h->poll_lock, 0, 1)) return sticky_error(ch);
+    /* cons_idx and cq_ci change only under this lock: two loads in flight at once. */
+    uint64_t cons = load_relaxed(&h->cons_idx), ci = load_relaxed(&h->cq_ci);
+    int rc = walk_cq(ch, upto, cons, ci);
+    store_release32(&h->poll_lock, 0);
+    *reached = cons >= upto;
+    /* Our own target reached without error: leave the sticky status to the
+     * next call rather than spend a round trip on it now. */
+    return rc != OK ? rc : (*reached ? OK : sticky_error(ch));
+}
+
+/* Wait until the WQEBBs below `upto` completed, on a shared channel.
+ * Whoever posted them rang for them, or left the ringing to a later holder
+ * of the ready chain (ready_and_ring), so a waiter only polls. */
+MARROW_FN int wait_shared(const Channel &ch, uint64_t upto, uint32_t wait) {
+    Deadline d;
+    marrow_gcrb_heads *h = ch.heads();
+    while (load_acquire(&h->cons_idx) < upto) {
+        bool reached;
+        int rc = poll_cq(ch, upto, &reached);
+        if (rc != OK) return rc;
+        if (reached) break;
+        if (d.expired(ch, wait)) return E_TIMEOUT;
+    }
+    return OK;
+}
+
+} /* namespace marrow */
+
+#endif /* MARROW_CQ_H */

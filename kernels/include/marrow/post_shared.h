@@ -1,0 +1,131 @@
+/*
+ * marrow device code: posting on a shared channel, where any thread posts
+ * (NVSHMEM's protocol): reserve WQEBBs with an atomic add and wait for
+ * room, write the WQE, take the ready chain in order and ring when NVSHMEM
+ * would; the lanes of a warp that call together post as one group.
+ */
+#ifndef MARROW_POST_SHARED_H
+#define MARROW_POST_SHARED_H
+
+#include "marrow/cq.h"
+#include "marrow/encoder.h"
+
+namespace marrow {
+
+/* ------------------------------------------------------------ shared posting */
+
+/* Reserve `n` WQEBBs; wait for room by polling the CQ. The sticky status,
+ * a snapshot of cons_idx and the atomic add are issued together: one round
+ * trip to L2, not three. A reservation taken on a channel already in error
+ * is never used; the error sticks, so nothing waits for it. */
+MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
+    marrow_gcrb_heads *h = ch.heads();
+    uint32_t status = load_relaxed32(&ch.err()->status);
+    uint64_t cons = load_relaxed(&h->cons_idx);
+    *idx = atomic_add(&h->resv_head, n);
+    int rc = sticky_status(ch, status);
+    if (rc != OK) return rc;
+    uint64_t depth = ch.c.sq_wqebbs;
+    if (*idx + n <= depth) return OK;
+    uint64_t need = *idx + n - depth;
+    /* Room already (the snapshot can only be behind): the common case. No
+     * store of ours to the slot can pass it: stores are not speculative. */
+    if (cons >= need) return OK;
+    return wait_shared(ch, need, MARROW_GCRB_WAIT_SLOT);
+}
+
+/* The ready chain: [idx, idx+n) becomes ready strictly in order, and only
+ * the thread whose reservation starts at ready_head may move it, so waiting
+ * with loads and then one release store is enough (no compare-and-swap
+ * storm, unlike NVSHMEM's atomicCAS loop). The holder of the chain also
+ * rings, so doorbell records never go backwards without a doorbell lock.
+ * It rings when
+ *   - the caller asks (a blocking call waits for this WQE), or
+ *   - nobody reserved after it (resv_head == our end), or
+ *   - a batch of RING_BATCH WQEBBs was crossed (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH), or
+ *   - someone reserved past the ring and may be waiting for room, which
+ *     only completions of what is ready here can make.
+ * Otherwise the next holder rings for both: every WQE ends up rung by the
+ * last holder of a burst, who always sees itself last. A thread that fails
+ * between its reservation and its turn stops the chain; its error is
+ * sticky and every later call returns it. */
+
+/* The heads a holder of the chain decides with, loaded right after the
+ * reservation so that the loads land while the WQE stores drain. A stale
+ * resv_head or cons_idx only ever rings more (resv_head looks like ours,
+ * cons_idx looks lower). */
+struct ChainView {
+    uint64_t ready, resv, cons;
+};
+
+MARROW_FN ChainView chain_view(const Channel &ch) {
+    marrow_gcrb_heads *h = ch.heads();
+    return ChainView{load_relaxed(&h->ready_head), load_relaxed(&h->resv_head), load_relaxed(&h->cons_idx)};
+}
+
+/* `v` was loaded before the caller's to_device() fence, which makes the
+ * relaxed load of ready_head an acquire: if it already showed our turn,
+ * there is nothing to wait for (only we can move it on). */
+
+MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, bool lazy, uint64_t last_ctrl,
+                             ChainView v) {
+    marrow_gcrb_heads *h = ch.heads();
+    if (v.ready != idx) {
+        Deadline d;
+        while (load_acquire(&h->ready_head) != idx) {
+            int rc = sticky_error(ch);
+            if (rc != OK) return rc;
+            if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+        }
+    }
+    uint64_t resv = v.resv, cons = v.cons;
+    uint64_t end = idx + n;
+    uint64_t depth = ch.c.sq_wqebbs;
+    /* Lazy (flags.lazy_nbi_doorbell, put_nbi only): the last poster does not
+     * ring; a ring more than half full (less a group) does instead, which
+     * covers anyone who reserves later and waits for room: the holder just
+     * before such a waiter sees end - cons > depth - MAX_GROUP. */
+    bool tail = lazy ? end - cons + MAX_GROUP > depth / 2 : resv == end;
+    if (force || tail || end / RING_BATCH != idx / RING_BATCH || resv > cons + depth) {
+        /* Every poster fenced (to_device) its WQE stores before its turn,
+         * and our acquire of ready_head saw theirs: the WQEs are ordered
+         * before this doorbell record. */
+        ring(ch, end, last_ctrl);
+    }
+    store_release(&h->ready_head, end);
+    return OK;
+}
+
+/* Post one WQE per calling thread. On the GPU the threads of a warp that
+ * call together on one channel post as a group (warp-aggregated): the
+ * leader reserves for all, each writes its own WQE, the leader takes the
+ * ready chain once for all. One reservation, one turn of the chain and at
+ * most one doorbell per warp instead of per thread. */
+MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
+    Group g = group_of(ch.page);
+    int rc = OK;
+    uint64_t base = 0;
+    ChainView view{~0ull, 0, 0};
+    if (g.leader()) {
+        rc = reserve(ch, g.size, &base);
+        view = chain_view(ch);
+    }
+    rc = g.from_leader32(rc);
+    base = g.from_leader64(base);
+    if (rc != OK) return rc;
+    uint64_t idx = base + g.rank;
+    uint64_t ctrl = write_wqe(ch, idx, op);
+    /* Our WQE stores before any holder of the chain rings past them. */
+    to_device();
+    bool force = g.any(force_ring);
+    uint64_t last_ctrl = g.from_last64(ctrl);
+    g.sync();
+    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view);
+    rc = g.from_leader32(rc);
+    if (idx_out) *idx_out = idx;
+    return rc;
+}
+
+} /* namespace marrow */
+
+#endif /* MARROW_POST_SHARED_H */
