@@ -4,6 +4,10 @@
 //! doorbell record `[MLX5_CQ_SET_CI]`, overflow detected when the ring is
 //! full; or collapsed (`cc=1`) and overrun-allowed (`oi=1`), every CQE in
 //! slot 0, as NVSHMEM creates its CQs (`ibgda.cpp` `DEVX_SET(cqc, ...)`).
+//! A normal CQ may be overrun-allowed too (the PRM's CQ context `oi`, as
+//! DOCA GPUNetIO creates its CQs): it never overflows, the doorbell record
+//! is never read, and a CQE not yet consumed is overwritten a pass later,
+//! so its consumer must keep no more than `ncqe` CQEs outstanding.
 
 use crate::shm::Shm;
 use crate::trace::{Kind, Recorder};
@@ -42,6 +46,9 @@ pub struct Cq {
     pub overflowed: bool,
     /// Force an overflow on the next CQE (fault injection).
     pub force_overflow: bool,
+    /// Overrun allowed (CQ context `oi`): no overflow check, no consumer
+    /// index read. Collapsed CQs always have it.
+    pub overrun_ignore: bool,
     /// The shared mapping behind `buf` and `dbrec`.
     pub shm: Arc<Shm>,
 }
@@ -94,7 +101,8 @@ impl Cq {
             }
             buf.write_u8(i * CQE + CQE - 1, init).map_err(std::io::Error::other)?;
         }
-        Ok(Cq { cqn, mode, ncqe, buf, dbrec, pi: 0, overflowed: false, force_overflow: false, shm })
+        let overrun_ignore = mode == CqMode::Collapsed;
+        Ok(Cq { cqn, mode, ncqe, buf, dbrec, pi: 0, overflowed: false, force_overflow: false, overrun_ignore, shm })
     }
 
     /// The consumer index software last published (24 bits).
@@ -108,10 +116,10 @@ impl Cq {
         if self.overflowed {
             return Err(CqError);
         }
-        // A collapsed, overrun-allowed CQ never overflows: no consumer index to read.
-        let ci = if self.mode == CqMode::Normal { self.consumer_index() } else { self.pi };
+        // An overrun-allowed CQ never overflows: no consumer index to read.
+        let ci = if self.overrun_ignore { self.pi } else { self.consumer_index() };
         let outstanding = self.pi.wrapping_sub(ci) & 0x00ff_ffff;
-        if self.force_overflow || (self.mode == CqMode::Normal && outstanding >= self.ncqe) {
+        if self.force_overflow || (!self.overrun_ignore && outstanding >= self.ncqe) {
             self.overflowed = true;
             if let Some(t) = trace {
                 let mut b = self.pi.to_le_bytes().to_vec();

@@ -292,6 +292,15 @@ impl Hca {
         Ok(self.cqs.push(Cq::in_memory(cqn, ncqe, mode, shm, ring, dbrec)?))
     }
 
+    /// Allow or forbid overrun on a CQ (the CQ context's `oi`, set at
+    /// CREATE_CQ or by MODIFY_CQ): an overrun-allowed CQ never overflows
+    /// and its doorbell record is never read. Collapsed CQs always allow it.
+    pub fn set_cq_overrun_ignore(&mut self, cqn: u32, on: bool) -> Result<(), HcaError> {
+        let cq = self.cqs.get_mut(&cqn).ok_or(HcaError::NoSuch { what: "CQ", id: cqn })?;
+        cq.overrun_ignore = on || cq.mode == CqMode::Collapsed;
+        Ok(())
+    }
+
     /// A CQ.
     pub fn cq(&self, cqn: u32) -> Result<&Cq, HcaError> {
         self.cqs.get(&cqn).ok_or(HcaError::NoSuch { what: "CQ", id: cqn })

@@ -124,6 +124,37 @@ fn cq_overflow_is_detected_and_fails_the_qp() {
 }
 
 #[test]
+fn an_overrun_ignore_cq_never_overflows_and_overwrites_a_pass_later() {
+    // DOCA's CQs: owner-bit CQEs, `oi` set, the doorbell record never
+    // written. Five CQEs into a ring of two, nobody consuming: on hardware
+    // the QP keeps going, and so must the model.
+    let mut p = Pair::new(PairConfig { ncqe: 2, sq_wqebbs: 8, ..PairConfig::default() }).unwrap();
+    p.nic.hca().set_cq_overrun_ignore(p.a.send_cqn, true).unwrap();
+    for _ in 0..5 {
+        p.a.sq.post(CtrlParams::signaled(0, 0), &WqeOp::Nop).unwrap();
+    }
+    p.a.sq.ring().unwrap();
+    let deadline = std::time::Instant::now() + T;
+    while p.nic.hca().cq(p.a.send_cqn).unwrap().pi < 5 {
+        assert!(std::time::Instant::now() < deadline, "CQEs stopped at {}", p.nic.hca().cq(p.a.send_cqn).unwrap().pi);
+        std::thread::yield_now();
+    }
+    assert!(p.nic.hca().take_events().is_empty());
+    let hca = p.nic.hca();
+    let cq = hca.cq(p.a.send_cqn).unwrap();
+    assert!(!cq.overflowed);
+    assert_eq!(hca.qp(p.a.qpn).unwrap().state, QpState::Rts);
+    // Slot 0 holds the fifth CQE (wqe_counter 4), slot 1 the fourth (3),
+    // each with the owner bit of its pass (pass 2 and pass 1).
+    let mut cqe = [0u8; 64];
+    for (slot, counter, owner) in [(0usize, 4u16, 0u8), (1, 3, 1)] {
+        cq.buf.read_bytes(slot * 64, &mut cqe).unwrap();
+        assert_eq!(u16::from_be_bytes([cqe[60], cqe[61]]), counter, "slot {slot}'s wqe_counter");
+        assert_eq!(cqe[63] & 1, owner, "slot {slot}'s owner bit");
+    }
+}
+
+#[test]
 fn injected_cq_overflow() {
     let mut p = Pair::new(PairConfig::default()).unwrap();
     p.nic.hca().set_faults(p.a.qpn, Faults { overflow_cq: true, ..Faults::default() }).unwrap();
