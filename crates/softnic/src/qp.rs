@@ -195,4 +195,18 @@ impl Qp {
             None => 0,
         }
     }
+
+    /// Nothing for the engine to do on this QP this scan: no doorbell in
+    /// its UAR registers, no WQE announced and not executed, no delayed
+    /// doorbell, no RNR wait and no wire state (a wire QP's timers run
+    /// every scan).
+    pub fn idle(&self) -> bool {
+        self.pending() == 0
+            && self.delayed.is_empty()
+            && self.rnr.is_none()
+            && self.wire.is_none()
+            && DOORBELL_OFFSETS.iter().all(|&off| {
+                self.mem.uar.atomic_u64(off).is_ok_and(|a| a.load(std::sync::atomic::Ordering::Relaxed) == 0)
+            })
+    }
 }
