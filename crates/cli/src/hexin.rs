@@ -9,8 +9,22 @@
 //!   as printed are memory order);
 //! - raw binary: input that is not text (a NUL, a control character or a
 //!   non-ASCII byte).
+//!
+//! [`ByteReader`] reads any of them a chunk at a time, so that what it holds
+//! does not grow with the input: an xxd line is at most [`MAX_XXD_LINE`]
+//! bytes, and the `*` lines of one input stand for at most [`MAX_ZERO_FILL`]
+//! zero bytes in all (and are never allocated: the zeros are handed out as
+//! they are read). [`read_input`] reads a whole input held in memory.
 
 use std::fmt;
+use std::io::{self, BufRead, Read};
+
+/// The longest xxd line read (`xxd -c 256` lines are about 1 KiB).
+pub const MAX_XXD_LINE: usize = 64 << 10;
+/// The most zero bytes the `*` lines of one xxd input may stand for, in all.
+pub const MAX_ZERO_FILL: u64 = 16 << 20;
+/// Most bytes of a word kept to quote it in a message.
+const QUOTED_WORD: usize = 64;
 
 /// How the input is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -55,37 +69,78 @@ impl fmt::Display for HexError {
 
 impl std::error::Error for HexError {}
 
+/// Why [`ByteReader`] could not go on.
+#[derive(Debug)]
+pub enum InputError {
+    /// The input could not be read.
+    Io(io::Error),
+    /// The text is not valid hex or xxd.
+    Hex(HexError),
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputError::Io(e) => e.fmt(f),
+            InputError::Hex(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn is_text_byte(b: u8) -> bool {
+    (0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r')
+}
+
 /// Whether `raw` is text: printable ASCII, tabs and line ends only.
 pub fn is_text(raw: &[u8]) -> bool {
-    raw.iter().all(|&b| (0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'))
+    raw.iter().all(|&b| is_text_byte(b))
 }
 
 /// Guess the format: binary unless text; text whose first content line
-/// starts with `HEX:` is an xxd dump; other text is plain hex.
+/// starts with `HEX:` is an xxd dump; other text is plain hex. Given the
+/// start of a longer input, the guess is the start's.
 pub fn detect(raw: &[u8]) -> InputFormat {
     if !is_text(raw) {
         return InputFormat::Bin;
     }
-    let first = raw.split(|&b| b == b'\n').map(trim_ascii).find(|l| !l.is_empty() && !l.starts_with(b"#"));
+    let first = raw.split(|&b| b == b'\n').map(<[u8]>::trim_ascii).find(|l| !l.is_empty() && !l.starts_with(b"#"));
     match first {
         Some(l) if xxd_offset(l).is_some() => InputFormat::Xxd,
         _ => InputFormat::Hex,
     }
 }
 
-/// Read the input: the format given, or the one [`detect`] picks.
+/// Read a whole input held in memory: the format given, or the one
+/// [`detect`] picks.
 pub fn read_input(raw: &[u8], forced: Option<InputFormat>) -> Result<(Vec<u8>, InputFormat), HexError> {
     let format = forced.unwrap_or_else(|| detect(raw));
-    let bytes = match format {
-        InputFormat::Bin => raw.to_vec(),
-        InputFormat::Hex => parse_hex(raw)?,
-        InputFormat::Xxd => parse_xxd(raw)?,
-    };
-    Ok((bytes, format))
+    if format == InputFormat::Bin {
+        return Ok((raw.to_vec(), format));
+    }
+    let mut r = ByteReader::new(raw, format);
+    let mut out = Vec::new();
+    loop {
+        match r.read_into(&mut out, 1 << 16) {
+            Ok(0) => return Ok((out, format)),
+            Ok(_) => {}
+            Err(InputError::Hex(e)) => return Err(e),
+            // Reading a slice cannot fail.
+            Err(InputError::Io(e)) => return Err(HexError { line: 0, column: 0, offset: 0, message: e.to_string() }),
+        }
+    }
 }
 
-fn trim_ascii(l: &[u8]) -> &[u8] {
-    l.trim_ascii()
+/// Plain hex: words of an even number of digits, `0x` allowed, `#` comments.
+pub fn parse_hex(raw: &[u8]) -> Result<Vec<u8>, HexError> {
+    read_input(raw, Some(InputFormat::Hex)).map(|(b, _)| b)
+}
+
+/// An `xxd` dump: `OFFSET: hex groups  ascii`. Lines starting with `#` are
+/// comments. A `*` line (`xxd -a`) stands for zero lines up to the next offset.
+pub fn parse_xxd(raw: &[u8]) -> Result<Vec<u8>, HexError> {
+    read_input(raw, Some(InputFormat::Xxd)).map(|(b, _)| b)
 }
 
 /// The offset of an xxd line (`0000abcd:`), if the line starts with one.
@@ -99,141 +154,199 @@ fn xxd_offset(line: &[u8]) -> Option<(u64, usize)> {
     Some((u64::from_str_radix(s, 16).ok()?, colon))
 }
 
-/// Lines of `raw` with their 1-based number and byte offset, `\r` dropped.
-fn lines(raw: &[u8]) -> impl Iterator<Item = (usize, usize, &[u8])> {
-    let mut at = 0;
-    raw.split(|&b| b == b'\n').enumerate().map(move |(i, l)| {
-        let start = at;
-        at += l.len() + 1;
-        (i + 1, start, l.strip_suffix(b"\r").unwrap_or(l))
-    })
+/// A place in the input text: a line, where it starts, a 0-based column.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    line: usize,
+    line_start: usize,
+    col0: usize,
 }
 
-fn err(line: usize, line_start: usize, col0: usize, message: String) -> HexError {
-    HexError { line, column: col0 + 1, offset: line_start + col0, message }
+impl At {
+    fn error(self, message: String) -> HexError {
+        HexError { line: self.line, column: self.col0 + 1, offset: self.line_start + self.col0, message }
+    }
+
+    fn not_text(self, b: u8) -> HexError {
+        self.error(format!("byte {b:#04x} is not text (use --input bin)"))
+    }
 }
 
-fn not_text(raw: &[u8]) -> Option<HexError> {
-    let pos = raw.iter().position(|&b| !((0x20..0x7f).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r')))?;
-    let line = raw[..pos].iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = raw[..pos].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-    Some(err(line, line_start, pos - line_start, format!("byte {:#04x} is not text (use --input bin)", raw[pos])))
+/// One hex word being read, a byte at a time: its bytes go out as soon as
+/// both digits are in; what is wrong with it is known at its end.
+#[derive(Debug, Default)]
+struct Word {
+    start: Option<At>,
+    len: usize,
+    digits: usize,
+    prefixed: bool,
+    high: Option<u8>,
+    bad: Option<(At, u8)>,
+    quoted: Vec<u8>,
 }
 
-/// Parse the hex words of `text` (one line, comments removed) into `out`;
-/// `col0` is where `text` starts in its line.
-fn hex_words(text: &[u8], line: usize, line_start: usize, col0: usize, out: &mut Vec<u8>) -> Result<(), HexError> {
-    let mut i = 0;
-    while i < text.len() {
-        if text[i].is_ascii_whitespace() || text[i] == b',' {
-            i += 1;
-            continue;
+impl Word {
+    fn push(&mut self, b: u8, at: At, out: &mut Vec<u8>) {
+        if self.start.is_none() {
+            self.start = Some(at);
         }
-        let start = i;
-        while i < text.len() && !(text[i].is_ascii_whitespace() || text[i] == b',') {
-            i += 1;
+        if self.quoted.len() < QUOTED_WORD {
+            self.quoted.push(b);
         }
-        let word = &text[start..i];
-        let shown = String::from_utf8_lossy(word);
-        let (digits, skip) = match word {
-            [b'0', b'x' | b'X', rest @ ..] => (rest, 2),
-            _ => (word, 0),
+        self.len += 1;
+        if self.len == 2 && matches!(b, b'x' | b'X') && self.quoted.first() == Some(&b'0') {
+            self.prefixed = true;
+            self.digits = 0;
+            self.high = None;
+            return;
+        }
+        if self.bad.is_some() {
+            return;
+        }
+        let Some(v) = hex_val(b) else {
+            self.bad = Some((at, b));
+            return;
         };
-        if digits.is_empty() {
-            return Err(err(line, line_start, col0 + start, format!("'{shown}' has no hex digits")));
-        }
-        if let Some(bad) = digits.iter().position(|b| !b.is_ascii_hexdigit()) {
-            return Err(err(
-                line,
-                line_start,
-                col0 + start + skip + bad,
-                format!("'{}' in '{shown}' is not a hex digit", char::from(digits[bad])),
-            ));
-        }
-        if !digits.len().is_multiple_of(2) {
-            return Err(err(
-                line,
-                line_start,
-                col0 + start,
-                format!(
-                    "'{shown}' has an odd number of hex digits ({}): write whole bytes, e.g. '0{}'",
-                    digits.len(),
-                    String::from_utf8_lossy(digits)
-                ),
-            ));
-        }
-        for pair in digits.chunks_exact(2) {
-            let hi = hex_val(pair[0]);
-            let lo = hex_val(pair[1]);
-            out.push((hi << 4) | lo);
+        self.digits += 1;
+        match self.high.take() {
+            Some(h) => out.push((h << 4) | v),
+            None => self.high = Some(v),
         }
     }
-    Ok(())
+
+    fn shown(&self) -> String {
+        let more = if self.len > self.quoted.len() { "..." } else { "" };
+        format!("{}{more}", String::from_utf8_lossy(&self.quoted))
+    }
+
+    /// The word is over: `Err` when it is not whole bytes of hex.
+    fn end(&mut self) -> Result<(), HexError> {
+        let word = std::mem::take(self);
+        let Some(start) = word.start else { return Ok(()) };
+        let shown = word.shown();
+        if word.digits == 0 && word.bad.is_none() {
+            return Err(start.error(format!("'{shown}' has no hex digits")));
+        }
+        if let Some((at, b)) = word.bad {
+            return Err(at.error(format!("'{}' in '{shown}' is not a hex digit", char::from(b))));
+        }
+        if !word.digits.is_multiple_of(2) {
+            let digits = shown.get(if word.prefixed { 2 } else { 0 }..).unwrap_or("");
+            return Err(start.error(format!(
+                "'{shown}' has an odd number of hex digits ({}): write whole bytes, e.g. '0{digits}'",
+                word.digits
+            )));
+        }
+        Ok(())
+    }
 }
 
-fn hex_val(b: u8) -> u8 {
+fn hex_val(b: u8) -> Option<u8> {
     match b {
-        b'0'..=b'9' => b - b'0',
-        b'a'..=b'f' => b - b'a' + 10,
-        b'A'..=b'F' => b - b'A' + 10,
-        _ => 0,
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
     }
 }
 
-/// Plain hex: words of an even number of digits, `0x` allowed, `#` comments.
-pub fn parse_hex(raw: &[u8]) -> Result<Vec<u8>, HexError> {
-    if let Some(e) = not_text(raw) {
-        return Err(e);
+fn is_separator(b: u8) -> bool {
+    b.is_ascii_whitespace() || b == b','
+}
+
+/// Plain hex, read a byte at a time (a line may be as long as the input).
+#[derive(Debug)]
+struct HexText {
+    line: usize,
+    line_start: usize,
+    pos: usize,
+    comment: bool,
+    word: Word,
+}
+
+impl HexText {
+    fn new() -> Self {
+        HexText { line: 1, line_start: 0, pos: 0, comment: false, word: Word::default() }
     }
-    let mut out = Vec::new();
-    for (n, start, l) in lines(raw) {
-        let code = match l.iter().position(|&b| b == b'#') {
-            Some(p) => &l[..p],
-            None => l,
-        };
-        if let Some(c) = code.iter().position(|&b| b == b':') {
-            return Err(err(n, start, c, "':' in plain hex (is this an xxd dump? use --input xxd)".into()));
+
+    fn byte(&mut self, b: u8, out: &mut Vec<u8>) -> Result<(), HexError> {
+        let at = At { line: self.line, line_start: self.line_start, col0: self.pos - self.line_start };
+        self.pos += 1;
+        if !is_text_byte(b) {
+            return Err(at.not_text(b));
         }
-        hex_words(code, n, start, 0, &mut out)?;
+        match b {
+            b'\n' => {
+                self.comment = false;
+                self.line += 1;
+                self.line_start = self.pos;
+                self.word.end()
+            }
+            _ if self.comment => Ok(()),
+            b'#' => {
+                self.comment = true;
+                self.word.end()
+            }
+            b':' => Err(at.error("':' in plain hex (is this an xxd dump? use --input xxd)".into())),
+            _ if is_separator(b) => self.word.end(),
+            _ => {
+                self.word.push(b, at, out);
+                Ok(())
+            }
+        }
     }
-    Ok(out)
 }
 
-/// An `xxd` dump: `OFFSET: hex groups  ascii`. Lines starting with `#` are
-/// comments. A `*` line (`xxd -a`) stands for zero lines up to the next offset.
-pub fn parse_xxd(raw: &[u8]) -> Result<Vec<u8>, HexError> {
-    if let Some(e) = not_text(raw) {
-        return Err(e);
+/// An xxd dump, read a line at a time.
+#[derive(Debug)]
+struct XxdText {
+    line: usize,
+    line_start: usize,
+    base: Option<u64>,
+    /// Bytes given out so far, zeros of `*` lines included.
+    produced: u64,
+    skipped: bool,
+    zeros_filled: u64,
+}
+
+impl XxdText {
+    fn new() -> Self {
+        XxdText { line: 0, line_start: 0, base: None, produced: 0, skipped: false, zeros_filled: 0 }
     }
-    let mut out = Vec::new();
-    let mut base: Option<u64> = None;
-    let mut skipped = false;
-    for (n, start, l) in lines(raw) {
+
+    /// One line (its `\n` removed): its bytes go to `out`, and the zeros a
+    /// `*` line before it stands for are returned.
+    fn line(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Result<u64, HexError> {
+        self.line += 1;
+        let (line, line_start) = (self.line, self.line_start);
+        let at = |col0| At { line, line_start, col0 };
+        if let Some(p) = raw.iter().position(|&b| !is_text_byte(b)) {
+            return Err(at(p).not_text(raw[p]));
+        }
+        let l = raw.strip_suffix(b"\r").unwrap_or(raw);
         let lead = l.len() - l.trim_ascii_start().len();
         let t = l.trim_ascii();
         if t.is_empty() || t.starts_with(b"#") {
-            continue;
+            return Ok(0);
         }
         if t == b"*" {
-            skipped = true;
-            continue;
+            self.skipped = true;
+            return Ok(0);
         }
         let Some((off, colon)) = xxd_offset(&l[lead..]) else {
-            return Err(err(n, start, lead, "expected an xxd line 'OFFSET: hex groups  ascii'".into()));
+            return Err(at(lead).error("expected an xxd line 'OFFSET: hex groups  ascii'".into()));
         };
-        let b = *base.get_or_insert(off);
-        let have = b.saturating_add(out.len() as u64);
-        if skipped && off > have && off - have <= 1 << 24 {
-            out.resize(out.len() + (off - have) as usize, 0);
+        let have = self.base.get_or_insert(off).saturating_add(self.produced);
+        let zeros = if self.skipped && off > have {
+            self.zero_fill(off - have).map_err(|m| at(lead).error(m))?
         } else if off != have {
-            return Err(err(
-                n,
-                start,
-                lead,
-                format!("offset {off:#x} does not follow the previous line (expected {have:#x})"),
-            ));
-        }
-        skipped = false;
+            return Err(
+                at(lead).error(format!("offset {off:#x} does not follow the previous line (expected {have:#x})"))
+            );
+        } else {
+            0
+        };
+        self.skipped = false;
         let col = lead + colon + 1;
         let rest = &l[col..];
         let (rest, col) = match rest.strip_prefix(b" ") {
@@ -244,9 +357,164 @@ pub fn parse_xxd(raw: &[u8]) -> Result<Vec<u8>, HexError> {
             Some(p) => &rest[..p],
             None => rest,
         };
-        hex_words(hex, n, start, col, &mut out)?;
+        let start = out.len();
+        let mut word = Word::default();
+        for (i, &b) in hex.iter().enumerate() {
+            if is_separator(b) {
+                word.end()?;
+            } else {
+                word.push(b, at(col + i), out);
+            }
+        }
+        word.end()?;
+        self.produced = self.produced.saturating_add(zeros).saturating_add((out.len() - start) as u64);
+        Ok(zeros)
     }
-    Ok(out)
+
+    /// Checks the zeros a `*` line stands for against [`MAX_ZERO_FILL`].
+    fn zero_fill(&mut self, gap: u64) -> Result<u64, String> {
+        let total = self.zeros_filled.saturating_add(gap);
+        if total > MAX_ZERO_FILL {
+            return Err(format!(
+                "the '*' line before this one stands for {gap:#x} zero bytes, which makes {total:#x} in all: \
+                 the '*' lines of an input may stand for at most {MAX_ZERO_FILL:#x} bytes (16 MiB)"
+            ));
+        }
+        self.zeros_filled = total;
+        Ok(gap)
+    }
+}
+
+#[derive(Debug)]
+enum Text {
+    Bin,
+    Hex(HexText),
+    Xxd(XxdText),
+}
+
+/// The bytes of an input in any [`InputFormat`], read a chunk at a time
+/// from `src`: memory is bounded by the chunk asked for and one xxd line.
+#[derive(Debug)]
+pub struct ByteReader<R> {
+    src: R,
+    text: Text,
+    /// Bytes of the current xxd line not handed out yet.
+    pending: Vec<u8>,
+    pending_at: usize,
+    /// Zeros of a `*` line not handed out yet, given out before `pending`.
+    zeros: u64,
+    line: Vec<u8>,
+    done: bool,
+}
+
+impl<R: BufRead> ByteReader<R> {
+    /// A reader of `src`, written as `format`.
+    pub fn new(src: R, format: InputFormat) -> Self {
+        let text = match format {
+            InputFormat::Bin => Text::Bin,
+            InputFormat::Hex => Text::Hex(HexText::new()),
+            InputFormat::Xxd => Text::Xxd(XxdText::new()),
+        };
+        ByteReader { src, text, pending: Vec::new(), pending_at: 0, zeros: 0, line: Vec::new(), done: false }
+    }
+
+    /// Append up to `max` more bytes to `out`; `Ok(0)` at the end of the input.
+    pub fn read_into(&mut self, out: &mut Vec<u8>, max: usize) -> Result<usize, InputError> {
+        let start = out.len();
+        while out.len() - start < max {
+            let room = max - (out.len() - start);
+            let got = match self.text {
+                Text::Bin => read_bin(&mut self.src, out, room)?,
+                Text::Hex(ref mut h) => read_hex(&mut self.src, h, out, room)?,
+                Text::Xxd(_) => self.read_xxd(out, room)?,
+            };
+            if got == 0 {
+                break;
+            }
+        }
+        Ok(out.len() - start)
+    }
+
+    fn read_xxd(&mut self, out: &mut Vec<u8>, room: usize) -> Result<usize, InputError> {
+        loop {
+            if self.zeros > 0 {
+                let n = usize::try_from(self.zeros).unwrap_or(usize::MAX).min(room);
+                out.resize(out.len() + n, 0);
+                self.zeros -= n as u64;
+                return Ok(n);
+            }
+            if self.pending_at < self.pending.len() {
+                let n = (self.pending.len() - self.pending_at).min(room);
+                out.extend_from_slice(&self.pending[self.pending_at..self.pending_at + n]);
+                self.pending_at += n;
+                return Ok(n);
+            }
+            if self.done {
+                return Ok(0);
+            }
+            self.next_xxd_line()?;
+        }
+    }
+
+    fn next_xxd_line(&mut self) -> Result<(), InputError> {
+        let Text::Xxd(x) = &mut self.text else { return Ok(()) };
+        loop {
+            self.line.clear();
+            let n = (&mut self.src)
+                .take(MAX_XXD_LINE as u64 + 1)
+                .read_until(b'\n', &mut self.line)
+                .map_err(InputError::Io)?;
+            if n == 0 {
+                self.done = true;
+                return Ok(());
+            }
+            let body: &[u8] = match self.line.strip_suffix(b"\n") {
+                Some(b) => b,
+                None if self.line.len() <= MAX_XXD_LINE => &self.line,
+                None => {
+                    let at = At { line: x.line + 1, line_start: x.line_start, col0: MAX_XXD_LINE };
+                    let m = format!("line longer than {MAX_XXD_LINE} bytes, the most an xxd line may have");
+                    return Err(InputError::Hex(at.error(m)));
+                }
+            };
+            self.pending.clear();
+            self.pending_at = 0;
+            self.zeros = x.line(body, &mut self.pending).map_err(InputError::Hex)?;
+            x.line_start += n;
+            if self.zeros > 0 || !self.pending.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn read_bin<R: BufRead>(src: &mut R, out: &mut Vec<u8>, room: usize) -> Result<usize, InputError> {
+    let buf = src.fill_buf().map_err(InputError::Io)?;
+    let n = buf.len().min(room);
+    out.extend_from_slice(&buf[..n]);
+    src.consume(n);
+    Ok(n)
+}
+
+/// Feeds input to `h` until `room` bytes came out or the input ends; the
+/// count of input bytes used is returned (0 at the end).
+fn read_hex<R: BufRead>(src: &mut R, h: &mut HexText, out: &mut Vec<u8>, room: usize) -> Result<usize, InputError> {
+    let start = out.len();
+    let buf = src.fill_buf().map_err(InputError::Io)?;
+    if buf.is_empty() {
+        h.word.end().map_err(InputError::Hex)?;
+        return Ok(0);
+    }
+    let mut used = 0;
+    for &b in buf {
+        if out.len() - start >= room {
+            break;
+        }
+        used += 1;
+        h.byte(b, out).map_err(InputError::Hex)?;
+    }
+    src.consume(used);
+    Ok(used)
 }
 
 #[cfg(test)]
@@ -302,6 +570,61 @@ mod tests {
         assert_eq!(e.line, 2);
     }
 
+    /// The shape of the 973-byte input that made `marrow decode` allocate
+    /// 1 GiB: `*` lines one after another, each standing for 16 MiB of zeros.
+    pub(crate) fn star_lines_input() -> Vec<u8> {
+        let mut t = b"0:00\n".to_vec();
+        for k in 1u64.. {
+            let pair = format!("*\n{:x}:00\n", k * ((1 << 24) + 1));
+            if t.len() + pair.len() > 973 - 2 {
+                break;
+            }
+            t.extend_from_slice(pair.as_bytes());
+        }
+        t.push(b'#');
+        t.resize(972, b'#');
+        t.push(b'\n');
+        t
+    }
+
+    #[test]
+    fn star_lines_are_capped_in_all_not_allocated() {
+        let t = star_lines_input();
+        assert_eq!(t.len(), 973);
+        let e = parse_xxd(&t).unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+        assert!(e.message.contains("at most 0x1000000 bytes (16 MiB)"), "{e}");
+        // Within the cap, the zeros are there.
+        let b = parse_xxd(b"0:01\n*\n1000001:02\n").unwrap();
+        assert_eq!((b.len(), b[0], b[b.len() - 1]), ((1 << 24) + 2, 1, 2));
+        assert!(b[1..b.len() - 1].iter().all(|&z| z == 0));
+    }
+
+    #[test]
+    fn long_xxd_lines_are_refused() {
+        let mut t = b"00000000: 00".to_vec();
+        t.resize(MAX_XXD_LINE + 10, b'0');
+        let e = parse_xxd(&t).unwrap_err();
+        assert!(e.message.contains("line longer than 65536 bytes"), "{e}");
+        // Plain hex has no such cap: one long line is fine.
+        let mut t = vec![b'a'; 4 << 20];
+        t.push(b'\n');
+        assert_eq!(parse_hex(&t).unwrap().len(), 2 << 20);
+    }
+
+    /// Reading a chunk at a time gives the bytes and the error reading all at once gives.
+    fn chunked(raw: &[u8], f: InputFormat, chunk: usize) -> Result<Vec<u8>, String> {
+        let mut r = ByteReader::new(std::io::BufReader::with_capacity(7, raw), f);
+        let mut out = Vec::new();
+        loop {
+            match r.read_into(&mut out, chunk) {
+                Ok(0) => return Ok(out),
+                Ok(n) => assert!(n <= chunk),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
     #[test]
     fn binary_is_detected() {
         assert_eq!(detect(b"\x00\x00\x05\x08"), InputFormat::Bin);
@@ -327,6 +650,25 @@ mod tests {
             for f in [None, Some(InputFormat::Hex), Some(InputFormat::Xxd)] {
                 let _ = read_input(s.as_bytes(), f);
             }
+        }
+
+        #[test]
+        fn chunked_reads_agree_with_whole_reads(s in "[0-9a-fA-FxX:*# ,\t\r\n.]{0,300}", chunk in 1usize..40) {
+            for f in [InputFormat::Hex, InputFormat::Xxd, InputFormat::Bin] {
+                let whole = read_input(s.as_bytes(), Some(f)).map(|(b, _)| b).map_err(|e| e.to_string());
+                prop_assert_eq!(chunked(s.as_bytes(), f, chunk), whole);
+            }
+        }
+
+        #[test]
+        fn xxd_round_trips(bytes in proptest::collection::vec(any::<u8>(), 0..300), chunk in 1usize..40) {
+            let mut text = String::new();
+            for (i, line) in bytes.chunks(16).enumerate() {
+                let hex: Vec<String> = line.chunks(2).map(crate::model::hex_string).collect();
+                text.push_str(&format!("{:08x}: {}  ................\n", i * 16, hex.join(" ")));
+            }
+            prop_assert_eq!(&parse_xxd(text.as_bytes()).unwrap(), &bytes);
+            prop_assert_eq!(chunked(text.as_bytes(), InputFormat::Xxd, chunk).unwrap(), bytes);
         }
 
         #[test]

@@ -1,11 +1,11 @@
 //! `marrow`: command-line tools for the marrow mlx5 stack.
 
 use clap::{Args, Parser, Subcommand};
-use marrow::decode::{Options, decode};
+use marrow::decode::{Options, StreamError, decode_stream};
 use marrow::demo::{DEFAULT_TRACE_CAP, DemoOptions};
-use marrow::hexin::{InputFormat, read_input};
+use marrow::hexin::InputFormat;
 use marrow::model::{ErrorAt, Kind};
-use marrow::print::{render_json, render_text};
+use marrow::print::DecodeWriter;
 use marrow::trace::{Detail, Filter, OpcodeMatch, ShowOptions, parse_kind, parse_opcode};
 use marrow_softnic::trace::Kind as RecordKind;
 use std::io::{Read, Write};
@@ -289,6 +289,11 @@ Input formats (detected unless --input is given):
 With --kind auto: 8 bytes are a UAR doorbell; bytes starting with a valid
 control segment of a known opcode are WQEs (several back to back are decoded
 in turn); 64 bytes are a CQE, 128 a 128-byte CQE.
+
+The input is decoded as it is read. One longer than 64 KiB is decoded as the
+kind its start shows (or --kind): WQEs or CQEs one after another, printed as
+they are decoded; damage further on ends the output with an error after the
+items before it.
 
 Exit status: 0 when everything decoded, 2 when the input is malformed.")]
 struct DecodeArgs {
@@ -598,10 +603,11 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
 }
 
 fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
-    let bytes = match std::fs::read(&a.file) {
-        Ok(b) => b,
+    let name = marrow::print::escape_path(&a.file);
+    let file = match std::fs::File::open(&a.file) {
+        Ok(f) => std::io::BufReader::with_capacity(1 << 16, f),
         Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: cannot read {}: {e}", a.file.display());
+            let _ = writeln!(std::io::stderr().lock(), "error: cannot read {name}: {e}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
@@ -623,7 +629,7 @@ fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
         json: a.json,
     };
     let mut o = std::io::BufWriter::new(std::io::stdout().lock());
-    let shown = match marrow::trace::show(&bytes, &opts, &mut o) {
+    let shown = match marrow::trace::show(file, &opts, &mut o) {
         Ok(s) => s,
         // `marrow trace show ... | head`: the reader left; not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
@@ -633,14 +639,7 @@ fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
         }
     };
     if !a.json {
-        let _ = writeln!(
-            o,
-            "-- {} of {} records shown ({}, {} bytes)",
-            shown.shown,
-            shown.total,
-            a.file.display(),
-            bytes.len()
-        );
+        let _ = writeln!(o, "{}", marrow::trace::trailer(&shown, &name, a.limit));
     }
     let _ = o.flush();
     match shown.damage {
@@ -648,8 +647,7 @@ fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
         Some(d) => {
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "error: {}: {} (file offset {:#x}); the {} records before it were read",
-                a.file.display(),
+                "error: {name}: {} (file offset {:#x}); the {} records before it were read",
                 d.message,
                 d.offset,
                 shown.total
@@ -679,67 +677,122 @@ fn fail(json: bool, e: &ErrorAt) -> ExitCode {
     ExitCode::from(EXIT_BAD_INPUT)
 }
 
-fn read_source(file: Option<&PathBuf>) -> Result<(Vec<u8>, String), ErrorAt> {
-    let mut raw = Vec::new();
+/// Bytes of `decode`'s input read before deciding what it is: an input that
+/// ends within them is decoded whole, with its length known up front.
+const DECODE_WINDOW: usize = 64 << 10;
+/// The most `decode --pcie` reads: a configuration space is at most 4 KiB,
+/// and an `lspci -xxxx` dump of every function of a large host a few MiB.
+const MAX_PCIE_INPUT: u64 = 64 << 20;
+
+/// The input file (or standard input) and its name for messages.
+fn open_source(file: Option<&PathBuf>) -> Result<(Box<dyn Read>, String), ErrorAt> {
     match file {
         Some(p) if p.as_os_str() != "-" => {
-            raw = std::fs::read(p)
-                .map_err(|e| ErrorAt { error: format!("cannot read {}: {e}", p.display()), offset: None })?;
-            Ok((raw, p.display().to_string()))
+            let name = marrow::print::escape_path(p);
+            let f = std::fs::File::open(p)
+                .map_err(|e| ErrorAt { error: format!("cannot read {name}: {e}"), offset: None })?;
+            Ok((Box::new(f), name))
         }
-        _ => {
-            std::io::stdin()
-                .read_to_end(&mut raw)
-                .map_err(|e| ErrorAt { error: format!("cannot read standard input: {e}"), offset: None })?;
-            Ok((raw, "<stdin>".into()))
+        _ => Ok((Box::new(std::io::stdin()), "<stdin>".into())),
+    }
+}
+
+/// All of `src` for `decode --pcie`, or an error naming the cap it passes.
+fn read_pcie_input(src: impl Read, cap: u64, source: &str) -> Result<Vec<u8>, ErrorAt> {
+    let mut raw = Vec::new();
+    src.take(cap + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| ErrorAt { error: format!("cannot read {source}: {e}"), offset: None })?;
+    if raw.len() as u64 > cap {
+        return Err(ErrorAt {
+            error: format!("{source} is longer than {cap} bytes ({} MiB), the most decode --pcie reads", cap >> 20),
+            offset: None,
+        });
+    }
+    Ok(raw)
+}
+
+/// The bytes of `decode`'s input, read through [`marrow::hexin::ByteReader`],
+/// with its errors worded for the command line.
+struct DecodeInput<R> {
+    reader: marrow::hexin::ByteReader<R>,
+    source: String,
+    format: InputFormat,
+    forced: bool,
+    /// Reading failed (the error names the input already).
+    failed: bool,
+}
+
+impl<R: std::io::BufRead> marrow::decode::Source for DecodeInput<R> {
+    fn read_into(&mut self, buf: &mut Vec<u8>, max: usize) -> Result<usize, ErrorAt> {
+        self.failed = true;
+        let n = self.reader.read_into(buf, max).map_err(|e| match e {
+            marrow::hexin::InputError::Io(e) => {
+                ErrorAt { error: format!("cannot read {}: {e}", self.source), offset: None }
+            }
+            marrow::hexin::InputError::Hex(e) => {
+                let hint = if self.forced { "" } else { " (to read the input as raw bytes, use --input bin)" };
+                let what = if self.format == InputFormat::Xxd { "an xxd dump" } else { "hex" };
+                ErrorAt { error: format!("{} is not valid {what}: {e}{hint}", self.source), offset: Some(e.offset) }
+            }
+        })?;
+        self.failed = false;
+        Ok(n)
+    }
+}
+
+fn run_decode_pcie(src: impl Read, source: &str) -> ExitCode {
+    let raw = match read_pcie_input(src, MAX_PCIE_INPUT, source) {
+        Ok(r) => r,
+        Err(e) => return fail(false, &e),
+    };
+    match marrow::pcie_decode::decode(&raw) {
+        Ok(r) => {
+            out(&format!("Input: {source}, {} bytes\n{}", raw.len(), r.text));
+            if r.clean { ExitCode::SUCCESS } else { ExitCode::from(2) }
         }
+        Err(e) => fail(false, &ErrorAt { error: format!("{source}: {}", marrow::print::escape(&e)), offset: None }),
     }
 }
 
 fn run_decode(a: &DecodeArgs) -> ExitCode {
-    let (raw, source) = match read_source(a.file.as_ref()) {
+    let (src, source) = match open_source(a.file.as_ref()) {
         Ok(r) => r,
         Err(e) => return fail(a.json, &e),
     };
     if a.pcie {
-        return match marrow::pcie_decode::decode(&raw) {
-            Ok(r) => {
-                out(&format!("Input: {source}, {} bytes\n{}", raw.len(), r.text));
-                if r.clean { ExitCode::SUCCESS } else { ExitCode::from(2) }
-            }
-            Err(e) => fail(false, &ErrorAt { error: format!("{source}: {e}"), offset: None }),
-        };
+        return run_decode_pcie(src, &source);
     }
-    let (bytes, format) = match read_input(&raw, a.input) {
-        Ok(r) => r,
-        Err(e) => {
-            let hint = if a.input.is_none() { " (to read the input as raw bytes, use --input bin)" } else { "" };
-            let what = match a.input {
-                Some(InputFormat::Xxd) => "an xxd dump",
-                _ if marrow::hexin::detect(&raw) == InputFormat::Xxd => "an xxd dump",
-                _ => "hex",
-            };
-            let err = ErrorAt { error: format!("{source} is not valid {what}: {e}{hint}"), offset: Some(e.offset) };
-            return fail(a.json, &err);
-        }
-    };
+    // The format is told from the start of the input, which is then read again.
+    let mut src = std::io::BufReader::with_capacity(DECODE_WINDOW, src);
+    let mut start = Vec::new();
+    if let Err(e) = (&mut src).take(DECODE_WINDOW as u64).read_to_end(&mut start) {
+        return fail(a.json, &ErrorAt { error: format!("cannot read {source}: {e}"), offset: None });
+    }
+    let format = a.input.unwrap_or_else(|| marrow::hexin::detect(&start));
+    let reader = marrow::hexin::ByteReader::new(std::io::Cursor::new(start).chain(src), format);
+    let mut input = DecodeInput { reader, source: source.clone(), format, forced: a.input.is_some(), failed: false };
     let opts = Options { kind: a.kind, ownership: a.ci.zip(a.ncqe) };
-    let report = match decode(&bytes, &opts) {
-        Ok(r) => r,
-        Err(e) => {
-            let e = ErrorAt { error: format!("{source}: {}", e.error), offset: e.offset };
-            return fail(a.json, &e);
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut w = DecodeWriter::new(stdout, std::io::stderr(), a.json, source, format.describe());
+    let done = match decode_stream(&mut input, &opts, DECODE_WINDOW, &mut w) {
+        Ok(()) => w.finish(),
+        Err(StreamError::Input(e)) => {
+            // Errors of the decode (not of reading) do not name the input yet.
+            let e = if input.failed { e } else { ErrorAt { error: format!("{}: {}", input.source, e.error), ..e } };
+            let _ = w.fail(&e);
+            return ExitCode::from(EXIT_BAD_INPUT);
         }
+        Err(StreamError::Output(e)) => Err(e),
     };
-    if a.json {
-        out(&format!("{}\n", render_json(&report)));
-    } else {
-        out(&format!("Input: {source}, {} bytes ({})\n{}", bytes.len(), format.describe(), render_text(&report)));
+    match done {
+        Ok(()) if w.bad => ExitCode::from(EXIT_BAD_INPUT),
+        Ok(()) => ExitCode::SUCCESS,
+        // `marrow decode ... | head`: the reader left; not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: writing the output: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
     }
-    let mut bad = false;
-    for e in report.errors() {
-        err_line(e);
-        bad = true;
-    }
-    if bad { ExitCode::from(EXIT_BAD_INPUT) } else { ExitCode::SUCCESS }
 }

@@ -85,7 +85,7 @@ fn kind_text(bar: &Bar) -> &'static str {
 
 fn function(o: &mut String, f: &DumpedFunction, cfg: &Config) -> bool {
     let mut clean = true;
-    let _ = writeln!(o, "{} {}", f.address, f.title);
+    let _ = writeln!(o, "{} {}", f.address, crate::print::escape(&f.title));
     let _ = writeln!(
         o,
         "  {:04x}:{:04x} class {:06x} rev {:02x}, header type {}{}, {} bytes",
@@ -670,4 +670,53 @@ fn tlp(dws: &[u32]) -> Result<PcieReport, String> {
         let _ = writeln!(o, "  malformed: {bad:?}");
     }
     Ok(PcieReport { text: o, clean: bad.is_empty() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn terminal_safe(text: &str) -> bool {
+        !text.chars().any(|c| (c.is_control() && c != '\n') || crate::print::is_format_char(c))
+    }
+
+    /// `lspci -x` text of one function: its address line, then 16-byte rows.
+    fn lspci_text(title: &str, bytes: &[u8]) -> String {
+        let mut t = format!("00:02.0 {title}\n");
+        for (i, row) in bytes.chunks(16).enumerate() {
+            let hex: Vec<String> = row.iter().map(|b| format!("{b:02x}")).collect();
+            t.push_str(&format!("{:02x}: {}\n", i * 16, hex.join(" ")));
+        }
+        t
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn any_bytes_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..5000)) {
+            if let Ok(r) = decode(&raw) {
+                prop_assert!(terminal_safe(&r.text), "{:?}", r.text);
+            }
+        }
+
+        #[test]
+        fn lspci_text_never_panics_and_its_title_is_escaped(
+            title in "[\\x00-\\x09\\x0b-\\x{ff}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}]{0,30}",
+            bytes in proptest::collection::vec(any::<u8>(), 64..512),
+        ) {
+            let text = lspci_text(&title, &bytes);
+            if let Ok(r) = decode(text.as_bytes()) {
+                prop_assert!(terminal_safe(&r.text), "{:?}", r.text);
+            }
+        }
+
+        #[test]
+        fn tlp_words_never_panic(words in proptest::collection::vec(any::<u32>(), 1..5), aer in any::<bool>()) {
+            let hex: Vec<String> = words.iter().map(|w| format!("{w:08x}")).collect();
+            let text = if aer { format!("pcieport: AER: TLP Header: {}", hex.join(" ")) } else { hex.join(" ") };
+            let _ = decode(text.as_bytes());
+        }
+    }
 }

@@ -132,12 +132,16 @@ pub struct Damage {
 /// What [`show`] printed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shown {
-    /// Records read before the end or the damage.
+    /// Records read before the end, the damage or the limit.
     pub total: usize,
     /// Records printed.
     pub shown: usize,
     /// The damage, for a malformed or truncated file.
     pub damage: Option<Damage>,
+    /// Bytes of the file read.
+    pub bytes: usize,
+    /// Reading stopped at [`Filter::limit`], before the end of the file.
+    pub limited: bool,
 }
 
 /// A parse error as a message and a file offset.
@@ -145,7 +149,7 @@ pub fn damage_of(e: &TraceError) -> Damage {
     let offset = match *e {
         TraceError::BadMagic => 0,
         TraceError::BadVersion(_) => 8,
-        TraceError::Truncated { offset, .. } => offset,
+        TraceError::Truncated { offset, .. } | TraceError::Read { offset, .. } => offset,
     };
     Damage { message: e.to_string(), offset }
 }
@@ -197,12 +201,10 @@ impl View {
     }
 }
 
-/// Text from a record's bytes: UTF-8 (lossy), control characters escaped.
+/// Text from a record's bytes: UTF-8, with what a terminal would obey
+/// (controls, bidi and other format characters, bytes that are not UTF-8) escaped.
 fn text_of(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .chars()
-        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
-        .collect()
+    crate::print::escape_bytes(bytes)
 }
 
 fn try_decode(bytes: &[u8], kind: DecodeKind) -> Option<Decoded> {
@@ -527,32 +529,79 @@ pub fn record_json(index: usize, r: &Record, v: &View) -> Json {
     j
 }
 
-/// Print the records of the trace file `bytes` that pass the filter. The
-/// damage of a malformed file is returned, not printed (in JSON it also
-/// ends the output as `{"error", "offset"}`).
-pub fn show(bytes: &[u8], opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
-    let (records, err) = st::parse(bytes);
-    let damage = err.as_ref().map(damage_of);
-    let mut shown = 0;
-    for (i, r) in records.iter().enumerate() {
-        if opts.filter.limit.is_some_and(|l| shown >= l) {
-            break;
+/// Print the records of the trace file read from `src` that pass the
+/// filter, each as soon as it is read: what is held is one record, whatever
+/// the file's size, and reading stops once [`Filter::limit`] records are
+/// shown. The damage of a malformed file is returned, not printed (in JSON it
+/// also ends the output as `{"error", "offset"}`).
+pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
+    let mut reader = match st::Reader::new(src) {
+        Ok(r) => r,
+        Err(e) => {
+            return finish(
+                opts,
+                out,
+                Shown { total: 0, shown: 0, damage: Some(damage_of(&e)), bytes: 0, limited: false },
+            );
         }
-        let v = view(r, opts.detail);
-        if !matches(&opts.filter, r, &v) {
-            continue;
-        }
-        if opts.json {
-            writeln!(out, "{}", record_json(i, r, &v))?;
-        } else {
-            out.write_all(render_record(i, r, &v).as_bytes())?;
-        }
-        shown += 1;
+    };
+    let mut s = Shown { total: 0, shown: 0, damage: None, bytes: 0, limited: false };
+    while opts.filter.limit.is_none_or(|l| s.shown < l) {
+        let r = match reader.next() {
+            None => break,
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                s.damage = Some(damage_of(&e));
+                break;
+            }
+        };
+        show_record(s.total, &r, opts, out, &mut s.shown)?;
+        s.total += 1;
     }
-    if let (true, Some(d)) = (opts.json, &damage) {
+    s.bytes = reader.offset();
+    s.limited = s.damage.is_none() && opts.filter.limit.is_some_and(|l| s.shown >= l);
+    finish(opts, out, s)
+}
+
+/// The text output's last line: how many records were shown of how many read.
+pub fn trailer(s: &Shown, file: &str, limit: Option<usize>) -> String {
+    let (shown, total, bytes) = (s.shown, s.total, s.bytes);
+    match limit {
+        Some(l) if s.limited => {
+            format!("-- {shown} of {total} records shown (stopped at --limit {l}; {file}, {bytes} bytes read)")
+        }
+        _ if s.damage.is_some() => {
+            format!("-- {shown} of {total} records shown ({file}, {bytes} bytes read before the damage)")
+        }
+        _ => format!("-- {shown} of {total} records shown ({file}, {bytes} bytes)"),
+    }
+}
+
+fn show_record(
+    index: usize,
+    r: &Record,
+    opts: &ShowOptions,
+    out: &mut dyn Write,
+    shown: &mut usize,
+) -> std::io::Result<()> {
+    let v = view(r, opts.detail);
+    if !matches(&opts.filter, r, &v) {
+        return Ok(());
+    }
+    if opts.json {
+        writeln!(out, "{}", record_json(index, r, &v))?;
+    } else {
+        out.write_all(render_record(index, r, &v).as_bytes())?;
+    }
+    *shown += 1;
+    Ok(())
+}
+
+fn finish(opts: &ShowOptions, out: &mut dyn Write, s: Shown) -> std::io::Result<Shown> {
+    if let (true, Some(d)) = (opts.json, &s.damage) {
         writeln!(out, "{}", json!({ "error": d.message, "offset": d.offset }))?;
     }
-    Ok(Shown { total: records.len(), shown, damage })
+    Ok(s)
 }
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
 //! `marrow decode` run as a program on the files in `examples/` and on bad
 //! input: key lines, exit status, JSON shape, and never a panic.
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)
@@ -383,4 +386,168 @@ fn binary_input() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stdout.contains("64 bytes (raw binary)"), "{}", r.stdout);
     assert!(r.stdout.contains("syndrome REMOTE_ACCESS_ERR (0x13)"));
+}
+
+// ------------------------------------------------------------ bounded input
+
+/// A scratch file under cargo's temporary directory for integration tests.
+fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("marrow-decode-{name}"));
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// The 48-byte RDMA_WRITE of the examples, padded to its one WQEBB.
+fn one_wqebb() -> Vec<u8> {
+    let text = std::fs::read_to_string(example("rdma_write.wqe.hex")).unwrap();
+    let (mut b, _) = marrow::hexin::read_input(text.as_bytes(), None).unwrap();
+    b.resize(64, 0);
+    b
+}
+
+/// 973 bytes of xxd whose `*` lines stand for 16 MiB of zeros each, 1.1 GiB
+/// in all: refused with the cap named, or decoded no further than needed,
+/// in a few MiB either way.
+#[test]
+fn xxd_star_lines_that_stand_for_a_gibibyte_are_bounded() {
+    let mut t = b"0:00\n".to_vec();
+    for k in 1u64..=69 {
+        t.extend_from_slice(format!("*\n{:x}:00\n", k * ((1 << 24) + 1)).as_bytes());
+    }
+    t.resize(972, b'#');
+    t.push(b'\n');
+    assert_eq!(t.len(), 973);
+    let p = scratch("star.xxd", &t);
+    for kind in ["auto", "wqe", "cqe128"] {
+        let r =
+            common::marrow_bounded(&["decode", "--input", "xxd", "--kind", kind, p.to_str().unwrap()], 200 << 10, 60);
+        assert_eq!(r.code, Some(2), "--kind {kind}: {r:?}");
+        assert!(r.stderr.starts_with("error: "), "{r:?}");
+    }
+    let e = marrow::hexin::parse_xxd(&t).unwrap_err();
+    assert!(e.message.contains("at most 0x1000000 bytes (16 MiB)"), "{e}");
+}
+
+/// 2 MiB of WQEs (32768 of them) written as 4 MiB of hex decode in a few
+/// MiB: what is held is a window and one WQE, not the input or its report.
+#[test]
+fn decode_holds_a_window_not_the_input() {
+    let w = one_wqebb();
+    let mut text = String::new();
+    for _ in 0..32768 {
+        text.push_str(&marrow::model::hex_string(&w));
+        text.push('\n');
+    }
+    let p = scratch("big.hex", text.as_bytes());
+    for json in [false, true] {
+        let mut args = vec!["decode", p.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        let r = common::marrow_bounded(&args, 64 << 10, 300);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        if json {
+            let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+            assert_eq!(v.as_array().unwrap().len(), 32768);
+            assert_eq!(v[32767]["offset"], 32767 * 64);
+        } else {
+            assert!(r.stdout.starts_with(&format!("Input: {}, decoded as it is read (plain hex)\n", p.display())));
+            assert_eq!(r.stdout.matches("WQE: RDMA_WRITE (0x08)").count(), 32768);
+        }
+    }
+    let _ = std::fs::remove_file(p);
+}
+
+/// The first WQEs are printed while the input is still open: decode reads
+/// and prints as it goes, it does not wait for the end.
+#[test]
+fn decode_prints_before_the_input_ends() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["decode", "--input", "bin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (seen, wait_seen) = mpsc::channel::<()>();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let w = one_wqebb();
+        // More than the window and the output buffer; the pipe stays open
+        // until the reader has seen output (or a minute has gone: then the
+        // child is killed and the test fails).
+        for _ in 0..4096 {
+            if stdin.write_all(&w).is_err() {
+                return;
+            }
+        }
+        if wait_seen.recv_timeout(Duration::from_secs(60)).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "Input: <stdin>, decoded as it is read (raw binary)");
+    let wqes = lines.by_ref().take(2000).filter(|l| l.as_ref().is_ok_and(|l| l.starts_with("WQE: "))).count();
+    assert!(wqes > 0);
+    seen.send(()).unwrap();
+    for _ in lines {}
+    assert!(child.wait().unwrap().success());
+}
+
+/// A long CQE input whose last CQE is cut: the CQEs before it, then the error
+/// (in JSON as the last element of the array), exit status 2.
+#[test]
+fn a_cut_cqe_after_the_window_ends_the_output_with_the_error() {
+    let n = 1100;
+    let mut b = vec![0u8; n * 64 + 5];
+    for i in 0..n {
+        b[i * 64 + 63] = 0xf0; // opcode INVALID, owner 0
+    }
+    let p = scratch("cut.cqe", &b);
+    let r = run(&["decode", "--kind", "cqe", "--json", p.to_str().unwrap()], b"");
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    let v = json(&r);
+    let items = v.as_array().unwrap();
+    assert_eq!(items.len(), n + 1);
+    let last = &items[n];
+    assert_eq!(last["offset"], n * 64);
+    assert!(last["error"].as_str().unwrap().contains("the input ends 5 bytes into CQE 1100"), "{last}");
+    assert!(r.stderr.contains("the input ends 5 bytes into CQE 1100"), "{}", r.stderr);
+    let r = run(&["decode", "--kind", "cqe", p.to_str().unwrap()], b"");
+    assert_eq!(r.code, Some(2));
+    assert_eq!(r.stdout.matches("CQE: INVALID").count(), n);
+    let _ = std::fs::remove_file(p);
+}
+
+/// Malformed hex far into a long input: the WQEs before it, then the error with its line.
+#[test]
+fn bad_hex_after_the_window_is_reported_where_it_is() {
+    let w = marrow::model::hex_string(&one_wqebb());
+    let mut text = format!("{w}\n").repeat(2000);
+    text.push_str("00zz\n");
+    let p = scratch("late.hex", text.as_bytes());
+    let r = run(&["decode", p.to_str().unwrap()], b"");
+    assert_eq!(r.code, Some(2));
+    assert_eq!(r.stdout.matches("WQE: RDMA_WRITE").count(), 2000);
+    assert!(
+        r.stderr.contains("is not valid hex: line 2001, column 3: 'z' in '00zz' is not a hex digit"),
+        "{}",
+        r.stderr
+    );
+    let _ = std::fs::remove_file(p);
+}
+
+/// /dev/zero as input: decode reads its window and says what the bytes are
+/// not; --pcie reads up to its cap and names it. Neither reads on for ever.
+#[test]
+fn dev_zero_is_read_no_further_than_a_cap() {
+    let r = common::marrow_bounded(&["decode", "/dev/zero"], 256 << 10, 60);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("cannot tell what more than 65536 bytes are: not a WQE (qpn_ds.ds is 0"), "{}", r.stderr);
+    let r = common::marrow_bounded(&["decode", "--pcie", "/dev/zero"], 256 << 10, 60);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("is longer than 67108864 bytes (64 MiB), the most decode --pcie reads"), "{}", r.stderr);
 }

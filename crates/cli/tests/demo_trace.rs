@@ -2,6 +2,8 @@
 //! and trace file; the trace decoder's filters on that trace and on a trace
 //! with an injected error; damaged files.
 
+mod common;
+
 use marrow_mlx5::prelude::*;
 use marrow_softnic::pair::{Pair, PairConfig, Side};
 use marrow_softnic::trace::{self, Kind};
@@ -266,5 +268,106 @@ fn errors_filter_shows_the_error_cqe_and_the_state_change() {
     let objs: Vec<serde_json::Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(objs.iter().all(|o| o["error"] == true));
     assert!(objs.iter().any(|o| o["qp_state"]["to"] == "ERR"));
+    let _ = std::fs::remove_file(path);
+}
+
+// ------------------------------------------------------------ bounded input
+
+fn trace_header() -> Vec<u8> {
+    let mut h = trace::MAGIC.to_vec();
+    h.extend_from_slice(&trace::VERSION.to_le_bytes());
+    h.extend_from_slice(&[0; 4]);
+    h
+}
+
+/// /dev/zero is not a trace: refused after its first 16 bytes, not read
+/// until memory runs out.
+#[test]
+fn trace_show_refuses_dev_zero_at_once() {
+    let r = common::marrow_bounded(&["trace", "show", "/dev/zero", "--limit", "1"], 256 << 10, 60);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("not a marrow trace") && r.stderr.contains("file offset 0x0"), "{}", r.stderr);
+}
+
+/// A trace that never ends (a FIFO fed a header, then zeros for ever):
+/// `--limit 1` shows one record and stops reading.
+#[test]
+fn trace_show_limit_stops_reading_an_endless_trace() {
+    let fifo = tmp("endless.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(&path) else { return };
+        let _ = f.write_all(&trace_header());
+        let zeros = [0u8; 1 << 16];
+        // Until the reader has gone (the write fails with a broken pipe).
+        while f.write_all(&zeros).is_ok() {}
+    });
+    let r = common::marrow_bounded(&["trace", "show", s(&fifo), "--limit", "1"], 256 << 10, 60);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(records(&r.stdout).len(), 1, "{}", r.stdout);
+    assert!(r.stdout.contains("unknown record kind 0x00, 0 bytes"), "{}", r.stdout);
+    assert!(r.stdout.contains("-- 1 of 1 records shown (stopped at --limit 1;"), "{}", r.stdout);
+    let _ = std::fs::remove_file(fifo);
+}
+
+/// A 64 MiB trace (records of the largest size) is shown holding one
+/// record, not the file: the child's address space is capped below the file.
+#[test]
+fn trace_show_streams_a_trace_larger_than_its_memory() {
+    let path = tmp("big.trace");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        f.write_all(&trace_header()).unwrap();
+        let body = vec![0xa5u8; trace::MAX_RECORD_BYTES];
+        for i in 0..1024u64 {
+            let mut h = [0u8; 32];
+            h[..8].copy_from_slice(&i.to_le_bytes());
+            h[8] = 0x63; // a kind this reader does not know: shown briefly
+            h[10..12].copy_from_slice(&(trace::MAX_RECORD_BYTES as u16).to_le_bytes());
+            f.write_all(&h).unwrap();
+            f.write_all(&body).unwrap();
+        }
+    }
+    let r = common::marrow_bounded(&["trace", "show", s(&path), "--brief"], 48 << 10, 120);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(records(&r.stdout).len(), 1024);
+    assert!(r.stdout.contains(&format!(
+        "-- 1024 of 1024 records shown ({}, {} bytes)",
+        s(&path),
+        16 + 1024 * (32 + 65535)
+    )));
+    let _ = std::fs::remove_file(path);
+}
+
+/// Text from a trace (a fault's description) reaches the terminal with its
+/// controls, escapes, bidi characters and bytes that are not UTF-8 escaped.
+#[test]
+fn trace_text_is_escaped_for_the_terminal() {
+    let mut rec = trace::Recorder::new(1 << 20);
+    let fault = ["drop\u{202e}txt.exe\x1b[2J\u{2066}\x7f\u{9b}".as_bytes(), b"\xff"].concat();
+    rec.record(Kind::FAULT, 1, 0, 0, &fault);
+    rec.record(Kind::WQE_ERROR, 1, 0, 0, b"bad \xfe key\r\n");
+    let path = tmp("escapes.trace");
+    std::fs::write(&path, rec.bytes()).unwrap();
+    for json in [false, true] {
+        let mut args = vec!["trace", "show", s(&path)];
+        if json {
+            args.push("--json");
+        }
+        let r = marrow(&args);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(!r.stdout.contains(['\x1b', '\u{202e}', '\u{2066}', '\x7f', '\u{9b}', '\r']), "{:?}", r.stdout);
+        let (fault, error) = if json {
+            (r"drop\\u{202e}txt.exe\\x1b[2J\\u{2066}\\x7f\\u{009b}\\xff", r"bad \\xfe key\\r\\n")
+        } else {
+            (r"drop\u{202e}txt.exe\x1b[2J\u{2066}\x7f\u{009b}\xff", r"bad \xfe key\r\n")
+        };
+        assert!(r.stdout.contains(fault), "{fault} not in {}", r.stdout);
+        assert!(r.stdout.contains(error), "{error} not in {}", r.stdout);
+    }
     let _ = std::fs::remove_file(path);
 }

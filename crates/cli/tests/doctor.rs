@@ -6,6 +6,8 @@
 //! whose control register each test sets. Expected classes are nvidia-smi's
 //! meanings as NCCL computes them (docs/SOURCES.md §3.1).
 
+mod common;
+
 use marrow_pcie::dump::parse_lspci_text;
 use std::path::PathBuf;
 use std::process::Command;
@@ -85,12 +87,38 @@ impl Tree {
         if json {
             c.arg("--json");
         }
-        let o = c.output().unwrap();
-        (
-            o.status.code().unwrap(),
-            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
-        )
+        finish_within(c, 60)
     }
+    /// `marrow doctor` with its address space capped at 1 GiB, so that a
+    /// read without bound fails in the child rather than filling the machine.
+    fn doctor_bounded(&self) -> (i32, String) {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg("ulimit -v 1048576 && exec \"$0\" \"$@\"").arg(env!("CARGO_BIN_EXE_marrow"));
+        c.args(["doctor", "--sysfs-root"]).arg(self.root.join("sys")).arg("--proc-root").arg(self.root.join("proc"));
+        finish_within(c, 60)
+    }
+    /// The directory of the function at `path`, made without any file.
+    fn bare(&self, path: &str) -> PathBuf {
+        let dir = self.root.join("sys/devices").join(path);
+        std::fs::create_dir_all(&dir).unwrap();
+        let bdf = path.rsplit('/').next().unwrap();
+        std::os::unix::fs::symlink(format!("../../../devices/{path}"), self.root.join("sys/bus/pci/devices").join(bdf))
+            .unwrap();
+        dir
+    }
+    fn fifo(&self, rel: &str) {
+        let p = self.root.join(rel);
+        let _ = std::fs::remove_file(&p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        assert!(Command::new("mkfifo").arg(&p).status().unwrap().success());
+    }
+}
+
+/// The exit status and the output: stdout, then stderr.
+fn finish_within(c: Command, secs: u64) -> (i32, String) {
+    let r = common::finish_within(c, secs);
+    let text = r.stdout + &r.stderr;
+    (r.code.unwrap_or_else(|| panic!("marrow doctor was killed by a signal:\n{text}")), text)
 }
 
 impl Drop for Tree {
@@ -298,4 +326,95 @@ fn dpc_triggered_on_the_path_is_blocked() {
         j["pairs"][0]["bridges"].as_array().unwrap().iter().filter(|b| !b["dpc_triggered"].is_null()).count(),
         1
     );
+}
+
+/// FIFOs where doctor reads a config, a sysfs attribute and procfs files:
+/// each is opened without blocking, refused as not a regular file and named
+/// in a warning; the rest of the report is unchanged.
+#[test]
+fn fifos_anywhere_doctor_reads_are_refused_without_blocking() {
+    let t = one_switch("fifo", 0);
+    t.fifo("sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0/numa_node");
+    t.fifo("sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0/resource");
+    let dir = t.bare("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:05:00.0");
+    assert!(Command::new("mkfifo").arg(dir.join("config")).status().unwrap().success());
+    t.fifo("proc/cmdline");
+    t.fifo("proc/driver/nvidia/params");
+    t.fifo("proc/self/limits");
+    let ib = t.root.join("sys/class/infiniband/mlx5_0");
+    std::fs::create_dir_all(ib.join("ports/1")).unwrap();
+    t.fifo("sys/class/infiniband/mlx5_0/ports/1/state");
+    t.fifo("sys/class/infiniband/mlx5_0/fw_ver");
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("PIX -> OK"), "{out}");
+    assert!(out.contains("0000:05:00.0 ????:???? [??????]"), "{out}");
+    assert!(out.contains("! config unreadable: a FIFO, not a regular file"), "{out}");
+    assert!(out.contains("! numa_node: a FIFO, not a regular file"), "{out}");
+    assert!(out.contains("! resource: a FIFO, not a regular file"), "{out}");
+    assert!(out.contains("proc/cmdline: a FIFO, not a regular file"), "{out}");
+    assert!(out.contains("proc/driver/nvidia/params: a FIFO, not a regular file"), "{out}");
+    assert!(out.contains("mlx5_0: mlx5; port 1 unknown unknown"), "{out}");
+}
+
+/// A config linked to /dev/zero is a character device: refused at once, not
+/// read until memory runs out.
+#[test]
+fn a_config_linked_to_dev_zero_is_refused_not_read_without_bound() {
+    let t = one_switch("devzero", 0);
+    let dir = t.bare("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:05:00.0");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("config")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("numa_node")).unwrap();
+    let (code, out) = t.doctor_bounded();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("! config unreadable: a character device, not a regular file"), "{out}");
+    assert!(out.contains("! numa_node: a character device, not a regular file"), "{out}");
+}
+
+/// Configs of 0 and 63 bytes (no header) and of 5000 bytes (more than a
+/// function has) are warned about, not shown as ffff:ffff.
+#[test]
+fn empty_short_and_oversized_configs_are_warned_not_shown_as_ffff() {
+    let t = one_switch("short", 0);
+    let base = "pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0";
+    t.add(&format!("{base}/0000:05:00.0"), Vec::new(), 0)
+        .add(&format!("{base}/0000:06:00.0"), nic()[..63].to_vec(), 0)
+        .add(&format!("{base}/0000:07:00.0"), [nic(), vec![0; 5000]].concat()[..5000].to_vec(), 0);
+    let (code, out) = t.doctor(false);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("ffff:ffff"), "{out}");
+    assert!(out.contains("0000:05:00.0 ????:???? [??????]"), "{out}");
+    assert!(out.contains("! config is empty: vendor, device and class unknown"), "{out}");
+    assert!(out.contains("! config has 63 bytes, less than the 64-byte header"), "{out}");
+    assert!(out.contains("! config unreadable: longer than 4096 bytes, the most such a file has"), "{out}");
+    let (_, j) = t.doctor(true);
+    let j = json(&j);
+    let short = j["devices"].as_array().unwrap().iter().find(|d| d["bdf"] == "0000:06:00.0").unwrap().clone();
+    assert_eq!(short["vendor_device"], "????:????");
+}
+
+/// Directory names (a function, an RDMA device) holding terminal escapes,
+/// control and bidi characters are printed escaped, in text and JSON.
+#[test]
+fn names_with_escapes_controls_and_bidi_are_printed_escaped() {
+    let t = one_switch("names", 0);
+    let evil = "0000:05:00.0\x1b[2J\x07\u{202e}cba";
+    t.add(&format!("pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/{evil}"), nic(), 0);
+    let ib = t.root.join("sys/class/infiniband/mlx5_\x1b]0;owned\x07");
+    std::fs::create_dir_all(&ib).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+        ib.join("device"),
+    )
+    .unwrap();
+    for json in [false, true] {
+        let (_, out) = t.doctor(json);
+        let raw = ['\x1b', '\x07', '\u{202e}'];
+        assert!(!out.contains(raw), "raw control or bidi character in:\n{out:?}");
+        let want =
+            if json { "0000:05:00.0\\\\x1b[2J\\\\x07\\\\u{202e}cba" } else { "0000:05:00.0\\x1b[2J\\x07\\u{202e}cba" };
+        assert!(out.contains(want), "{want} not in:\n{out}");
+        let want = if json { "mlx5_\\\\x1b]0;owned\\\\x07" } else { "(mlx5_\\x1b]0;owned\\x07)" };
+        assert!(out.contains(want), "{want} not in:\n{out}");
+    }
 }

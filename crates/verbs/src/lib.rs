@@ -13,6 +13,7 @@
 //! | [`mpi`] | `dlopen` of libmpi (Open MPI or MPICH): init, rank, size, `MPI_Allgather` of bytes |
 //! | [`proxy`] | the CPU-proxy doorbell: GPU → host mailbox → a CPU thread → UAR |
 //! | [`probe`] | sysfs/procfs: devices, link layers, the doorbell mode that would be chosen and why |
+//! | [`hostfile`] | reading sysfs/procfs files bounded: regular files only, never blocking, never past their size |
 //!
 //! Nothing here runs against a NIC on the development machines (there is
 //! none); the functions that need one return [`VerbsError`]s that name what
@@ -22,6 +23,7 @@ pub mod bootstrap;
 pub mod device;
 pub mod devx;
 pub mod ffi;
+pub mod hostfile;
 pub mod lib_load;
 pub mod mpi;
 pub mod probe;

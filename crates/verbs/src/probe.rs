@@ -10,6 +10,7 @@
 //! nvidia_peermem`, `/proc/driver/nvidia/version` (open or proprietary
 //! kernel modules) and `/proc/sys/kernel/osrelease` (dma-buf needs ≥ 5.12).
 
+use crate::hostfile;
 use serde::Serialize;
 use std::path::Path;
 
@@ -103,7 +104,7 @@ pub fn memlock_limit(limits: &str) -> Option<u64> {
 }
 
 fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    hostfile::read_text(p, hostfile::ATTRIBUTE_MAX).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// The RDMA devices under `<sysfs>/class/infiniband`, sorted by name.
@@ -163,7 +164,7 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
 /// (`osmemdesc.c`, quoted in open-gpu-kernel-modules discussion #1053).
 pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
     let devices = devices(sysfs);
-    let params = std::fs::read_to_string(proc_root.join("driver/nvidia/params")).ok();
+    let params = hostfile::read_text(&proc_root.join("driver/nvidia/params"), hostfile::PROC_TEXT_MAX);
     let nvidia = params.is_some() || sysfs.join("module/nvidia").exists();
     let registry = params
         .as_deref()
@@ -219,7 +220,8 @@ pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
             ),
         )
     };
-    let memlock = std::fs::read_to_string(proc_root.join("self/limits")).ok().as_deref().and_then(memlock_limit);
+    let memlock =
+        hostfile::read_text(&proc_root.join("self/limits"), hostfile::PROC_TEXT_MAX).as_deref().and_then(memlock_limit);
     Probe { devices, nvidia, peer_mapping_override, mode, mode_reason, gpu_mem, gpu_mem_reason, memlock }
 }
 

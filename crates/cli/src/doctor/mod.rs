@@ -95,6 +95,33 @@ pub struct Report {
 
 pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
     let funcs = scan::scan(sysfs)?;
+    Ok(assemble(&funcs, host::read(sysfs, proc_root), rdma::read(sysfs, proc_root)))
+}
+
+/// The tree line of a function whose config space cannot be decoded.
+fn unreadable_line(f: &scan::Function, problem: &str) -> DeviceLine {
+    let mut notes = vec![problem.to_owned()];
+    notes.extend(f.warnings.iter().cloned());
+    DeviceLine {
+        bdf: f.bdf.clone(),
+        root: f.root.clone(),
+        depth: f.ancestors.len(),
+        vendor_device: "????:????".into(),
+        class: "??????".into(),
+        role: "",
+        port_type: None,
+        link: None,
+        link_degraded: false,
+        acs_ctl: None,
+        bars: Vec::new(),
+        resizable_bars: Vec::new(),
+        numa_node: f.numa_node,
+        notes,
+    }
+}
+
+/// The report on the functions read, the host settings and the RDMA backend.
+pub fn assemble(funcs: &[scan::Function], host: host::Host, rdma: rdma::Backend) -> Report {
     let mut devices = Vec::new();
     let mut ordered: Vec<&scan::Function> = funcs.iter().collect();
     // Tree order: by host bridge, then by path from it.
@@ -104,6 +131,10 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
         (&a.root, pa).cmp(&(&b.root, pb))
     });
     for f in ordered {
+        if let Some(problem) = &f.config_problem {
+            devices.push(unreadable_line(f, problem));
+            continue;
+        }
         let cfg = f.cfg();
         let exp = cfg.and_then(|c| c.express());
         let (link, degraded) = match exp.and_then(|e| e.link_status.zip(e.link_capable)) {
@@ -156,7 +187,7 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
                 })
                 .unwrap_or_default(),
             numa_node: f.numa_node,
-            notes: cfg.map(|c| notes(&c)).unwrap_or_default(),
+            notes: cfg.map(|c| notes(&c)).unwrap_or_default().into_iter().chain(f.warnings.iter().cloned()).collect(),
         });
     }
     let gpus: Vec<&scan::Function> = funcs.iter().filter(|f| f.is_gpu()).collect();
@@ -164,10 +195,10 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
     let mut pairs = Vec::new();
     for g in &gpus {
         for n in &nics {
-            pairs.push(pair::assess(g, n, &funcs));
+            pairs.push(pair::assess(g, n, funcs));
         }
     }
-    Ok(Report {
+    Report {
         devices,
         gpus: gpus.iter().map(|f| f.bdf.clone()).collect(),
         nics: nics
@@ -175,9 +206,9 @@ pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
             .map(|f| format!("{}{}", f.bdf, f.infiniband.as_ref().map(|i| format!(" ({i})")).unwrap_or_default()))
             .collect(),
         pairs,
-        host: host::read(sysfs, proc_root),
-        rdma: rdma::read(sysfs, proc_root),
-    })
+        host,
+        rdma,
+    }
 }
 
 pub fn render_text(r: &Report) -> String {
@@ -267,4 +298,70 @@ pub fn render_text(r: &Report) -> String {
     }
     rdma::render(&r.rdma, &mut o);
     o
+}
+
+/// Builds the report from file contents alone, as `marrow doctor` would on
+/// a tree holding them: a chain of functions under one host bridge, each
+/// with its `config`, `numa_node` and `resource`, then `cmdline` and the
+/// nvidia `params`. The text and the JSON are returned. What the property
+/// tests and the fuzz target drive; any bytes give a report, never a panic.
+#[doc(hidden)]
+pub fn report_from_contents(functions: &[[&[u8]; 3]], cmdline: &[u8], params: &[u8]) -> (String, String) {
+    let root = "pci0000:00";
+    let mut funcs = Vec::new();
+    let mut ancestors: Vec<String> = Vec::new();
+    for (i, [config, numa, resource]) in functions.iter().enumerate() {
+        let bdf = format!("0000:{:02x}:00.0", i + 1);
+        let files = scan::Files {
+            config: Some(Ok(config.to_vec())),
+            numa_node: Some(Ok(numa.to_vec())),
+            resource: Some(Ok(resource.to_vec())),
+        };
+        funcs.push(scan::Function::from_files(&bdf, root, &ancestors, files, None));
+        ancestors.push(bdf);
+    }
+    let host = host::from_files(host::Files {
+        cmdline: Some(Ok(cmdline.to_vec())),
+        nvidia_params: Some(Ok(params.to_vec())),
+        ..host::Files::default()
+    });
+    let r = assemble(&funcs, host, rdma::Backend::unprobed());
+    (render_text(&r), serde_json::to_string(&r).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Nothing in the text a terminal would obey: only line ends are controls.
+    fn terminal_safe(text: &str) -> bool {
+        !text.chars().any(|c| (c.is_control() && c != '\n') || crate::print::is_format_char(c))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn any_file_contents_give_a_report(
+            configs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 1..4),
+            numa in "\\PC{0,8}|[\\x00-\\x{ff}]{0,8}",
+            resource in "([0-9a-fx ]{0,40}\n){0,4}|[\\x00-\\x{ff}\\u{202e}]{0,40}",
+            cmdline in "[\\x00-\\x{ff}\\u{2066}]{0,60}|(iommu=pt |pci=[\\x00-\\x{ff}]{0,10} ){0,3}",
+            params in "((EnableStreamMemOPs|RegistryDwords|x): [\\x00-\\x{ff}\\u{202e}]{0,12}\n){0,3}",
+        ) {
+            let functions: Vec<[&[u8]; 3]> =
+                configs.iter().map(|c| [c.as_slice(), numa.as_bytes(), resource.as_bytes()]).collect();
+            let (text, json) = report_from_contents(&functions, cmdline.as_bytes(), params.as_bytes());
+            prop_assert!(terminal_safe(&text), "{:?}", text);
+            prop_assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok());
+        }
+
+        #[test]
+        fn any_config_of_a_real_length_decodes_without_panic(config in proptest::collection::vec(any::<u8>(), 64..4097)) {
+            let (text, _) = report_from_contents(&[[&config, b"0\n", b""]], b"", b"");
+            prop_assert!(text.contains("0000:01:00.0"));
+            prop_assert!(!text.contains("????:????"));
+        }
+    }
 }

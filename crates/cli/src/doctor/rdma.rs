@@ -3,6 +3,7 @@
 //! check loads rdma-core for real (this host); devices, ports and the mode
 //! come from the sysfs/procfs roots given (live or captured).
 
+use crate::print::escape;
 use marrow_verbs::probe::{self, DoorbellMode, GpuMemPath, RdmaDevice};
 use serde::Serialize;
 use std::fmt::Write;
@@ -33,7 +34,7 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
     let blocker = if !libibverbs_ok {
         Some(libibverbs.clone())
     } else if !p.devices.iter().any(|d| d.mlx5) {
-        Some(probe::no_device_reason(sysfs))
+        Some(escape(&probe::no_device_reason(sysfs)).into_owned())
     } else if !p.devices.iter().filter(|d| d.mlx5).any(|d| d.ports.iter().any(|port| port.state.contains("ACTIVE"))) {
         Some(
             "no mlx5 port is ACTIVE: check the cable and link (ibstat), and on InfiniBand a running subnet manager"
@@ -51,13 +52,51 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
     Backend {
         libibverbs,
         libibverbs_ok,
-        devices: p.devices,
+        devices: p.devices.into_iter().map(escaped).collect(),
         mode: p.mode,
         mode_reason: p.mode_reason,
         gpu_mem: p.gpu_mem,
         gpu_mem_reason: p.gpu_mem_reason,
         memlock,
         blocker,
+    }
+}
+
+impl Backend {
+    /// The section for a host that was not probed (no library loaded, no
+    /// devices): what the report is assembled with where only file contents
+    /// are given, in property tests and the fuzz target.
+    pub fn unprobed() -> Backend {
+        let why = "not probed".to_string();
+        Backend {
+            libibverbs: why.clone(),
+            libibverbs_ok: false,
+            devices: Vec::new(),
+            mode: DoorbellMode::Host,
+            mode_reason: why.clone(),
+            gpu_mem: GpuMemPath::None,
+            gpu_mem_reason: why.clone(),
+            memlock: None,
+            blocker: Some(why),
+        }
+    }
+}
+
+/// The device with every name and attribute read from sysfs escaped for the terminal.
+fn escaped(d: RdmaDevice) -> RdmaDevice {
+    let e = |s: String| escape(&s).into_owned();
+    RdmaDevice {
+        name: e(d.name),
+        driver: d.driver.map(e),
+        mlx5: d.mlx5,
+        pci: d.pci.map(e),
+        fw_ver: d.fw_ver.map(e),
+        hca_type: d.hca_type.map(e),
+        ports: d
+            .ports
+            .into_iter()
+            .map(|p| probe::Port { num: p.num, link_layer: e(p.link_layer), state: e(p.state) })
+            .collect(),
     }
 }
 
