@@ -925,6 +925,25 @@ fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
     .map_err(e)
 }
 
+/// The 8 B blocking put with 1, 32 and 256 QPs on the engine (the extra
+/// ones idle, as in NVSHMEM- and DeepEP-style setups with a QP per warp or
+/// per peer): the engine's scan visits every QP, so this shows what each
+/// costs the one in use. Each ratio is to the 1-QP figure of the same run.
+fn engine_qps(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+    writeln!(o, "the engine with many QPs (8 B blocking put on one, the rest idle; ratio to 1 QP, target <= 1.1):")
+        .map_err(e)?;
+    let mut one = None;
+    for n in [1usize, 32, 256] {
+        let cfg = WorldConfig { extra_channels: n - 1, sq_wqebbs: 1024, ncqe: 1024, ..bench_config() };
+        let r = rig(gpu, cfg)?;
+        write!(o, "  {n:>3} QP(s): ").map_err(e)?;
+        let (put, _) = latency(&r, o)?;
+        let base = *one.get_or_insert(put);
+        writeln!(o, "        {n} QPs / 1 QP = {:.2}", put / base).map_err(e)?;
+    }
+    Ok(())
+}
+
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     writeln!(o, "shared channels (any thread posts; reservation atomic, ready chain, CQ lock):").map_err(e)?;
     writeln!(o, "latency:").map_err(e)?;
@@ -933,6 +952,7 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     latency(&r, o)?;
     loop_bench(&r, o)?;
     drop(r);
+    engine_qps(gpu, o)?;
     writeln!(o, "rates:").map_err(e)?;
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?;
     rates(&r, o, false, false)?;
