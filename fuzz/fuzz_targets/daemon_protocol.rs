@@ -6,33 +6,16 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use marrow_softnic::SoftNic;
-use marrow_softnic::daemon::{Options, serve_connection};
-use marrow_softnic::wire::{self, PROTOCOL_VERSION, Reply, Request};
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+use marrow_softnic::daemon::serve_bytes;
+use marrow_softnic::wire::{self, Reply, Request};
 
 fuzz_target!(|data: &[u8]| {
     let _ = wire::parse_frame::<Request>(data);
     let _ = wire::parse_frame::<Reply>(data);
     let nic = SoftNic::new();
-    let (mut ours, theirs) = UnixStream::pair().unwrap();
-    let mut r = ours.try_clone().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        v
-    });
-    ours.write_all(&wire::frame(&Request::Hello { version: PROTOCOL_VERSION })).unwrap();
-    let _ = ours.write_all(data);
-    ours.shutdown(std::net::Shutdown::Write).unwrap();
-    serve_connection(&nic, theirs, &Options::default());
-    let replies = reader.join().unwrap();
-    let mut at = 0;
-    while at < replies.len() {
-        match wire::parse_frame::<Reply>(&replies[at..]) {
-            Ok(Some((_, used))) => at += used,
-            other => panic!("a malformed reply at byte {at}: {other:?}"),
-        }
+    let replies = serve_bytes(&nic, data).unwrap();
+    if let Err(e) = wire::count_frames::<Reply>(&replies) {
+        panic!("a malformed reply: {e}");
     }
     assert_eq!(nic.hca().object_counts(), (0, 0, 0), "objects left after the session ended");
 });

@@ -197,22 +197,39 @@ fn peer(n: u8, exe: Option<&Path>) -> Result<Option<PeerDaemon>, String> {
     exe.map(|exe| PeerDaemon::start(exe, addrs(n).1, 4791)).transpose()
 }
 
-/// 8-byte RDMA_WRITEs per second across the wire, and the floor; B in a
-/// `marrow softnic` started from `exe`, if given.
-pub fn wire_rate(batch: usize, runs: usize, exe: Option<&Path>) -> Result<Figure, String> {
-    let d = peer(0, exe)?;
-    let mut p = pair(0, batch, 4096, d.as_ref());
-    time_writes(&mut p, batch, 8); // warm: spare buffers, pages, caches
-    let (sizes, ack) = shape(8);
+/// What one figure measures: pair `n`, `batch` WRITEs of `size` bytes.
+struct Run {
+    n: u8,
+    batch: usize,
+    size: usize,
+    runs: usize,
+}
+
+/// The best interleaved timings of `run` across the wire and of its floor,
+/// and whether B was another process.
+fn measure(run: &Run, exe: Option<&Path>) -> Result<(Duration, Duration, bool), String> {
+    let Run { n, batch, size, runs } = *run;
+    let d = peer(n, exe)?;
+    let mut p = pair(n, batch, size.max(4096), d.as_ref());
+    p.a.buf.fill(0, size, 0x5a).expect("fill");
+    time_writes(&mut p, batch, size); // warm: spare buffers, pages, caches
+    let (sizes, ack) = shape(size);
     let (t, tf) = best_of_interleaved(
         runs,
         &mut p,
         d.as_ref(),
-        |p| time_writes(p, batch, 8),
-        || udp_floor(0, batch, &sizes, ack),
+        |p| time_writes(p, batch, size),
+        || udp_floor(n, batch, &sizes, ack),
     );
+    Ok((t, tf, d.is_some()))
+}
+
+/// 8-byte RDMA_WRITEs per second across the wire, and the floor; B in a
+/// `marrow softnic` started from `exe`, if given.
+pub fn wire_rate(batch: usize, runs: usize, exe: Option<&Path>) -> Result<Figure, String> {
+    let (t, tf, two) = measure(&Run { n: 0, batch, size: 8, runs }, exe)?;
     Ok(Figure {
-        name: if d.is_some() {
+        name: if two {
             "8 B RDMA_WRITE over RoCEv2/UDP loopback, 2 processes"
         } else {
             "8 B RDMA_WRITE over RoCEv2/UDP loopback, 1 process"
@@ -228,20 +245,9 @@ pub fn wire_rate(batch: usize, runs: usize, exe: Option<&Path>) -> Result<Figure
 /// 64 KiB RDMA_WRITE bandwidth across the wire at MTU 4096, and the floor;
 /// B in a `marrow softnic` started from `exe`, if given.
 pub fn wire_bandwidth(size: usize, batch: usize, runs: usize, exe: Option<&Path>) -> Result<Figure, String> {
-    let d = peer(1, exe)?;
-    let mut p = pair(1, batch, size, d.as_ref());
-    p.a.buf.fill(0, size, 0x5a).expect("fill");
-    time_writes(&mut p, batch, size); // warm: spare buffers, pages, caches
-    let (sizes, ack) = shape(size);
-    let (t, tf) = best_of_interleaved(
-        runs,
-        &mut p,
-        d.as_ref(),
-        |p| time_writes(p, batch, size),
-        || udp_floor(1, batch, &sizes, ack),
-    );
+    let (t, tf, two) = measure(&Run { n: 1, batch, size, runs }, exe)?;
     Ok(Figure {
-        name: if d.is_some() {
+        name: if two {
             "64 KiB RDMA_WRITE over RoCEv2/UDP, MTU 4096, 2 processes"
         } else {
             "64 KiB RDMA_WRITE over RoCEv2/UDP, MTU 4096, 1 process"

@@ -25,6 +25,9 @@ pub enum ClientError {
     Protocol(String),
 }
 
+/// The longest a call waits for the daemon's reply.
+pub const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A connection to the daemon.
 #[derive(Debug)]
 pub struct Client {
@@ -74,7 +77,11 @@ pub struct RemoteQp {
 impl Client {
     /// Connect to the daemon at `path` and exchange `Hello`s.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
-        let mut c = Client { s: UnixStream::connect(path)?, limits: Limits::default() };
+        let s = UnixStream::connect(path)?;
+        // Every call waits for one reply: a daemon that stops answering is
+        // an error after this long, not a hang.
+        s.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        let mut c = Client { s, limits: Limits::default() };
         match c.call(&Request::Hello { version: PROTOCOL_VERSION }, &[])?.0 {
             Reply::Hello { limits, .. } => c.limits = limits,
             r => return Err(ClientError::Protocol(format!("{r:?} in answer to Hello"))),

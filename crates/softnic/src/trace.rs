@@ -267,6 +267,26 @@ fn read_full(src: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
+/// The trace file `bytes` with only the records `keep` accepts, in order,
+/// as raw bytes (the daemon gives a client only its own records). A file
+/// that does not parse keeps what parsed; one shorter than the file header
+/// is passed back as it was.
+pub fn retain(bytes: &[u8], keep: impl Fn(&Record) -> bool) -> Vec<u8> {
+    let (records, _) = parse(bytes);
+    let mut out = bytes[..FILE_HEADER.min(bytes.len())].to_vec();
+    let mut at = FILE_HEADER;
+    for r in &records {
+        let end = at + HEADER + r.bytes.len();
+        if keep(r)
+            && let Some(raw) = bytes.get(at..end)
+        {
+            out.extend_from_slice(raw);
+        }
+        at = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +376,21 @@ mod tests {
             let _ = parse(&file);
             let _ = parse(&bytes);
         }
+    }
+
+    #[test]
+    fn a_filtered_trace_keeps_exactly_the_records_asked_for_in_order() {
+        let mut r = Recorder::new(1 << 20);
+        r.record(Kind::DOORBELL, 0x100, 0, 0x800, &[1; 8]);
+        r.record(Kind::WQE_FETCH, 0x101, 0, 0, &[2; 64]);
+        r.record(Kind::CQE_WRITE, 0x100, 0x80, 0, &[3; 64]);
+        r.record(Kind::QP_STATE, 0x102, 0, 0, &[0, 1]);
+        let kept = retain(r.bytes(), |x| x.qpn == 0x100);
+        let (recs, err) = parse(&kept);
+        assert_eq!(err, None);
+        let kinds: Vec<Kind> = recs.iter().map(|x| x.kind).collect();
+        assert_eq!(kinds, [Kind::DOORBELL, Kind::CQE_WRITE]);
+        assert_eq!(recs[1].bytes, [3; 64]);
+        assert_eq!(retain(b"junk", |_| true), b"junk".to_vec(), "a bad file is passed back as it was");
     }
 }

@@ -309,6 +309,20 @@ pub fn recv<T: for<'de> Deserialize<'de>>(s: &UnixStream) -> std::io::Result<Opt
     Ok(Some((msg, fds)))
 }
 
+/// How many whole messages `bytes` holds, back to back, each a `T`; the
+/// first byte that is not one is an error naming its offset.
+pub fn count_frames<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<usize, String> {
+    let (mut at, mut n) = (0, 0);
+    while at < bytes.len() {
+        match parse_frame::<T>(&bytes[at..]) {
+            Ok(Some((_, used))) => (at, n) = (at + used, n + 1),
+            Ok(None) => return Err(format!("a message cut short at byte {at}")),
+            Err(e) => return Err(format!("byte {at}: {e}")),
+        }
+    }
+    Ok(n)
+}
+
 /// A message's bytes as [`send`] frames them (for tests and fuzzing).
 pub fn frame<T: Serialize>(msg: &T) -> Vec<u8> {
     let body = serde_json::to_vec(msg).unwrap_or_default();

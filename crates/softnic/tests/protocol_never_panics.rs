@@ -4,11 +4,9 @@
 //! no object behind.
 
 use marrow_softnic::SoftNic;
-use marrow_softnic::daemon::{Options, serve_connection};
-use marrow_softnic::wire::{self, PROTOCOL_VERSION, Reply, Request};
+use marrow_softnic::daemon::serve_bytes;
+use marrow_softnic::wire::{self, Reply, Request};
 use proptest::prelude::*;
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 
 /// Requests as JSON a client could send, whole or cut, with numbers of all sizes.
 fn request_json() -> impl Strategy<Value = Vec<u8>> {
@@ -74,23 +72,10 @@ proptest! {
     #[test]
     fn a_session_fed_any_bytes_ends_cleanly(bytes in stream()) {
         let nic = SoftNic::new();
-        let (mut ours, theirs) = UnixStream::pair().unwrap();
-        let reader = {
-            let mut r = ours.try_clone().unwrap();
-            std::thread::spawn(move || { let mut v = Vec::new(); let _ = r.read_to_end(&mut v); v })
-        };
-        ours.write_all(&wire::frame(&Request::Hello { version: PROTOCOL_VERSION })).unwrap();
-        let _ = ours.write_all(&bytes);
-        ours.shutdown(std::net::Shutdown::Write).unwrap();
-        serve_connection(&nic, theirs, &Options::default());
-        let replies = reader.join().unwrap();
+        let replies = serve_bytes(&nic, &bytes).unwrap();
         // Every reply the session sent is a whole, well-formed message.
-        let mut at = 0;
-        while at < replies.len() {
-            match wire::parse_frame::<Reply>(&replies[at..]) {
-                Ok(Some((_, used))) => at += used,
-                other => prop_assert!(false, "a malformed reply at byte {at}: {other:?}"),
-            }
+        if let Err(e) = wire::count_frames::<Reply>(&replies) {
+            prop_assert!(false, "a malformed reply: {e}");
         }
         prop_assert_eq!(nic.hca().object_counts(), (0, 0, 0), "objects left after the session ended");
     }

@@ -102,6 +102,25 @@ pub fn serve_connection(nic: &SoftNic, s: UnixStream, opts: &Options) {
     }
 }
 
+/// Feed `input` to a session, after a valid `Hello`, over a socket pair,
+/// and return everything it answered (for tests and fuzzing).
+pub fn serve_bytes(nic: &SoftNic, input: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    let (mut ours, theirs) = UnixStream::pair()?;
+    let mut r = ours.try_clone()?;
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    });
+    ours.write_all(&wire::frame(&crate::wire::Request::Hello { version: crate::wire::PROTOCOL_VERSION }))?;
+    // The session may close early (a malformed message): the rest is refused unread.
+    let _ = ours.write_all(input);
+    ours.shutdown(std::net::Shutdown::Write)?;
+    serve_connection(nic, theirs, &Options::default());
+    reader.join().map_err(|_| std::io::Error::other("the reply reader panicked"))
+}
+
 /// Tell a connection why it is not served, and close it.
 fn refuse(s: &UnixStream, why: &str) {
     eprintln!("marrow softnic: refusing a connection: {why}");

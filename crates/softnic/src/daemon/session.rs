@@ -369,7 +369,7 @@ impl Session<'_> {
         let mine = |r: &crate::trace::Record| {
             self.qps.contains_key(&r.qpn) || (r.qpn == u32::MAX && self.cqs.contains_key(&r.obj))
         };
-        let bytes = retain(&bytes, mine);
+        let bytes = crate::trace::retain(&bytes, mine);
         let shm = Shm::create("trace", bytes.len()).map_err(|e| refused(format!("a memfd for the trace: {e}")))?;
         shm.region().write_bytes(0, &bytes).map_err(|e| refused(e.to_string()))?;
         let fd = shm.fd().try_clone_to_owned().map_err(|e| refused(e.to_string()))?;
@@ -399,47 +399,5 @@ impl Session<'_> {
         }
         // The model no longer names the memory: unmap it.
         self.mrs.clear();
-    }
-}
-
-/// The trace file `bytes` with only the records `keep` accepts, in order
-/// (the format of `docs/TRACE.md`: a 16-byte file header, then records of
-/// a 32-byte header and their bytes). A malformed tail is left out.
-fn retain(bytes: &[u8], keep: impl Fn(&crate::trace::Record) -> bool) -> Vec<u8> {
-    const FILE_HEADER: usize = 16;
-    const RECORD_HEADER: usize = 32;
-    let (records, _) = crate::trace::parse(bytes);
-    let mut out = bytes[..FILE_HEADER.min(bytes.len())].to_vec();
-    let mut at = FILE_HEADER;
-    for r in &records {
-        let end = at + RECORD_HEADER + r.bytes.len();
-        if keep(r)
-            && let Some(raw) = bytes.get(at..end)
-        {
-            out.extend_from_slice(raw);
-        }
-        at = end;
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::trace::{Kind, Recorder, parse};
-
-    #[test]
-    fn a_filtered_trace_keeps_exactly_the_records_asked_for_in_order() {
-        let mut r = Recorder::new(1 << 20);
-        r.record(Kind::DOORBELL, 0x100, 0, 0x800, &[1; 8]);
-        r.record(Kind::WQE_FETCH, 0x101, 0, 0, &[2; 64]);
-        r.record(Kind::CQE_WRITE, 0x100, 0x80, 0, &[3; 64]);
-        r.record(Kind::QP_STATE, 0x102, 0, 0, &[0, 1]);
-        let kept = super::retain(r.bytes(), |x| x.qpn == 0x100);
-        let (recs, err) = parse(&kept);
-        assert_eq!(err, None);
-        let kinds: Vec<Kind> = recs.iter().map(|x| x.kind).collect();
-        assert_eq!(kinds, [Kind::DOORBELL, Kind::CQE_WRITE]);
-        assert_eq!(recs[1].bytes, [3; 64]);
-        assert_eq!(super::retain(b"junk", |_| true), b"junk".to_vec(), "a bad file is passed back as it was");
     }
 }
