@@ -7,14 +7,18 @@
 #   tshark:         Wireshark's dissectors, the judge of every RoCEv2 frame the
 #                   softnic writes to a pcap (crates/roce/tests/tshark.rs and the
 #                   softnic's wire tests).
-#   binutils:       objdump, which crates/mmio/tests/barrier_insns.rs reads the barriers with.
+#   binutils:       objdump, which tests/oracle/tests/barriers.rs reads the barriers with.
+#   g++-aarch64-linux-gnu, libc6-dev-arm64-cross: an aarch64 C++ compiler and
+#                   objdump, so tests/oracle/tests/barriers.rs can compare the
+#                   device code's CPU barriers with rdma-core's on aarch64 too.
 #   ibverbs-providers, libibverbs1: rdma-core's runtime (libmlx5.so.1, libibverbs.so.1),
 #                   which marrow-verbs dlopens; its tests check the no-device errors.
 #   openmpi-bin, libopenmpi3: mpirun and libmpi.so.40, which marrow-verbs dlopens
 #                   for the bootstrap under mpirun; crates/verbs/tests/mpi_bootstrap.rs runs 2 ranks.
 # Plus two sources, unpacked under target/ (never installed):
 #   rdma-core 56.1 (Debian source tarball, sha256 pinned): providers/mlx5/mlx5_ifc.h
-#                   and tests/mlx5_prm_structs.py, the oracles for the PRM layouts.
+#                   and tests/mlx5_prm_structs.py, the oracles for the PRM layouts,
+#                   and util/udma_barrier.h, the oracle for the CPU barriers.
 #   linux-headers-*-common (Debian .deb): include/linux/mlx5/mlx5_ifc.h, the
 #                   oracle for the CQ context that rdma-core's copy lacks.
 set -euo pipefail
@@ -27,6 +31,8 @@ command -v lspci >/dev/null || need+=(pciutils)
 command -v cc >/dev/null || need+=(gcc)
 command -v objdump >/dev/null || need+=(binutils)
 command -v tshark >/dev/null || need+=(tshark)
+command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
+[ -f /usr/aarch64-linux-gnu/include/pthread.h ] || need+=(libc6-dev-arm64-cross)
 [ -e /usr/lib/x86_64-linux-gnu/libmlx5.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/libmlx5.so.1 ] || need+=(ibverbs-providers)
 command -v curl >/dev/null || need+=(curl)
 command -v mpirun >/dev/null || need+=(openmpi-bin)
@@ -54,13 +60,14 @@ fi
 rc=target/rdma-core-src
 rc_ver=56.1
 rc_sha=63ce7f2baa7242c2dbc76375dac957c420187dd27f8c5e148efc07971ee522a8
-if [ ! -f "$rc/rdma-core-$rc_ver/providers/mlx5/mlx5_ifc.h" ]; then
+if [ ! -f "$rc/rdma-core-$rc_ver/providers/mlx5/mlx5_ifc.h" ] || [ ! -f "$rc/rdma-core-$rc_ver/util/udma_barrier.h" ]; then
     echo "install-test-deps: fetching rdma-core $rc_ver source into $rc"
     mkdir -p "$rc"
     tarball="$rc/rdma-core_$rc_ver.orig.tar.gz"
     curl -sSfL -o "$tarball" "https://deb.debian.org/debian/pool/main/r/rdma-core/rdma-core_$rc_ver.orig.tar.gz"
     echo "$rc_sha  $tarball" | sha256sum -c --quiet
-    tar -xzf "$tarball" -C "$rc" "rdma-core-$rc_ver/providers/mlx5" "rdma-core-$rc_ver/tests/mlx5_prm_structs.py"
+    tar -xzf "$tarball" -C "$rc" "rdma-core-$rc_ver/providers/mlx5" "rdma-core-$rc_ver/tests/mlx5_prm_structs.py" \
+        "rdma-core-$rc_ver/util/udma_barrier.h"
 fi
 
 # The kernel's mlx5_ifc.h, from the newest linux-headers-*-common .deb apt knows.

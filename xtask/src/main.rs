@@ -8,6 +8,7 @@
 //! kernel of its own (Debian packages, crates.io) and tests it under QEMU
 //! (see `kmod.rs` and `kmod/README.md`).
 
+mod gen_barrier;
 mod gen_c;
 mod gen_md;
 mod gen_rust;
@@ -68,6 +69,19 @@ fn outputs_for(root: &Path, spec_path: &Path) -> Result<Vec<Output>> {
          Spec sha256: {hex}\n"
     );
     let name = &spec.spec.name;
+    if !spec.barriers.is_empty() {
+        return Ok(vec![
+            Output {
+                path: root.join(format!("crates/{}/src/generated/{name}.rs", spec.spec.rust_crate)),
+                text: gen_barrier::rust(&spec, &header),
+            },
+            Output {
+                path: root.join(format!("kernels/include/marrow/generated/{name}.h")),
+                text: gen_barrier::c(&spec, &header),
+            },
+            Output { path: root.join(format!("docs/hw/{name}.md")), text: gen_barrier::markdown(&spec, &header) },
+        ]);
+    }
     Ok(vec![
         Output {
             path: root.join(format!("crates/{}/src/generated/{name}.rs", spec.spec.rust_crate)),

@@ -19,6 +19,31 @@ pub struct Spec {
     pub enums: Vec<Enum>,
     #[serde(default, rename = "struct")]
     pub structs: Vec<Struct>,
+    /// CPU barriers by purpose: a spec of its own (no layouts), generated
+    /// into functions rather than layouts (`gen_barrier.rs`).
+    #[serde(default, rename = "barrier")]
+    pub barriers: Vec<Barrier>,
+}
+
+/// One barrier, named by purpose, with the instruction each architecture
+/// uses for it; an empty instruction is a compiler barrier only.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Barrier {
+    pub name: String,
+    /// The rdma-core macro with the same purpose.
+    pub rdma_core: String,
+    pub doc: String,
+    pub x86_64: String,
+    pub aarch64: String,
+    pub cite: String,
+}
+
+impl Barrier {
+    /// `(Rust target_arch, C predefined macro, instruction)` for every architecture with a row.
+    pub fn arches(&self) -> [(&'static str, &'static str, &str); 2] {
+        [("x86_64", "__x86_64__", self.x86_64.as_str()), ("aarch64", "__aarch64__", self.aarch64.as_str())]
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -226,6 +251,24 @@ impl Spec {
 
     fn validate(&self) -> Result<()> {
         let mut names = BTreeSet::new();
+        if !self.barriers.is_empty() {
+            ensure!(
+                self.consts.is_empty() && self.enums.is_empty() && self.structs.is_empty(),
+                "a barrier spec holds barriers only"
+            );
+        }
+        for b in &self.barriers {
+            ensure!(names.insert(b.name.clone()), "duplicate name {}", b.name);
+            for (arch, _, insn) in b.arches() {
+                // One instruction of letters, digits and spaces: it is pasted
+                // into asm!() and asm volatile() as a string literal.
+                ensure!(
+                    insn.chars().all(|c| c.is_ascii_alphanumeric() || c == ' '),
+                    "barrier {} on {arch}: `{insn}` is not a plain instruction",
+                    b.name
+                );
+            }
+        }
         for c in &self.consts {
             ensure!(names.insert(c.name.clone()), "duplicate name {}", c.name);
             ensure!(c.value <= u64::from(u32::MAX), "const {} does not fit u32", c.name);

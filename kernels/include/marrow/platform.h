@@ -29,6 +29,7 @@
 #define MARROW_MEMBER inline
 #include <sched.h>
 #include <time.h>
+#include "marrow/generated/barrier.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -279,36 +280,43 @@ MARROW_FN uint64_t load_acquire_sys(const uint64_t *p) {
 
 /* On the GPU each is fence.acq_rel.sys: ordering at system scope is what
  * the NIC (or the softnic's CPU thread) needs; fence.sc.sys, which
- * __threadfence_system() emits, adds a total order nobody here relies on,
- * and DOCA likewise uses fence.release/acquire.sys. */
+ * __threadfence_system() emits, adds a total order nobody here relies on.
+ * (DOCA GPUNetIO's one-sided verbs fence at GPU scope and only its CQ poll
+ * at system scope, because its rings can live in GPU memory; marrow's live
+ * in host memory, where the NIC's reads need the system scope.)
+ *
+ * On the CPU each is the row of hw-specs/barrier.toml that crates/mmio's
+ * barriers come from too (generated/barrier.h): rdma-core's instruction for
+ * the same purpose, e.g. the outer-shareable dmb osh* on aarch64. */
 MARROW_FN void fence_sys() {
 #if MARROW_GPU
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 #endif
 }
-/* acq_rel on both sides: besides ordering the WQE stores before the
- * doorbell record, it turns the relaxed load of ready_head taken before it
- * (device.h chain_view) into an acquire. On x86 it is a compiler barrier. */
+/* Two orders in one: the WQE stores before the doorbell record (the DMA
+ * barrier), and the relaxed load of ready_head taken before it (post_shared.h
+ * chain_view) before what follows, which makes that load an acquire. On the
+ * GPU fence.acq_rel.sys gives both; on the CPU the DMA row orders stores
+ * only (dmb oshst), so a thread acquire fence adds the load half. On x86
+ * both are compiler barriers. */
 MARROW_FN void to_device() {
 #if MARROW_GPU
     fence_sys();
 #else
-    __atomic_thread_fence(__ATOMIC_ACQ_REL);
+    marrow_cpu_to_device();
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
 #endif
 }
 
 MARROW_FN void from_device() {
 #if MARROW_GPU
     /* Acquire only: nothing before it needs to be ordered ahead, so no
-     * release half (DOCA's CQ poll ends in fence.acquire.sys too). Measured
-     * on the H200 (scripts/gpu_probe): about 0 ns against fence.acq_rel.sys's
-     * 620, which waits for this thread's outstanding stores. */
+     * release half (DOCA's CQ poll ends in fence.acquire.sys too); unlike
+     * fence.acq_rel.sys it does not wait for this thread's outstanding
+     * stores. */
     asm volatile("fence.acquire.sys;" ::: "memory");
 #else
-#if defined(__x86_64__)
-    _mm_lfence();
-#endif
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    marrow_cpu_from_device();
 #endif
 }
 
@@ -316,10 +324,7 @@ MARROW_FN void wc_start() {
 #if MARROW_GPU
     fence_sys();
 #else
-#if defined(__x86_64__)
-    _mm_sfence();
-#endif
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    marrow_cpu_wc_start();
 #endif
 }
 
@@ -327,10 +332,7 @@ MARROW_FN void wc_flush() {
 #if MARROW_GPU
     fence_sys();
 #else
-#if defined(__x86_64__)
-    _mm_sfence();
-#endif
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    marrow_cpu_wc_flush();
 #endif
 }
 
