@@ -45,10 +45,24 @@ pub struct WorldConfig {
     /// The owner is the lanes that make the device `Channel` together; a
     /// call by only some of them is refused with `E_BAD_CONFIG`.
     pub exclusive: bool,
+    /// Create the channels' owner-bit CQs with the PRM's `oi` (overrun
+    /// ignore), as DOCA creates its CQs, where a CQ holds a send queue's
+    /// worth (`ncqe >= sq_wqebbs`): the device code then never writes
+    /// their doorbell record (`flags.cq_overrun_ignore`). Only for CQs on a
+    /// softnic in this process; a daemon's CQs keep their record.
+    pub cq_overrun_ignore: bool,
     /// PE 1 on a second softnic, reached from PE 0 over RoCEv2 on loopback
     /// UDP (`marrow_softnic::rc`): the device code's WQEs then cross a
     /// wire, packets, ACKs and all.
     pub wire: bool,
+}
+
+impl WorldConfig {
+    /// Whether the channels' CQs are made with `oi`: asked for, and deep
+    /// enough that no CQE can land in a slot its consumer has not read.
+    fn overrun_ignore_fits(&self) -> bool {
+        self.cq_overrun_ignore && self.ncqe >= self.sq_wqebbs
+    }
 }
 
 impl Default for WorldConfig {
@@ -64,6 +78,7 @@ impl Default for WorldConfig {
             early_doorbell: false,
             extra_channels: 0,
             exclusive: false,
+            cq_overrun_ignore: true,
             wire: false,
         }
     }
@@ -107,6 +122,9 @@ struct Queues {
     dbrec: u64,
     uar: u64,
     cq: (u64, u32, u64),
+    /// The CQ ignores overrun (the PRM's `oi`), so the device code may leave
+    /// its doorbell record alone.
+    cq_overrun_ignore: bool,
 }
 
 /// One PE's channel to the other PE.
@@ -227,6 +245,7 @@ impl World {
             for pe in 0..2 {
                 let mut hca = nics[pe].hca();
                 cqs[k][pe] = hca.create_cq(cfg.ncqe, mode)?;
+                hca.set_cq_overrun_ignore(cqs[k][pe], cfg.overrun_ignore_fits())?;
                 let rcq = hca.create_cq(16, CqMode::Normal)?;
                 qpns[k][pe] =
                     hca.create_qp(pds[pe], cqs[k][pe], rcq, QpCaps { sq_wqebbs: cfg.sq_wqebbs, ..QpCaps::default() })?;
@@ -286,6 +305,7 @@ impl World {
             let (qpn0, cqn0) = {
                 let mut hca = nic.hca();
                 let cq = hca.create_cq(cfg.ncqe, mode)?;
+                hca.set_cq_overrun_ignore(cq, cfg.overrun_ignore_fits())?;
                 let rcq = hca.create_cq(16, CqMode::Normal)?;
                 (hca.create_qp(pd0, cq, rcq, caps)?, cq)
             };
@@ -312,6 +332,7 @@ impl World {
                     dbrec: qp1.dbrec.base_addr() as u64,
                     uar: qp1.uar.base_addr() as u64,
                     cq: (cq1.buf.base_addr() as u64, cq1.ncqe, cq1.dbrec.base_addr() as u64),
+                    cq_overrun_ignore: false,
                 };
                 queues.push((k, 1, q));
             }
@@ -407,6 +428,7 @@ fn local_queues(nic: &SoftNic, qpn: u32, cqn: u32) -> Result<Queues, crate::Tran
         dbrec: q.mem.dbrec.base_addr() as u64,
         uar: q.mem.uar.base_addr() as u64,
         cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64),
+        cq_overrun_ignore: c.overrun_ignore && c.mode == CqMode::Normal,
     })
 }
 
@@ -439,6 +461,7 @@ fn channels(
             c.set_lazy_nbi_doorbell(cfg.lazy_nbi_doorbell);
             c.set_early_doorbell(cfg.early_doorbell);
             c.set_exclusive(cfg.exclusive);
+            c.set_cq_overrun_ignore(q.cq_overrun_ignore);
         })?;
         let ch = Channel { qpn: q.qpn, cqn: q.cqn, page };
         if k == 0 { channels.push(ch) } else { more.push(ch) }

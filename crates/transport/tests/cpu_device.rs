@@ -516,3 +516,34 @@ fn a_lazy_quiet_epoch_posts_one_nop_however_many_threads_call_it() {
     assert!(nops <= rounds, "{n} threads' quiets posted {nops} NOPs in {rounds} epochs (at most one each)");
     assert!(nops >= 1, "no quiet posted a NOP: the lazy tail was rung some other way");
 }
+
+/// The consumer index a CQ's doorbell record holds (`dbrec[MLX5_CQ_SET_CI]`).
+fn cq_record(w: &World) -> u32 {
+    let hca = w.nic.hca();
+    let cq = hca.cq(w.channels[0].cqn).unwrap();
+    cq.dbrec.read_be32(4 * marrow_mlx5::raw::MLX5_CQ_SET_CI as usize).unwrap()
+}
+
+#[test]
+fn an_overrun_ignoring_cq_is_never_handed_its_doorbell_record() {
+    // (oi asked for, sq, ncqe) -> whether the channel uses it.
+    for (oi, sq, ncqe, used) in [(true, 64, 64, true), (false, 64, 64, false), (true, 64, 16, false)] {
+        let w = world_with(WorldConfig { sq_wqebbs: sq, ncqe, cq_overrun_ignore: oi, ..WorldConfig::default() });
+        let cfg = gcrb_page::config(&w.channels[0].page()).unwrap();
+        assert_eq!(cfg.cq_overrun_ignore(), used, "oi {oi} sq {sq} ncqe {ncqe}");
+        assert_eq!(w.nic.hca().cq(w.channels[0].cqn).unwrap().overrun_ignore, used);
+        // Many more CQEs than the CQ holds, from several threads.
+        many_threads_put_in(&w);
+        let ci = gcrb_page::heads(&w.channels[0].page()).unwrap().cq_ci();
+        assert!(ci > 4 * u64::from(ncqe), "only {ci} CQEs");
+        let record = cq_record(&w);
+        if used {
+            // Still the zero the softnic made it with.
+            assert_eq!(record, 0, "the device wrote the record of an oi CQ");
+        } else {
+            // Updated in batches (a deeper CQ) or on every CQE.
+            assert!(record > 0 && u64::from(record) <= ci, "record {record}, ci {ci}");
+        }
+        assert!(!w.nic.hca().cq(w.channels[0].cqn).unwrap().overflowed);
+    }
+}

@@ -46,6 +46,7 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
      * the send queue is updated on every CQE. */
     uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
     uint64_t batch = slack >= 4 ? floor_pow2(slack / 2) : 1; /* a power of two: a mask, not a division */
+    bool oi = ch.flag(MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT);
     int rc = OK;
     /* Starts idle: the first read is of one slot. */
     uint32_t idle = 1;
@@ -101,7 +102,10 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
                 }
             }
             store_relaxed(&h->cq_ci, ++ci);
-            if (!c->cq_mode && (ci & (batch - 1)) == 0) {
+            /* A CQ that ignores overrun (flags.cq_overrun_ignore, DOCA's
+             * CQs) reads no consumer index: no record to keep, and no
+             * system-scope fence per batch for it. */
+            if (!c->cq_mode && !oi && (ci & (batch - 1)) == 0) {
                 /* Our reads of the CQE before the NIC may reuse its slot. */
                 to_device();
                 uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
