@@ -26,6 +26,7 @@ pub mod daemon;
 pub mod exec;
 pub mod fault;
 pub mod hca;
+mod hot;
 pub mod mr;
 pub mod pair;
 pub mod peer;

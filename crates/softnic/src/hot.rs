@@ -1,0 +1,80 @@
+//! The QPs the engine looks at more often than once a sweep.
+//!
+//! A ConnectX schedules a QP when its doorbell arrives; the softnic has no
+//! doorbell interrupt and finds doorbells by looking at every QP's UAR
+//! registers in turn, so with hundreds of QPs a doorbell on a busy QP would
+//! wait for the sweep to come round. The engine instead looks at the QPs
+//! that did work recently again after every [`STRIDE`] QPs of the sweep:
+//! a busy QP's doorbell is found after a few dozen idle looks however many
+//! QPs there are, and every QP is still looked at once per sweep.
+
+use std::time::{Duration, Instant};
+
+/// QPs of the sweep between two looks at the hot QPs.
+pub const STRIDE: u32 = 32;
+/// At most this many QPs are hot: the looks they add stay a fraction of a stride.
+pub const MAX_HOT: usize = 8;
+/// A QP stays hot this long after its last work.
+pub const HOT_FOR: Duration = Duration::from_millis(1);
+
+/// Recently busy QPs and when each last did work.
+#[derive(Debug, Default)]
+pub struct HotSet {
+    qps: Vec<(u32, Instant)>,
+}
+
+impl HotSet {
+    /// `qpn` did work at `now`: hot from now on, in place of the QP idle
+    /// longest when the set is full.
+    pub fn touch(&mut self, qpn: u32, now: Instant) {
+        if let Some(h) = self.qps.iter_mut().find(|h| h.0 == qpn) {
+            h.1 = now;
+        } else if self.qps.len() < MAX_HOT {
+            self.qps.push((qpn, now));
+        } else if let Some(oldest) = self.qps.iter_mut().min_by_key(|h| h.1) {
+            *oldest = (qpn, now);
+        }
+    }
+
+    /// Forget QPs idle for [`HOT_FOR`] at `now`.
+    pub fn expire(&mut self, now: Instant) {
+        self.qps.retain(|h| now.saturating_duration_since(h.1) < HOT_FOR);
+    }
+
+    /// The hot QPs' numbers, in no particular order.
+    pub fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.qps.iter().map(|h| h.0)
+    }
+
+    /// Whether no QP is hot.
+    pub fn is_empty(&self) -> bool {
+        self.qps.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_qps_stay_hot_up_to_the_cap_and_cool_down() {
+        let t0 = Instant::now();
+        let mut h = HotSet::default();
+        for q in 0..MAX_HOT as u32 {
+            h.touch(0x100 + q, t0 + Duration::from_micros(q.into()));
+        }
+        h.touch(0x100, t0 + Duration::from_micros(100));
+        assert_eq!(h.numbers().count(), MAX_HOT);
+        // Full: the newcomer takes the place of the QP idle longest (0x101;
+        // 0x100 was touched again).
+        h.touch(0x200, t0 + Duration::from_micros(200));
+        let mut n: Vec<u32> = h.numbers().collect();
+        n.sort();
+        assert!(n.contains(&0x200) && n.contains(&0x100) && !n.contains(&0x101), "{n:x?}");
+        h.expire(t0 + Duration::from_micros(100) + HOT_FOR);
+        let n: Vec<u32> = h.numbers().collect();
+        assert_eq!(n, [0x200], "only the QP touched within HOT_FOR stays");
+        h.expire(t0 + Duration::from_micros(200) + HOT_FOR);
+        assert!(h.is_empty());
+    }
+}
