@@ -91,6 +91,17 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
          * and our acquire of ready_head saw theirs: the WQEs are ordered
          * before this doorbell record. */
         ring(ch, end, last_ctrl);
+#if MARROW_GPU
+        /* The ring's wc_start (fence.acq_rel.sys) came after every WQE
+         * store this turn hands on: the group's (the warp barrier), the
+         * earlier holders' (our acquire of ready_head). A fence then a
+         * strong store is a release pattern (PTX memory consistency model),
+         * so the release store's own fence would only wait again. On the
+         * CPU wc_start orders stores only (sfence, dsb st): keep the
+         * release. */
+        store_relaxed(&h->ready_head, end);
+        return OK;
+#endif
     }
     store_release(&h->ready_head, end);
     return OK;
