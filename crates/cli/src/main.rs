@@ -302,7 +302,7 @@ struct DecodeArgs {
 
     /// The input is a PCI configuration-space dump (`lspci -x/-xxx/-xxxx`
     /// text, or a raw sysfs `config` binary), not mlx5 bytes.
-    #[arg(long, conflicts_with_all = ["ci", "ncqe", "input", "json"])]
+    #[arg(long, conflicts_with_all = ["ci", "ncqe", "input"])]
     pcie: bool,
 
     /// What the bytes are.
@@ -350,8 +350,8 @@ fn run_doctor(a: &DoctorArgs) -> ExitCode {
     let report = match marrow::doctor::run(&a.sysfs_root, &a.proc_root) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: marrow doctor: {e}");
-            return ExitCode::from(2);
+            // `decode --json`'s convention: the error as JSON on stdout too.
+            return fail(a.json, &ErrorAt { error: format!("marrow doctor: {e}"), offset: None });
         }
     };
     if a.json {
@@ -741,17 +741,30 @@ impl<R: std::io::BufRead> marrow::decode::Source for DecodeInput<R> {
     }
 }
 
-fn run_decode_pcie(src: impl Read, source: &str) -> ExitCode {
+fn run_decode_pcie(src: impl Read, source: &str, json: bool) -> ExitCode {
     let raw = match read_pcie_input(src, MAX_PCIE_INPUT, source) {
         Ok(r) => r,
-        Err(e) => return fail(false, &e),
+        Err(e) => return fail(json, &e),
     };
     match marrow::pcie_decode::decode(&raw) {
         Ok(r) => {
-            out(&format!("Input: {source}, {} bytes\n{}", raw.len(), r.text));
-            if r.clean { ExitCode::SUCCESS } else { ExitCode::from(2) }
+            if json {
+                let mut j = r.json.clone();
+                j["input"] = serde_json::json!(source);
+                j["bytes"] = serde_json::json!(raw.len());
+                j["errors"] = r.errors.iter().map(|(e, at)| serde_json::json!({ "error": e, "offset": at })).collect();
+                out(&format!("{}\n", serde_json::to_string_pretty(&j).expect("report serializes")));
+            } else {
+                out(&format!("Input: {source}, {} bytes\n{}", raw.len(), r.text));
+            }
+            // The decode is on stdout; what is wrong with the input goes to stderr, as `decode`'s does.
+            for (e, at) in &r.errors {
+                let at = at.map(|a| format!(" (offset {a:#x})")).unwrap_or_default();
+                let _ = writeln!(std::io::stderr().lock(), "error: {source}: {}{at}", marrow::print::escape(e));
+            }
+            if r.clean() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_BAD_INPUT) }
         }
-        Err(e) => fail(false, &ErrorAt { error: format!("{source}: {}", marrow::print::escape(&e)), offset: None }),
+        Err(e) => fail(json, &ErrorAt { error: format!("{source}: {}", marrow::print::escape(&e)), offset: None }),
     }
 }
 
@@ -761,7 +774,7 @@ fn run_decode(a: &DecodeArgs) -> ExitCode {
         Err(e) => return fail(a.json, &e),
     };
     if a.pcie {
-        return run_decode_pcie(src, &source);
+        return run_decode_pcie(src, &source, a.json);
     }
     // The format is told from the start of the input, which is then read again.
     let mut src = std::io::BufReader::with_capacity(DECODE_WINDOW, src);

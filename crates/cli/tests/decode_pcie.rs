@@ -26,16 +26,16 @@ fn h200_binary_dump() {
     let (code, out, _) = decode(&fixture("h200-vm/10de_2335_h200_00-06.0.config"));
     assert_eq!(code, Some(0), "{out}");
     for want in [
-        "10de:2335 class 030200 rev a1",
-        "BAR0 memory at 0x104002000000 (64-bit, prefetchable)",
-        "BAR2 memory at 0x100000000000 (64-bit, prefetchable)",
-        "cap [60] EXP(0x10)",
-        "cap [b0] MSIX(0x11)",
-        "ext cap [100 v0] NULL(0x0)",
-        "ext cap [1b8 v2] ERR(0x1)",
-        "ext cap [2f0 v1] DSN(0x3)",
-        "link: capable 32GT/s x16, negotiated 32GT/s x16",
-        "MaxReadReq 4096",
+        "Vendor 10de Device 2335, class 030200 rev a1",
+        "Region 0: Memory at 104002000000 (64-bit, prefetchable)",
+        "Region 2: Memory at 100000000000 (64-bit, prefetchable)",
+        "Capabilities: [60] PCI Express",
+        "Capabilities: [b0] MSI-X",
+        "Capabilities: [100 v0] Null",
+        "Capabilities: [1b8 v2] Advanced Error Reporting",
+        "Capabilities: [2f0 v1] Device Serial Number",
+        "LnkSta: Speed 32GT/s, Width x16",
+        "MaxReadReq 4096 bytes",
     ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
@@ -45,15 +45,17 @@ fn h200_binary_dump() {
 fn root_port_with_acs_redirect() {
     let (code, out, _) = decode(&fixture("pciutils-tests/cap-aer-root"));
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("ACS [110]"), "{out}");
+    assert!(out.contains("Capabilities: [110 v1] Access Control Services"), "{out}");
     assert!(out.contains("redirected to the root complex"), "{out}");
 }
 
 #[test]
 fn broken_chain_exits_2_with_the_loop_named() {
-    let (code, out, _) = decode(&fixture("pciutils-tests/broken-ecaps"));
+    let (code, out, err) = decode(&fixture("pciutils-tests/broken-ecaps"));
     assert_eq!(code, Some(2), "{out}");
+    // In the decode where the walk stopped, and on stderr with its offset, as `decode`'s errors are.
     assert!(out.contains("error: capability list loops back to 0x790"), "{out}");
+    assert!(err.contains("capability list loops back to 0x790 (offset 0x790)"), "{err}");
 }
 
 /// A kernel AER line; the expected fields are worked by hand from PCIe 6.0
@@ -75,7 +77,7 @@ fn four_dw_below_4g_is_malformed() {
     let (code, out, _) = decode_bytes("tlp4", b"60000001 00000a0f 00000000 fee00000\n");
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("TLP MWr"), "{out}");
-    assert!(out.contains("malformed: Malformed(FOUR_DW_BELOW_4G)"), "{out}");
+    assert!(out.contains("malformed: FOUR_DW_BELOW_4G"), "{out}");
 }
 
 #[test]
@@ -91,9 +93,7 @@ fn null_and_vendor_specific_on_real_dumps() {
     assert_eq!(code, Some(0), "{out}");
     // lspci: `[100 v0] Null`, `[2a4 v1] Vendor Specific Information: ID=0001 Rev=1 Len=014`.
     assert!(
-        out.contains(
-            "ext cap [100 v0] NULL(0x0) Null (next 12c): no registers (hidden or removed capability), list continues"
-        ),
+        out.contains("Capabilities: [100 v0] Null\n\t\tno registers (hidden or removed capability), list continues"),
         "{out}"
     );
     assert!(out.contains("VSEC [2a4]: ID 0001 rev 1 length 0x14, body "), "{out}");
@@ -101,7 +101,9 @@ fn null_and_vendor_specific_on_real_dumps() {
     assert_eq!(code, Some(0), "{out}");
     // lspci: `[250 v1] Secondary PCI Express`, `LnkCtl3: LnkEquIntrruptEn- PerformEqu-`, `LaneErrStat: LaneErr at lane: 0 1 2 3 4 5 6 7`.
     assert!(
-        out.contains("Secondary PCIe [250]: LnkCtl3 PerformEqu- LnkEquIntrruptEn-, lane errors: lanes 0 1 2 3 4 5 6 7"),
+        out.contains(
+            "\tSecondary PCIe [250]: LnkCtl3 PerformEqu- LnkEquIntrruptEn-, lane errors: lanes 0 1 2 3 4 5 6 7"
+        ),
         "{out}"
     );
     assert!(out.contains("VSEC [100]: ID 0002 rev 0 length 0xc, body "), "{out}");
@@ -158,8 +160,8 @@ fn dpc_sriov_and_physical_layer_caps() {
         "TRIGGERED: ERR_FATAL received (reason 2, ext 0), source 03:00.0",
         "RP PIO: status 0x00040000",
         "SR-IOV [160]: VFs 4 of 16 (initial 8), VF Enable+ MSE+ ARIHierarchy+ Migration-, VF device 101e, first VF offset 2, stride 1",
-        "page sizes: supported 0x00000553, system 0x00000001 (4 KiB)",
-        "VF BAR0 memory at 0x38e0000000 (64-bit, prefetchable)",
+        "page sizes: supported 0x00000553, system 0x00000001 (4KB)",
+        "VF BAR0 Memory at 38e0000000 (64-bit, prefetchable)",
         "Secondary PCIe [1c0]: LnkCtl3 PerformEqu+ LnkEquIntrruptEn-, lane errors: lanes 2",
         "8GT/s Tx presets DSP/USP per lane (4 lanes, LinkWidth): 4/7 0/0 0/0 0/0",
         "Data Link Feature [200]: exchange enabled, local features 0x000001 (scaled flow control yes), remote 0x000001",
@@ -169,4 +171,55 @@ fn dpc_sriov_and_physical_layer_caps() {
     ] {
         assert!(out.contains(want), "missing {want:?} in\n{out}");
     }
+}
+
+/// Issue 21's cases: a header-only dump, PME support in lspci's order, the
+/// JSON form, and TLP inputs that are not one header.
+#[test]
+fn header_only_dump_pme_order_json_and_tlp_errors() {
+    let mut b = vec![0u8; 64];
+    b[0..4].copy_from_slice(&[0x86, 0x80, 0x34, 0x12]);
+    b[6] = 0x10;
+    b[0x34] = 0x40;
+    let (code, out, err) = decode_bytes("hdr64", &b);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("Capabilities: <access denied>"), "{out}");
+    // PMC 0xc803: PME from D0, D3hot and D3cold (PM 1.2 §3.2.3; lspci prints it so).
+    let mut b = vec![0u8; 256];
+    b[0..4].copy_from_slice(&[0x86, 0x80, 0x34, 0x12]);
+    b[6] = 0x10;
+    b[0x34] = 0x40;
+    b[0x40..0x44].copy_from_slice(&[0x01, 0x00, 0x03, 0xc8]);
+    let (code, out, _) = decode_bytes("pm", &b);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("PME(D0+,D1-,D2-,D3hot+,D3cold+)"), "{out}");
+    let path = std::env::temp_dir().join(format!("marrow-json-{}", std::process::id()));
+    std::fs::write(&path, &b).unwrap();
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie", "--json"]).arg(&path).output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pmc = &j["functions"][0]["capabilities"][0]["registers"][2];
+    assert_eq!(
+        (pmc["name"].as_str(), pmc["offset"].as_u64(), pmc["raw"].as_u64()),
+        (Some("pmc"), Some(0x42), Some(0xc803))
+    );
+    assert_eq!(pmc["fields"]["pmc_pme_support"].as_u64(), Some(0x19));
+    let (code, _, err) = decode_bytes("prefix", b"80000000\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no header after it"), "{err}");
+    let (code, _, err) = decode_bytes("five", b"00000001 00000000 00000000 00000000 00000000\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("a TLP header is at most 4 dwords"), "{err}");
+    let (code, _, err) = decode_bytes("nothex", b"4a000001 0100zz04\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("TLP header word 2 \"0100zz04\" is not a hex dword"), "{err}");
+    // CplD with reserved status 0b011.
+    let (code, out, _) = decode_bytes("cpl", b"4a000001 01006004 00000000\n");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("RESERVED_CPL_STATUS"), "{out}");
+    // MWr of 2 DW at 0xffc crosses 4 KB.
+    let (code, out, _) = decode_bytes("4k", b"40000002 000000ff 00000ffc\n");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("CROSSES_4K"), "{out}");
 }

@@ -106,6 +106,9 @@ ids! { ExtCapId,
     DVSEC = 0x23, "Designated Vendor-Specific";
     DLF = 0x25, "Data Link Feature";
     PL_16GT = 0x26, "Physical Layer 16.0 GT/s";
+    LMR = 0x27, "Lane Margining at the Receiver";
     PL_32GT = 0x2a, "Physical Layer 32.0 GT/s";
     DOE = 0x2e, "Data Object Exchange";
+    DEV3 = 0x2f, "Device 3";
+    IDE = 0x30, "Integrity and Data Encryption";
 }

@@ -17,6 +17,11 @@ pub const PCI_SUBORDINATE_BUS: usize = 0x1a;
 pub const PCI_SUBSYSTEM_VENDOR_ID: usize = 0x2c;
 pub const PCI_SUBSYSTEM_ID: usize = 0x2e;
 pub const PCI_CAPABILITY_LIST: usize = 0x34;
+/// CardBus bridges (type 2) keep their capability pointer here instead.
+pub const PCI_CB_CAPABILITY_LIST: usize = 0x14;
+/// And their subsystem IDs past the 64-byte header.
+pub const PCI_CB_SUBSYSTEM_VENDOR_ID: usize = 0x40;
+pub const PCI_CB_SUBSYSTEM_ID: usize = 0x42;
 
 /// `PCI_STATUS` bit 4: the capability list at 0x34 is valid.
 pub const PCI_STATUS_CAP_LIST: u16 = 0x10;
@@ -110,6 +115,10 @@ impl<'a> Config<'a> {
         let _ = (self.physical_layer_16gt(), self.physical_layer_32gt());
         let _ = self.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
         let _ = (self.vsecs().count(), self.vendor_caps().count());
+        let _ = (self.ptm(), self.ari(), self.dvsecs(), self.doe().count(), self.device3(), self.ide());
+        let _ = (self.virtual_channel(), self.lane_margining(), self.enhanced_allocation(), self.bridge_subsystem());
+        let _ = (self.expansion_rom(), self.bridge_windows(), self.header_block(), self.express_block());
+        let _ = (self.l1ss(), self.capabilities_not_dumped());
     }
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
@@ -173,27 +182,47 @@ impl<'a> Config<'a> {
     pub fn is_bridge(&self) -> bool {
         self.header_type() == PCI_HEADER_TYPE_BRIDGE
     }
-    /// Subsystem vendor and device (type 0 only; bridges keep theirs in the
-    /// SSVID capability).
+    /// Subsystem vendor and device: a type 0 header's at 0x2c, a CardBus
+    /// bridge's at 0x40 (when the dump reaches it). Type 1 bridges keep
+    /// theirs in the SSVID capability ([`Config::bridge_subsystem`]).
     pub fn subsystem(&self) -> Option<(u16, u16)> {
-        (self.header_type() == PCI_HEADER_TYPE_NORMAL)
-            .then(|| (self.hdr_u16(PCI_SUBSYSTEM_VENDOR_ID), self.hdr_u16(PCI_SUBSYSTEM_ID)))
+        match self.header_type() {
+            PCI_HEADER_TYPE_NORMAL => Some((self.hdr_u16(PCI_SUBSYSTEM_VENDOR_ID), self.hdr_u16(PCI_SUBSYSTEM_ID))),
+            PCI_HEADER_TYPE_CARDBUS => {
+                Some((self.read_u16(PCI_CB_SUBSYSTEM_VENDOR_ID)?, self.read_u16(PCI_CB_SUBSYSTEM_ID)?))
+            }
+            _ => None,
+        }
     }
     /// Primary, secondary and subordinate bus numbers of a bridge.
     pub fn bus_numbers(&self) -> Option<(u8, u8, u8)> {
         self.is_bridge()
             .then(|| (self.hdr_u8(PCI_PRIMARY_BUS), self.hdr_u8(PCI_SECONDARY_BUS), self.hdr_u8(PCI_SUBORDINATE_BUS)))
     }
+    /// Where the header keeps its capability pointer: 0x34, or 0x14 in a
+    /// CardBus bridge (`PCI_CB_CAPABILITY_LIST`).
+    pub fn capability_pointer_offset(&self) -> usize {
+        if self.header_type() == PCI_HEADER_TYPE_CARDBUS { PCI_CB_CAPABILITY_LIST } else { PCI_CAPABILITY_LIST }
+    }
     /// The first capability pointer, if `PCI_STATUS_CAP_LIST` says there is a list.
     pub fn capability_pointer(&self) -> Option<u8> {
-        (self.status() & PCI_STATUS_CAP_LIST != 0).then(|| self.hdr_u8(PCI_CAPABILITY_LIST))
+        (self.status() & PCI_STATUS_CAP_LIST != 0).then(|| self.hdr_u8(self.capability_pointer_offset()))
+    }
+    /// The status register says there is a capability list but the dump
+    /// holds only the 64-byte header (`lspci -x` run without root): the
+    /// list cannot be read, which is not an error in the device. lspci
+    /// prints `Capabilities: <access denied>`.
+    pub fn capabilities_not_dumped(&self) -> bool {
+        self.capability_pointer().is_some_and(|p| p != 0) && self.len() <= HEADER_LEN
     }
 
-    /// Number of BAR slots: six in a type 0 header, two in a bridge, none else.
+    /// Number of BAR slots: six in a type 0 header, two in a bridge, one
+    /// (the socket/ExCa base at 0x10) in a CardBus bridge, none else.
     pub fn bar_slots(&self) -> usize {
         match self.header_type() {
             PCI_HEADER_TYPE_NORMAL => 6,
             PCI_HEADER_TYPE_BRIDGE => 2,
+            PCI_HEADER_TYPE_CARDBUS => 1,
             _ => 0,
         }
     }

@@ -4,7 +4,11 @@
 //! Express capability's device and link registers (§7.5.3), ACS (§7.7.8),
 //! the other capabilities a GPU/NIC path carries (PM, MSI/MSI-X, AER, ATS,
 //! PRI, PASID, LTR, DSN, Resizable BAR, DPC, SR-IOV, Secondary PCI Express,
-//! Data Link Feature, Physical Layer 16.0 and 32.0 GT/s, vendor-specific),
+//! Data Link Feature, Physical Layer 16.0 and 32.0 GT/s, vendor-specific,
+//! PTM, ARI, DVSEC, DOE, Virtual Channel, L1 PM Substates, Lane Margining,
+//! Device 3, IDE, Enhanced Allocation, SSVID), the expansion ROM and bridge
+//! windows, every register also as named fields through the generated
+//! layouts (`registers`),
 //! and TLP headers (§2.2).
 //!
 //! Everything reads from a byte slice (a sysfs `config` file, an `lspci -x`
@@ -29,25 +33,40 @@ pub mod generated {
 
 pub mod acs;
 pub mod aer;
+pub mod ari;
 pub mod ats;
 pub mod cap_id;
+pub mod dev3;
 pub mod dlf;
+pub mod doe;
 pub mod dpc;
 pub mod dump;
+pub mod dvsec;
+pub mod ea;
 pub mod express;
 pub mod header;
+pub mod header_regs;
+pub mod ide;
+pub mod l1ss;
 pub mod ltr_dsn;
+pub mod margining;
 pub mod msi;
 pub mod pl16;
 pub mod pl32;
 pub mod pm;
+pub mod ptm;
 pub mod rebar;
+pub mod registers;
 pub mod regs;
+pub mod rom;
 pub mod secpci;
 pub mod sriov;
+pub mod ssvid;
 pub mod tlp;
+pub mod vc;
 pub mod vendor;
 pub mod walk;
+pub mod windows;
 
 pub use header::{Bar, Config, ConfigError};
 pub use regs::CapError;

@@ -119,6 +119,22 @@ impl TlpKind {
     }
 }
 
+/// What a TLP prefix (Fmt 100b) is, by its Type field (§2.2.1.1, Table
+/// 2-3): bit 4 says local (0) or end-end (1), bits 3:0 the prefix.
+pub fn prefix_name(ty: u8) -> &'static str {
+    match (ty >> 4 & 1, ty & 0xf) {
+        (0, 0b0000) => "local MR-IOV",
+        (0, 0b1110) => "local VendPrefixL0",
+        (0, 0b1111) => "local VendPrefixL1",
+        (0, _) => "local, type not named here",
+        (_, 0b0000) => "end-end ExtTPH",
+        (_, 0b0001) => "end-end PASID",
+        (_, 0b1110) => "end-end VendPrefixE0",
+        (_, 0b1111) => "end-end VendPrefixE1",
+        _ => "end-end, type not named here",
+    }
+}
+
 /// Message routing `r[2:0]` (§2.2.8, Table 2-20).
 pub fn routing_name(r: u8) -> &'static str {
     match r {
@@ -141,6 +157,11 @@ impl CplStatus {
     pub const UR: Self = Self(0b001);
     pub const CRS: Self = Self(0b010);
     pub const CA: Self = Self(0b100);
+
+    /// Whether the spec defines this code.
+    pub fn is_defined(self) -> bool {
+        matches!(self, Self::SC | Self::UR | Self::CRS | Self::CA)
+    }
 }
 
 impl fmt::Debug for CplStatus {
@@ -220,6 +241,13 @@ bitflags! {
         const ZERO_BE_ON_MULTI_DW = 1 << 4;
         /// An AtomicOp whose length is not 1, 2, 4 or 8 DW as its kind allows (§2.2.7).
         const ATOMIC_LENGTH = 1 << 5;
+        /// A Completion Status the spec reserves (§2.2.9, Table 2-34: only
+        /// SC, UR, CRS and CA are defined); receivers treat it as UR.
+        const RESERVED_CPL_STATUS = 1 << 6;
+        /// A memory request whose address and length cross a 4 KB boundary
+        /// (§2.2.7: "must not specify an Address/Length combination which
+        /// causes a Memory Space access to cross a 4-KB boundary").
+        const CROSSES_4K = 1 << 7;
     }
 }
 
@@ -433,13 +461,22 @@ impl TlpHeader {
                 } else {
                     m |= be_rules(self.length_dw(), last_be, first_be);
                 }
+                let memory = matches!(kind, TlpKind::MemRead | TlpKind::MemReadLocked | TlpKind::MemWrite);
+                if memory && (address & 0xfff) + 4 * u64::from(self.length_dw()) > 0x1000 {
+                    m |= Malformed::CROSSES_4K;
+                }
             }
             Body::Config { last_be, .. } => {
                 if self.length != 1 || self.tc != 0 || !self.attr.is_empty() || last_be != 0 {
                     m |= Malformed::IO_CFG_FIELDS;
                 }
             }
-            Body::Completion { .. } | Body::Message { .. } | Body::Raw { .. } => {}
+            Body::Completion { status, .. } => {
+                if !status.is_defined() {
+                    m |= Malformed::RESERVED_CPL_STATUS;
+                }
+            }
+            Body::Message { .. } | Body::Raw { .. } => {}
         }
         m
     }

@@ -98,7 +98,9 @@ impl<'a> Config<'a> {
             .capability_pointer()
             .map(|p| usize::from(p & !3))
             .filter(|&p| p != 0)
-            .map(|p| (p, crate::header::PCI_CAPABILITY_LIST));
+            .map(|p| (p, self.capability_pointer_offset()))
+            // A header-only dump: the list is not in it (`capabilities_not_dumped`).
+            .filter(|_| self.len() > crate::header::HEADER_LEN);
         Caps { config: *self, next, visited: Visited([0; 16]) }
     }
 

@@ -90,6 +90,9 @@ pub struct Probe {
     /// from `<proc>/self/limits`: `ibv_reg_mr` pins what it registers and
     /// fails with ENOMEM past it.
     pub memlock: Option<u64>,
+    /// Whether `<proc>/self/limits` was read and names the limit: `memlock`
+    /// `None` means unlimited only when this is true.
+    pub memlock_known: bool,
 }
 
 /// Bytes `marrow bench mlx5` registers (its buffer) plus what verbs pins
@@ -220,9 +223,10 @@ pub fn probe(sysfs: &Path, proc_root: &Path, is_root: bool) -> Probe {
             ),
         )
     };
-    let memlock =
-        hostfile::read_text(&proc_root.join("self/limits"), hostfile::PROC_TEXT_MAX).as_deref().and_then(memlock_limit);
-    Probe { devices, nvidia, peer_mapping_override, mode, mode_reason, gpu_mem, gpu_mem_reason, memlock }
+    let limits = hostfile::read_text(&proc_root.join("self/limits"), hostfile::PROC_TEXT_MAX);
+    let memlock = limits.as_deref().and_then(memlock_limit);
+    let memlock_known = limits.as_deref().is_some_and(|t| t.lines().any(|l| l.starts_with("Max locked memory")));
+    Probe { devices, nvidia, peer_mapping_override, mode, mode_reason, gpu_mem, gpu_mem_reason, memlock, memlock_known }
 }
 
 /// Why there is no usable RDMA device, naming what to install or load.

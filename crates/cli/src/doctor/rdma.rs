@@ -19,8 +19,10 @@ pub struct Backend {
     pub mode_reason: String,
     pub gpu_mem: GpuMemPath,
     pub gpu_mem_reason: String,
-    /// Soft memlock limit in bytes; `None` when unlimited.
+    /// Soft memlock limit in bytes; `None` when unlimited or unknown.
     pub memlock: Option<u64>,
+    /// Whether the limit could be read at all (`<proc>/self/limits`).
+    pub memlock_known: bool,
     /// Set when the backend cannot start: what is missing.
     pub blocker: Option<String>,
 }
@@ -49,6 +51,7 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
         None
     };
     let memlock = p.memlock;
+    let memlock_known = p.memlock_known;
     Backend {
         libibverbs,
         libibverbs_ok,
@@ -58,6 +61,7 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
         gpu_mem: p.gpu_mem,
         gpu_mem_reason: p.gpu_mem_reason,
         memlock,
+        memlock_known,
         blocker,
     }
 }
@@ -77,6 +81,7 @@ impl Backend {
             gpu_mem: GpuMemPath::None,
             gpu_mem_reason: why.clone(),
             memlock: None,
+            memlock_known: false,
             blocker: Some(why),
         }
     }
@@ -135,7 +140,11 @@ pub fn render(b: &Backend, o: &mut String) {
     let _ = writeln!(
         o,
         "  max locked memory: {}",
-        b.memlock.map_or("unlimited".to_string(), |m| format!("{} KiB", m >> 10))
+        match (b.memlock, b.memlock_known) {
+            (Some(m), _) => format!("{} KiB", m >> 10),
+            (None, true) => "unlimited".to_string(),
+            (None, false) => "unknown (the limits file could not be read)".to_string(),
+        }
     );
     match &b.blocker {
         Some(why) => {

@@ -1,0 +1,219 @@
+//! `decode --pcie`: each capability in lspci's vocabulary (`Flag+ Flag-`,
+//! lspci 3.9's register labels and units, ls-caps.c and ls-ecaps.c), and in
+//! the spec's own field names where lspci decodes nothing (Lane Margining,
+//! Device 3, IDE). Every capability also gives its registers as JSON
+//! through the generated layouts, with what it could not decode as errors.
+
+use crate::pcie_json;
+use marrow_pcie::cap_id::{CapId, ExtCapId};
+use marrow_pcie::registers::Block;
+use marrow_pcie::{CapError, Config};
+use serde_json::{Value, json};
+use std::fmt::Write;
+
+/// Text, JSON and errors of one function, filled capability by capability.
+#[derive(Debug)]
+pub struct Out {
+    pub text: String,
+    pub errors: Vec<(String, Option<u64>)>,
+}
+
+impl Out {
+    pub fn line(&mut self, indent: usize, s: impl AsRef<str>) {
+        let _ = writeln!(self.text, "{}{}", "\t".repeat(indent), s.as_ref());
+    }
+    pub fn error(&mut self, indent: usize, e: impl std::fmt::Display, offset: Option<u64>) {
+        self.line(indent, format!("error: {e}"));
+        self.errors.push((e.to_string(), offset));
+    }
+}
+
+pub fn pm(b: bool) -> char {
+    if b { '+' } else { '-' }
+}
+
+/// `Label+ Label-…` for one-bit fields of `b`, named as lspci names them.
+pub fn flags(b: &Block, list: &[(&str, &str)]) -> String {
+    list.iter().map(|(label, bit)| format!("{label}{}", pm(b.flag(bit)))).collect::<Vec<_>>().join(" ")
+}
+
+fn cap_error_offset(e: &CapError) -> u64 {
+    match *e {
+        CapError::Truncated { offset, .. } | CapError::BadField { offset, .. } => offset.into(),
+    }
+}
+
+/// A capability's registers, or the error instead of them.
+fn block_or_error(o: &mut Out, r: Option<Result<Block, CapError>>) -> Option<Block> {
+    match r? {
+        Ok(b) => Some(b),
+        Err(e) => {
+            let at = cap_error_offset(&e);
+            o.error(2, e, Some(at));
+            None
+        }
+    }
+}
+
+/// Registers of `b` in spec names, for capabilities lspci does not decode.
+fn spec_lines(o: &mut Out, b: &Block) {
+    for r in b.registers.iter().filter(|r| r.name() != "ext_cap_header") {
+        let fields: Vec<String> = r.fields().map(|(f, v)| format!("{}={v:#x}", f.name)).collect();
+        o.line(2, format!("{} [{:03x}] {:#x}: {}", r.name(), r.offset, r.raw, fields.join(" ")));
+    }
+}
+
+/// One capability of the first 256 bytes: text lines and its JSON.
+pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
+    use marrow_pcie::generated::pcie::*;
+    let layout = match c.id {
+        CapId::PM => Some(&pci_pm_cap::LAYOUT),
+        CapId::MSI => Some(&pci_msi_cap::LAYOUT),
+        CapId::MSIX => Some(&pci_msix_cap::LAYOUT),
+        CapId::VNDR => Some(&pci_vndr_cap::LAYOUT),
+        CapId::SSVID => Some(&pci_ssvid_cap::LAYOUT),
+        CapId::EA => Some(&pci_ea_cap::LAYOUT),
+        _ => None,
+    };
+    let mut j = json!({ "offset": c.offset, "id": c.id.0, "name": c.id.to_string(), "next": c.next });
+    match c.id {
+        CapId::EXP => return crate::pcie_express::express(o, cfg, j),
+        CapId::PM => power_management(o, cfg),
+        CapId::MSI => msi(o, cfg),
+        CapId::MSIX => msix(o, cfg),
+        CapId::SSVID => match cfg.bridge_subsystem() {
+            Some(Ok(s)) => o.line(2, format!("Subsystem: {:04x}:{:04x}", s.vendor, s.device)),
+            Some(Err(e)) => o.error(2, e, Some(c.offset.into())),
+            None => {}
+        },
+        CapId::EA => {
+            if let Some(e) = crate::pcie_express::enhanced_allocation(o, cfg) {
+                j["entries"] = e;
+            }
+        }
+        CapId::VNDR => crate::pcie_ext2::vendor_std(o, cfg, c.offset),
+        _ => o.line(2, "registers not decoded"),
+    }
+    if let Some(l) = layout {
+        match cfg.block(l, usize::from(c.offset), c.offset) {
+            Ok(b) => j["registers"] = pcie_json::block(&b)["registers"].clone(),
+            Err(e) => j["error"] = pcie_json::error(e, Some(c.offset.into())),
+        }
+    }
+    j
+}
+
+fn power_management(o: &mut Out, cfg: &Config) {
+    let Some(p) = cfg.power_management() else {
+        o.error(2, "Power Management registers run past the end of the dump", None);
+        return;
+    };
+    // PMC bits 15:11 are PME from D0 (bit 11), D1, D2, D3hot, D3cold (bit 15): PM 1.2 §3.2.3.
+    let s = |i: u8| pm(p.pme_support & (1 << i) != 0);
+    o.line(
+        2,
+        format!(
+            "Flags: PMEClk{} DSI{} D1{} D2{} AuxCurrent={}mA PME(D0{},D1{},D2{},D3hot{},D3cold{})",
+            pm(p.pme_clock),
+            pm(p.dsi),
+            pm(p.d1),
+            pm(p.d2),
+            p.aux_current_ma,
+            s(0),
+            s(1),
+            s(2),
+            s(3),
+            s(4)
+        ),
+    );
+    o.line(
+        2,
+        format!(
+            "Status: D{} NoSoftRst{} PME-Enable{} DSel={} DScale={} PME{}",
+            p.power_state,
+            pm(p.no_soft_reset),
+            pm(p.pme_enable),
+            p.data_select,
+            p.data_scale,
+            pm(p.pme_status)
+        ),
+    );
+}
+
+fn msi(o: &mut Out, cfg: &Config) {
+    if let Some(m) = cfg.msi() {
+        o.line(
+            2,
+            format!(
+                "MSI: Enable{} Count={}/{} Maskable{} 64bit{}",
+                pm(m.enabled),
+                m.vectors_enabled,
+                m.vectors_capable,
+                pm(m.per_vector_mask),
+                pm(m.addr_64bit)
+            ),
+        );
+    }
+}
+
+fn msix(o: &mut Out, cfg: &Config) {
+    if let Some(m) = cfg.msix() {
+        o.line(2, format!("MSI-X: Enable{} Count={} Masked{}", pm(m.enabled), m.table_size, pm(m.function_masked)));
+        o.line(2, format!("Vector table: BAR={} offset={:08x}", m.table_bir, m.table_offset));
+        o.line(2, format!("PBA: BAR={} offset={:08x}", m.pba_bir, m.pba_offset));
+    }
+}
+
+/// One extended capability: text lines and its JSON.
+pub fn extended(o: &mut Out, cfg: &Config, c: &marrow_pcie::ExtCap) -> Value {
+    use marrow_pcie::generated::pcie::*;
+    let mut j =
+        json!({ "offset": c.offset, "id": c.id.0, "name": c.id.to_string(), "version": c.version, "next": c.next });
+    let layout = match c.id {
+        ExtCapId::ERR => Some(&pci_aer_cap::LAYOUT),
+        ExtCapId::ACS => Some(&pci_acs_cap::LAYOUT),
+        ExtCapId::ATS => Some(&pci_ats_cap::LAYOUT),
+        ExtCapId::PRI => Some(&pci_pri_cap::LAYOUT),
+        ExtCapId::PASID => Some(&pci_pasid_cap::LAYOUT),
+        ExtCapId::LTR => Some(&pci_ltr_cap::LAYOUT),
+        ExtCapId::DSN => Some(&pci_dsn_cap::LAYOUT),
+        ExtCapId::L1SS => Some(&pci_l1ss_cap::LAYOUT),
+        ExtCapId::DPC => Some(&pci_dpc_cap::LAYOUT),
+        ExtCapId::SRIOV => Some(&pci_sriov_cap::LAYOUT),
+        ExtCapId::SECPCI => Some(&pci_secpci_cap::LAYOUT),
+        ExtCapId::DLF => Some(&pci_dlf_cap::LAYOUT),
+        ExtCapId::PL_16GT => Some(&pci_pl16_cap::LAYOUT),
+        ExtCapId::PL_32GT => Some(&pci_pl32_cap::LAYOUT),
+        ExtCapId::VNDR => Some(&pci_vsec_cap::LAYOUT),
+        ExtCapId::REBAR => Some(&pci_rebar_cap::LAYOUT),
+        ExtCapId::PTM => Some(&pci_ptm_cap::LAYOUT),
+        ExtCapId::ARI => Some(&pci_ari_cap::LAYOUT),
+        ExtCapId::DVSEC => Some(&pci_dvsec_cap::LAYOUT),
+        ExtCapId::DOE => Some(&pci_doe_cap::LAYOUT),
+        ExtCapId::VC | ExtCapId::VC9 => Some(&pci_vc_cap::LAYOUT),
+        ExtCapId::LMR => Some(&pci_lmr_cap::LAYOUT),
+        ExtCapId::DEV3 => Some(&pci_dev3_cap::LAYOUT),
+        ExtCapId::IDE => Some(&pci_ide_cap::LAYOUT),
+        _ => None,
+    };
+    crate::pcie_ext::render(o, cfg, c, &mut j);
+    if let Some(l) = layout {
+        match cfg.block(l, usize::from(c.offset), c.offset) {
+            Ok(b) => j["registers"] = pcie_json::block(&b)["registers"].clone(),
+            Err(e) => j["error"] = pcie_json::error(e, Some(c.offset.into())),
+        }
+    }
+    j
+}
+
+/// Lines of registers lspci has no decode for, in spec names (used by
+/// the Lane Margining, Device 3 and IDE renderers).
+pub fn spec_block(o: &mut Out, r: Option<Result<Block, CapError>>) -> Option<Block> {
+    let b = block_or_error(o, r)?;
+    spec_lines(o, &b);
+    Some(b)
+}
+
+pub fn block_checked(o: &mut Out, r: Option<Result<Block, CapError>>) -> Option<Block> {
+    block_or_error(o, r)
+}

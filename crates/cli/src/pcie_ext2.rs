@@ -1,0 +1,346 @@
+//! `decode --pcie`: DPC (PCIe 6.0 §7.9.14), SR-IOV (§9.3.3), Secondary
+//! PCI Express (§7.7.3), Data Link Feature (§7.7.4), Physical Layer 16 and
+//! 32 GT/s (§7.7.5, §7.7.6) and vendor-specific extended capabilities
+//! (§7.9.5): summaries with lspci's flag names where lspci prints them.
+
+use crate::pcie_caps::{Out, pm};
+use crate::pcie_decode::size_text;
+use marrow_pcie::cap_id::ExtCapId;
+use marrow_pcie::{Bar, Config, ExtCap};
+use serde_json::Value;
+use std::fmt::Write;
+
+/// At most this many body bytes of a vendor-specific capability are printed.
+const VENDOR_BODY_MAX: usize = 64;
+
+pub fn hex_body(body: &[u8]) -> String {
+    let shown: Vec<String> = body.iter().take(VENDOR_BODY_MAX).map(|b| format!("{b:02x}")).collect();
+    let more = body.len().saturating_sub(VENDOR_BODY_MAX);
+    if more > 0 { format!("{} (+{more} bytes)", shown.join(" ")) } else { shown.join(" ") }
+}
+
+/// The summary lines of `c`, with each `error:` also recorded.
+pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, _j: &mut Value) {
+    let mut s = String::new();
+    old_caps(&mut s, cfg, c.id, c.offset);
+    if s.is_empty()
+        && !matches!(
+            c.id,
+            ExtCapId::DPC
+                | ExtCapId::SRIOV
+                | ExtCapId::SECPCI
+                | ExtCapId::DLF
+                | ExtCapId::PL_16GT
+                | ExtCapId::PL_32GT
+                | ExtCapId::VNDR
+        )
+    {
+        o.line(2, "registers not decoded");
+        return;
+    }
+    for l in s.lines() {
+        let depth = if l.starts_with("    ") { 3 } else { 2 };
+        let l = l.trim();
+        match l.split_once("error: ") {
+            Some((_, e)) => {
+                o.errors.push((e.to_string(), Some(c.offset.into())));
+                o.line(depth, l);
+            }
+            None => o.line(depth, l),
+        }
+    }
+}
+
+/// DPC, SR-IOV, Secondary PCIe, DLF, Physical Layer 16/32 GT/s,
+/// vendor-specific capabilities and the ACS egress vector. A capability
+/// that is present but malformed prints an `error:` line in its place.
+fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
+    let err = |o: &mut String, name: &str, e: &marrow_pcie::CapError| {
+        let _ = writeln!(o, "  {name}: error: {e}");
+    };
+    if id == ExtCapId::DPC {
+        match cfg.dpc() {
+            Some(Ok(d)) => {
+                let en = ["off", "on ERR_FATAL", "on ERR_NONFATAL or ERR_FATAL", "reserved"]
+                    [usize::from(d.trigger_enable & 3)];
+                let _ = writeln!(
+                    o,
+                    "  DPC [{:03x}]: trigger {en}; RPExt{} PoisonedTLP{} SwTrigger{} RP PIO Log {} DL_ActiveErr{}, INT Msg #{}",
+                    d.offset,
+                    pm(d.rp_extensions),
+                    pm(d.poisoned_tlp_blocking),
+                    pm(d.sw_trigger_supported),
+                    d.rp_pio_log_size,
+                    pm(d.dl_active_err_cor_supported),
+                    d.interrupt_message
+                );
+                if d.triggered {
+                    let _ = writeln!(
+                        o,
+                        "    TRIGGERED: {} (reason {}, ext {}), source {:02x}:{:02x}.{}{}; the link stays down until software clears DPC Trigger Status",
+                        d.trigger_reason_text(),
+                        d.trigger_reason,
+                        d.trigger_reason_ext,
+                        d.source_id >> 8,
+                        (d.source_id >> 3) & 0x1f,
+                        d.source_id & 7,
+                        if d.rp_busy { ", RP busy" } else { "" }
+                    );
+                } else {
+                    let _ = writeln!(
+                        o,
+                        "    not triggered (control {:#06x}, status {:#06x}, source {:04x})",
+                        d.control_raw, d.status_raw, d.source_id
+                    );
+                }
+                if d.flit_mode && d.rp_extensions {
+                    let _ = writeln!(
+                        o,
+                        "    Flit Mode: RP PIO log size {} dwords, its Flit Mode layout is not decoded",
+                        d.rp_pio_log_size
+                    );
+                }
+                if let Some(r) = d.rp_pio {
+                    let _ = writeln!(
+                        o,
+                        "    RP PIO: status {:#010x} mask {:#010x} severity {:#010x} SysError {:#010x} exception {:#010x}, first error pointer {}",
+                        r.status, r.mask, r.severity, r.syserror, r.exception, d.rp_pio_first_error
+                    );
+                    if r.status != 0 {
+                        let _ = writeln!(o, "    RP PIO header log {:08x?}", r.header_log);
+                    }
+                    if r.prefix_dwords > 0 {
+                        let _ = writeln!(
+                            o,
+                            "    RP PIO TLP prefix log {:08x?}",
+                            &r.tlp_prefix_log[..usize::from(r.prefix_dwords)]
+                        );
+                    }
+                }
+            }
+            Some(Err(e)) => err(o, "DPC", &e),
+            None => {}
+        }
+    }
+    if id == ExtCapId::SRIOV {
+        match cfg.sriov() {
+            Some(Ok(s)) => {
+                let _ = writeln!(
+                    o,
+                    "  SR-IOV [{:03x}]: VFs {} of {} (initial {}), VF Enable{} MSE{} ARIHierarchy{} Migration{}, VF device {:04x}, first VF offset {}, stride {}, function link {:02x}",
+                    s.offset,
+                    s.num_vfs,
+                    s.total_vfs,
+                    s.initial_vfs,
+                    pm(s.vf_enable),
+                    pm(s.vf_memory_space_enable),
+                    pm(s.ari_capable_hierarchy),
+                    pm(s.vf_migration_enable),
+                    s.vf_device_id,
+                    s.first_vf_offset,
+                    s.vf_stride,
+                    s.function_dependency_link
+                );
+                let _ = writeln!(
+                    o,
+                    "    page sizes: supported {:#010x}, system {:#010x}{}",
+                    s.supported_page_sizes,
+                    s.system_page_size,
+                    s.system_page_bytes().map(|b| format!(" ({})", size_text(b))).unwrap_or_default()
+                );
+                for bar in &s.vf_bars {
+                    if !matches!(bar, Bar::Mem32 { address: 0, prefetchable: false, .. }) {
+                        let _ = writeln!(o, "    VF BAR{} {}", bar.index(), crate::pcie_decode::bar_text(bar));
+                    }
+                }
+                for p in s.problems() {
+                    let _ = writeln!(o, "    warning: {p}");
+                }
+            }
+            Some(Err(e)) => err(o, "SR-IOV", &e),
+            None => {}
+        }
+    }
+    if id == ExtCapId::SECPCI {
+        match cfg.secondary_pcie() {
+            Some(Ok(s)) => {
+                let lanes: Vec<String> = s.lanes_in_error().map(|l| l.to_string()).collect();
+                let _ = writeln!(
+                    o,
+                    "  Secondary PCIe [{:03x}]: LnkCtl3 PerformEqu{} LnkEquIntrruptEn{}, lane errors: {}",
+                    s.offset,
+                    pm(s.perform_equalization),
+                    pm(s.eq_request_interrupt),
+                    if lanes.is_empty() { "none".to_string() } else { format!("lanes {}", lanes.join(" ")) }
+                );
+                let presets: Vec<String> =
+                    s.lanes.iter().map(|l| format!("{}/{}", l.dsp_tx_preset, l.usp_tx_preset)).collect();
+                let _ = writeln!(
+                    o,
+                    "    8GT/s Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                    s.lanes.len(),
+                    s.lane_count,
+                    presets.join(" ")
+                );
+            }
+            Some(Err(e)) => err(o, "Secondary PCIe", &e),
+            None => {}
+        }
+    }
+    if id == ExtCapId::DLF {
+        match cfg.data_link_feature() {
+            Some(Ok(d)) => {
+                let _ = writeln!(
+                    o,
+                    "  Data Link Feature [{:03x}]: exchange {}, local features {:#08x} (scaled flow control {}), remote {}",
+                    d.offset,
+                    if d.exchange_enable { "enabled" } else { "disabled" },
+                    d.local_features,
+                    if d.local_scaled_flow_control() { "yes" } else { "no" },
+                    if d.remote_valid { format!("{:#08x}", d.remote_features) } else { "not received".to_string() }
+                );
+            }
+            Some(Err(e)) => err(o, "Data Link Feature", &e),
+            None => {}
+        }
+    }
+    let eq = |e: &marrow_pcie::pl16::EqStatus| {
+        format!(
+            "EqComplete{} Phase1{} Phase2{} Phase3{} EqRequest{}",
+            pm(e.complete),
+            pm(e.phase1),
+            pm(e.phase2),
+            pm(e.phase3),
+            pm(e.request)
+        )
+    };
+    let presets = |l: &[marrow_pcie::pl16::LanePresets]| {
+        l.iter().map(|p| format!("{}/{}", p.dsp_tx_preset, p.usp_tx_preset)).collect::<Vec<_>>().join(" ")
+    };
+    if id == ExtCapId::PL_16GT {
+        match cfg.physical_layer_16gt() {
+            Some(Ok(p)) => {
+                let _ = writeln!(
+                    o,
+                    "  Physical Layer 16GT/s [{:03x}]: {}; data parity mismatch lanes: local {:#x}, retimer 1 {:#x}, retimer 2 {:#x}",
+                    p.offset,
+                    eq(&p.equalization),
+                    p.local_parity_mismatch,
+                    p.first_retimer_parity_mismatch,
+                    p.second_retimer_parity_mismatch
+                );
+                let _ = writeln!(
+                    o,
+                    "    Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                    p.lanes.len(),
+                    p.lane_count,
+                    presets(&p.lanes)
+                );
+            }
+            Some(Err(e)) => err(o, "Physical Layer 16GT/s", &e),
+            None => {}
+        }
+    }
+    if id == ExtCapId::PL_32GT {
+        match cfg.physical_layer_32gt() {
+            Some(Ok(p)) => {
+                let _ = writeln!(
+                    o,
+                    "  Physical Layer 32GT/s [{:03x}]: {}; EqBypass{} NoEqNeeded{} ModifiedTS modes {:03b} (selected {}), precoding {}",
+                    p.offset,
+                    eq(&p.equalization),
+                    pm(p.eq_bypass_supported),
+                    pm(p.no_eq_needed_supported),
+                    p.modified_ts_modes,
+                    p.modified_ts_mode_selected,
+                    if p.precoding_on { "on" } else { "off" }
+                );
+                let _ = writeln!(
+                    o,
+                    "    Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                    p.lanes.len(),
+                    p.lane_count,
+                    presets(&p.lanes)
+                );
+            }
+            Some(Err(e)) => err(o, "Physical Layer 32GT/s", &e),
+            None => {}
+        }
+    }
+    if id == ExtCapId::NULL {
+        match cfg.acs_egress_control() {
+            Some(Ok(e)) => {
+                let blocked: Vec<String> = e.blocked().map(|n| n.to_string()).collect();
+                let _ = writeln!(
+                    o,
+                    "  ACS egress control vector [{:03x}] ({} bits): {}",
+                    e.offset,
+                    e.bits,
+                    if blocked.is_empty() {
+                        "nothing blocked".to_string()
+                    } else {
+                        format!("blocked {}", blocked.join(" "))
+                    }
+                );
+            }
+            Some(Err(e)) => err(o, "ACS egress control vector", &e),
+            None => {}
+        }
+    }
+    if id == ExtCapId(0xffff) {
+        for v in cfg.vendor_caps().filter(|v| v.as_ref().map_or(true, |v| v.offset == at)) {
+            match v {
+                Ok(v) => match v.body {
+                    Ok(b) => {
+                        let _ =
+                            writeln!(o, "  Vendor Specific [{:02x}]: length {}, body {}", v.offset, v.len, hex_body(b));
+                    }
+                    Err(e) => {
+                        let _ = writeln!(o, "  Vendor Specific [{:02x}]: length {}: error: {e}", v.offset, v.len);
+                    }
+                },
+                Err(e) => err(o, "Vendor Specific", &e),
+            }
+        }
+    }
+    if id == ExtCapId::VNDR {
+        for v in cfg.vsecs().filter(|v| v.as_ref().map_or(true, |v| v.offset == at)) {
+            match v {
+                Ok(v) => match v.body {
+                    Ok(b) => {
+                        let _ = writeln!(
+                            o,
+                            "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}, body {}",
+                            v.offset,
+                            v.id,
+                            v.rev,
+                            v.len,
+                            hex_body(b)
+                        );
+                    }
+                    Err(e) => {
+                        let _ = writeln!(
+                            o,
+                            "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}: error: {e}",
+                            v.offset, v.id, v.rev, v.len
+                        );
+                    }
+                },
+                Err(e) => err(o, "VSEC", &e),
+            }
+        }
+    }
+}
+
+/// A Vendor Specific capability (ID 0x09) of the first 256 bytes.
+pub fn vendor_std(o: &mut Out, cfg: &Config, at: u16) {
+    let mut s = String::new();
+    old_caps(&mut s, cfg, ExtCapId(0xffff), at);
+    for l in s.lines() {
+        let l = l.trim();
+        if let Some((_, e)) = l.split_once("error: ") {
+            o.errors.push((e.to_string(), Some(at.into())));
+        }
+        o.line(2, l);
+    }
+}

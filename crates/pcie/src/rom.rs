@@ -1,0 +1,28 @@
+//! The Expansion ROM base address register: PCI Local Bus 3.0 §6.2.5.2
+//! (type 0 at 0x30, `PCI_ROM_ADDRESS`) and PCI-to-PCI Bridge 1.2 §3.2.5.14
+//! (type 1 at 0x38, `PCI_ROM_ADDRESS1`). Bits 31:11 are the address, bit 0
+//! the decode enable; CardBus bridges have none.
+
+use crate::generated::pcie::{pci_type0_header, pci_type1_header};
+use crate::header::{Config, PCI_HEADER_TYPE_BRIDGE, PCI_HEADER_TYPE_NORMAL};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpansionRom {
+    /// Where the register is.
+    pub register: u16,
+    pub address: u32,
+    pub enabled: bool,
+}
+
+impl Config<'_> {
+    /// The expansion ROM register; `None` when the header has none or it
+    /// reads 0 (no ROM, or unassigned).
+    pub fn expansion_rom(&self) -> Option<ExpansionRom> {
+        let (register, raw) = match self.header_type() {
+            PCI_HEADER_TYPE_NORMAL => (0x30, self.view::<pci_type0_header>(0, 0).ok()?.rom_address()),
+            PCI_HEADER_TYPE_BRIDGE => (0x38, self.view::<pci_type1_header>(0, 0).ok()?.rom_address1()),
+            _ => return None,
+        };
+        (raw != 0).then_some(ExpansionRom { register, address: raw & !0x7ff, enabled: raw & 1 != 0 })
+    }
+}

@@ -1,0 +1,60 @@
+//! A PCI-to-PCI bridge's forwarding windows: PCI-to-PCI Bridge
+//! Architecture 1.2 §3.2.5.6 (I/O base/limit, 16 or 32 bits), §3.2.5.8
+//! (memory base/limit, 1 MiB granules) and §3.2.5.9-10 (prefetchable
+//! memory, 32 or 64 bits). A window whose base is above its limit is
+//! closed; lspci prints it `[disabled]`.
+
+use crate::generated::pcie::pci_type1_header;
+use crate::header::Config;
+
+/// One window, inclusive at both ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub base: u64,
+    pub limit: u64,
+    /// 32-bit I/O or 64-bit prefetchable addressing (the type nibble).
+    pub wide: bool,
+}
+
+impl Window {
+    pub fn is_open(&self) -> bool {
+        self.base <= self.limit
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeWindows {
+    pub io: Window,
+    pub memory: Window,
+    pub prefetchable: Window,
+}
+
+impl Config<'_> {
+    /// The windows of a type 1 header; `None` for other headers.
+    pub fn bridge_windows(&self) -> Option<BridgeWindows> {
+        if !self.is_bridge() {
+            return None;
+        }
+        let h: pci_type1_header = self.view(0, 0).ok()?;
+        let io_wide = h.io_range_type() == 1;
+        let upper_io = |v: u16| if io_wide { u64::from(v) << 16 } else { 0 };
+        let io = Window {
+            base: upper_io(h.io_base_upper16()) | (u64::from(h.io_range_addr()) << 12),
+            limit: upper_io(h.io_limit_upper16()) | (u64::from(h.io_limit_addr()) << 12) | 0xfff,
+            wide: io_wide,
+        };
+        let memory = Window {
+            base: u64::from(h.memory_range_addr()) << 20,
+            limit: (u64::from(h.memory_limit_addr()) << 20) | 0xf_ffff,
+            wide: false,
+        };
+        let pref_wide = h.pref_range_type() == 1;
+        let upper = |v: u32| if pref_wide { u64::from(v) << 32 } else { 0 };
+        let prefetchable = Window {
+            base: upper(h.pref_base_upper32()) | (u64::from(h.pref_range_addr()) << 20),
+            limit: upper(h.pref_limit_upper32()) | (u64::from(h.pref_limit_addr()) << 20) | 0xf_ffff,
+            wide: pref_wide,
+        };
+        Some(BridgeWindows { io, memory, prefetchable })
+    }
+}
