@@ -132,14 +132,17 @@ enum BenchCmd {
 
 #[derive(Args, Debug)]
 struct SoftnicArgs {
-    /// Socket to listen on (a stale one is replaced).
+    /// Socket to listen on (a stale one is replaced; a live daemon's, or a
+    /// file that is not a socket, is refused). Removed on SIGTERM, SIGINT
+    /// and SIGHUP.
     #[arg(long, default_value = "/tmp/marrow-softnic.sock")]
     socket: std::path::PathBuf,
     /// Engine threads polling doorbells.
     #[arg(long, default_value_t = 1)]
     engines: usize,
-    /// Record a register trace (at most 256 MiB) and rewrite this file with it
-    /// every --trace-every seconds.
+    /// Record a register trace (at most 256 MiB) and replace this file with it
+    /// every --trace-every seconds and on SIGTERM/SIGINT/SIGHUP (written to a
+    /// temporary file and renamed, so a reader never sees half a trace).
     #[arg(long)]
     trace: Option<std::path::PathBuf>,
     /// Seconds between trace file rewrites.
@@ -512,46 +515,23 @@ fn run_bench_softnic(runs: usize, wire: bool, one_process: bool) -> ExitCode {
 }
 
 fn run_softnic(a: &SoftnicArgs) -> ExitCode {
-    let mut nic = marrow_softnic::SoftNic::new();
-    if a.trace.is_some() {
-        nic.enable_trace(256 << 20);
-    }
-    nic.start(a.engines.max(1));
-    let nic = std::sync::Arc::new(nic);
-    if let Some(path) = a.trace.clone() {
-        let nic = nic.clone();
-        let every = std::time::Duration::from_secs(a.trace_every.max(1));
-        std::thread::spawn(move || {
-            loop {
-                std::thread::sleep(every);
-                if let Some(bytes) = nic.trace_bytes() {
-                    let _ = std::fs::write(&path, bytes);
-                }
-            }
-        });
-    }
-    for (i, kind) in a.ports.iter().enumerate() {
-        let pcap =
-            a.pcap.as_ref().map(|p| if a.ports.len() > 1 { p.with_extension(format!("{i}")) } else { p.clone() });
-        let opts = marrow_softnic::rc::port::PortOptions { pcap, ..Default::default() };
-        match nic.attach_port(*kind, opts) {
-            Ok(n) => eprintln!("marrow softnic: wire port {n}: {kind:?}"),
-            Err(e) => {
-                eprintln!("error: wire port {kind:?}: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    }
-    if a.pcap.is_some() && a.ports.is_empty() {
-        eprintln!("error: --pcap captures the wire ports: give at least one --port");
-        return ExitCode::from(2);
-    }
-    eprintln!("marrow softnic: serving on {} with {} engine thread(s)", a.socket.display(), a.engines.max(1));
-    match marrow_softnic::daemon::run(nic, &a.socket) {
+    use marrow_softnic::daemon::process::{self, ProcessError, ProcessOptions};
+    let opts = ProcessOptions {
+        socket: a.socket.clone(),
+        engines: a.engines,
+        trace: a.trace.clone(),
+        trace_every: Duration::from_secs(a.trace_every.max(1)),
+        ports: a.ports.clone(),
+        pcap: a.pcap.clone(),
+    };
+    // A status line must never stop the daemon: stderr may be a closed pipe.
+    match process::run(&opts, |line| {
+        let _ = writeln!(std::io::stderr(), "marrow softnic: {line}");
+    }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: softnic daemon on {}: {e}", a.socket.display());
-            ExitCode::from(1)
+            eprintln!("error: {e}");
+            ExitCode::from(if matches!(e, ProcessError::BadInput(_)) { EXIT_BAD_INPUT } else { 1 })
         }
     }
 }

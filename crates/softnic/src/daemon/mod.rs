@@ -17,6 +17,7 @@
 //!   is closed.
 
 mod admission;
+pub mod process;
 mod session;
 
 use crate::SoftNic;
@@ -138,13 +139,11 @@ pub fn run_with(nic: Arc<SoftNic>, path: &Path, opts: Options) -> std::io::Resul
     {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
-    if path.exists() {
-        std::fs::remove_file(path)?;
-    }
-    serve(nic, UnixListener::bind(path)?, opts)
+    let listener = process::bind(path).map_err(std::io::Error::other)?;
+    serve(nic, listener, opts)
 }
 
-/// Bind `path` (replacing a stale socket) and serve with the default options.
+/// Bind `path` (replacing a stale socket; see [`process::bind`]) and serve with the default options.
 pub fn run(nic: Arc<SoftNic>, path: &Path) -> std::io::Result<()> {
     run_with(nic, path, Options::default())
 }
