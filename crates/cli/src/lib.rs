@@ -29,7 +29,7 @@ pub mod pcie_caps;
 pub mod pcie_decode;
 pub mod pcie_express;
 pub mod pcie_ext;
-pub mod pcie_ext2;
+pub mod pcie_ext_dpc_sriov_phy;
 pub mod pcie_json;
 pub mod pcie_tlp;
 pub mod print;

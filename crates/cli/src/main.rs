@@ -1,6 +1,6 @@
 //! `marrow`: command-line tools for the marrow mlx5 stack.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use marrow::decode::{Options, StreamError, decode_stream};
 use marrow::demo::{DEFAULT_TRACE_CAP, DemoOptions};
 use marrow::hexin::InputFormat;
@@ -17,9 +17,25 @@ use std::time::Duration;
 const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status of a demo that failed (timeout, wrong completion, byte mismatch).
 const EXIT_DEMO_FAILED: u8 = 1;
+/// Missing hardware (no driver, no GPU, no ConnectX) is reported as bad input is.
+const EXIT_MISSING_HARDWARE: u8 = 2;
+
+/// `None` when `n` GPUs can be used; otherwise the exit status, the reason on stderr.
+fn require_gpus(n: usize) -> Option<ExitCode> {
+    match marrow_transport::gpu::Gpu::require(n) {
+        Ok(()) => None,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {e}");
+            Some(ExitCode::from(EXIT_MISSING_HARDWARE))
+        }
+    }
+}
+
+/// The package version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MARROW_GIT_COMMIT"), ")");
 
 #[derive(Parser, Debug)]
-#[command(name = "marrow", version, about = "Tools for GPU-initiated RDMA on mlx5 (ConnectX) NICs")]
+#[command(name = "marrow", version = VERSION, about = "Tools for GPU-initiated RDMA on mlx5 (ConnectX) NICs")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -35,6 +51,15 @@ enum Cmd {
     /// Read softnic register traces.
     #[command(subcommand)]
     Trace(TraceCmd),
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish,
+    /// powershell) to stdout, e.g. `marrow completions bash >
+    /// /etc/bash_completion.d/marrow`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to stdout: `marrow man | man -l -`.
+    Man,
     /// Run the softnic device model as a daemon serving client processes
     /// over a Unix socket (control path only; data moves through shared memory).
     Softnic(SoftnicArgs),
@@ -416,6 +441,22 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => run_demo(&a),
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
         Cmd::Softnic(a) => run_softnic(&a),
+        Cmd::Completions { shell } => {
+            // Into memory first: the generator panics on a failed write.
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "marrow", &mut text);
+            write_stdout(&text, "the completion script")
+        }
+        Cmd::Man => {
+            let mut text = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut text) {
+                Ok(()) => write_stdout(&text, "the manual page"),
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "error: rendering the manual page: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Cmd::Doctor(a) => run_doctor(&a),
         Cmd::Interop(InteropCmd::Steps) => {
             out(&marrow_interop::matrix::render(&marrow_interop::matrix::default_steps()));
@@ -427,6 +468,9 @@ fn main() -> ExitCode {
             run_bench_softnic(runs, wire.is_some(), one_process)
         }
         Cmd::Bench(BenchCmd::P2p { sweep }) => {
+            if let Some(code) = require_gpus(2) {
+                return code;
+            }
             let mut o = std::io::stdout().lock();
             writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
             match marrow::p2p_bench::launcher(&mut o, sweep) {
@@ -449,6 +493,9 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Bench(BenchCmd::Gpu) => {
+            if let Some(code) = require_gpus(1) {
+                return code;
+            }
             let mut o = std::io::stdout().lock();
             match marrow::gpu_demo::bench(&mut o) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -458,6 +505,18 @@ fn main() -> ExitCode {
                     ExitCode::from(1)
                 }
             }
+        }
+    }
+}
+
+/// Write `bytes` to stdout; a reader that left (`| head`) is not an error.
+fn write_stdout(bytes: &[u8], what: &str) -> ExitCode {
+    match std::io::stdout().lock().write_all(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: writing {what}: {e}");
+            ExitCode::from(1)
         }
     }
 }
@@ -538,6 +597,9 @@ fn run_softnic(a: &SoftnicArgs) -> ExitCode {
 
 fn run_demo(a: &DemoArgs) -> ExitCode {
     if a.gpu {
+        if let Some(code) = require_gpus(1) {
+            return code;
+        }
         let mut o = std::io::stdout().lock();
         if a.pcap.is_some() && a.wire.is_none() {
             eprintln!("error: --pcap captures the RoCEv2 wire: it needs --wire udp");

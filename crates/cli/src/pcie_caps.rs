@@ -91,7 +91,7 @@ pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
                 j["entries"] = e;
             }
         }
-        CapId::VNDR => crate::pcie_ext2::vendor_std(o, cfg, c.offset),
+        CapId::VNDR => crate::pcie_ext_dpc_sriov_phy::vendor_std(o, cfg, c.offset),
         _ => o.line(2, "registers not decoded"),
     }
     if let Some(l) = layout {

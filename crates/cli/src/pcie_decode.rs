@@ -4,7 +4,7 @@
 //! its register labels), function by function: the header (Command,
 //! Status, BARs, expansion ROM, bridge buses, windows and subsystem), then
 //! every capability of both lists (`pcie_caps`, `pcie_express`,
-//! `pcie_ext`, `pcie_ext2`). Broken chains and malformed capabilities are
+//! `pcie_ext`, `pcie_ext_dpc_sriov_phy`). Broken chains and malformed capabilities are
 //! errors with their offsets; `--json` gives every register with its
 //! fields (`pcie_json`). TLP headers go to `pcie_tlp`.
 

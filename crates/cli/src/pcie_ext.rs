@@ -237,7 +237,7 @@ pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, j: &mut Value) {
             o.line(2, format!("note: {missing}"));
             j["not_decoded"] = json!(missing);
         }
-        _ => crate::pcie_ext2::render(o, cfg, c, j),
+        _ => crate::pcie_ext_dpc_sriov_phy::render(o, cfg, c, j),
     }
 }
 

@@ -223,3 +223,145 @@ fn header_only_dump_pme_order_json_and_tlp_errors() {
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("CROSSES_4K"), "{out}");
 }
+
+/// Every dump under tests/fixtures/pcie: the `lspci -x` text files and the
+/// raw binaries (sysfs `config` copies).
+fn every_fixture() -> Vec<std::path::PathBuf> {
+    let root = std::path::PathBuf::from(fixture(""));
+    let mut out = Vec::new();
+    for dir in ["pciutils-tests", "pcics", "h200-vm", "cpu-vm"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let text_dump = (dir == "pciutils-tests" && !name.contains('.') && name != "COPYING")
+                || name.ends_with("lspci-x.txt")
+                || name.ends_with("lspci-xxxx.txt");
+            if text_dump || name.ends_with(".config") || name.ends_with(".config.bin") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The bytes of each function of a dump, read independently of the CLI:
+/// raw binaries as they are, text through marrow-pcie's `lspci -x` parser.
+fn dump_functions(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let raw = std::fs::read(path).unwrap();
+    let name = path.to_string_lossy();
+    if name.ends_with(".config") || name.ends_with(".config.bin") {
+        return vec![raw];
+    }
+    let text = String::from_utf8(raw).unwrap();
+    marrow_pcie::dump::parse_lspci_text(&text).unwrap().into_iter().map(|f| f.bytes).collect()
+}
+
+#[derive(Default)]
+struct JsonTally {
+    registers: usize,
+    fields: usize,
+    errors: usize,
+}
+
+/// Walks the JSON of one function: each register's `raw` against the dump
+/// bytes at its `offset`, each of its `fields` against `(raw >> lo) & mask`
+/// with the bit range of the generated LAYOUT (the enclosing block's layout
+/// when it names one, else the layouts with a register of that name, size
+/// and field set, told apart by the offset from the enclosing capability),
+/// and every object with an `error` as `{error, offset}`.
+fn check_json(at: &str, v: &serde_json::Value, bytes: &[u8], ctx: (Option<&str>, Option<u64>), t: &mut JsonTally) {
+    use marrow_pcie::generated::pcie::ALL_LAYOUTS;
+    use serde_json::Value;
+    match v {
+        Value::Array(items) => items.iter().for_each(|x| check_json(at, x, bytes, ctx, t)),
+        Value::Object(m) => {
+            if let Some(e) = m.get("error") {
+                let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+                assert_eq!(keys, ["error", "offset"], "{at}: error object {v}");
+                assert!(e.is_string() && (m["offset"].is_u64() || m["offset"].is_null()), "{at}: {v}");
+                t.errors += 1;
+                return;
+            }
+            let is_register = ["name", "offset", "size", "raw", "fields"].iter().all(|k| m.contains_key(*k));
+            if !is_register {
+                let layout = m.get("layout").and_then(Value::as_str).or(ctx.0);
+                let base = m.get("offset").and_then(Value::as_u64).or(ctx.1);
+                let ctx = if m.contains_key("layout") || m.contains_key("registers") { (layout, base) } else { ctx };
+                m.values().for_each(|x| check_json(at, x, bytes, ctx, t));
+                return;
+            }
+            let name = m["name"].as_str().unwrap();
+            let offset = m["offset"].as_u64().unwrap() as usize;
+            let size = m["size"].as_u64().unwrap() as usize;
+            let raw = m["raw"].as_u64().unwrap();
+            let fields = m["fields"].as_object().unwrap();
+            let mut le = [0u8; 8];
+            le[..size].copy_from_slice(&bytes[offset..offset + size]);
+            assert_eq!(raw, u64::from_le_bytes(le), "{at}: {name} at {offset:#x}: raw against the dump bytes");
+            t.registers += 1;
+            let keys: std::collections::BTreeSet<&str> = fields.keys().map(String::as_str).collect();
+            let mut candidates: Vec<&marrow_layout::FieldLayout> = ALL_LAYOUTS
+                .iter()
+                .filter(|l| ctx.0.is_none_or(|n| l.name == n))
+                .flat_map(|l| l.fields.iter())
+                .filter(|f| f.name == name && f.size == size)
+                .filter(|f| f.bits.iter().map(|b| b.name).collect::<std::collections::BTreeSet<_>>() == keys)
+                .collect();
+            let ranges = |c: &[&marrow_layout::FieldLayout]| {
+                c.iter()
+                    .map(|f| f.bits.iter().map(|b| (b.name, b.hi, b.lo)).collect::<Vec<_>>())
+                    .collect::<std::collections::BTreeSet<_>>()
+            };
+            if ranges(&candidates).len() > 1
+                && let Some(base) = ctx.1
+            {
+                candidates.retain(|f| (offset as u64).checked_sub(base) == Some(f.offset as u64));
+            }
+            if let (Some(_), Some(base), [f]) = (ctx.0, ctx.1, candidates.as_slice()) {
+                assert_eq!(offset as u64, base + f.offset as u64, "{at}: {name}: offset in its layout");
+            }
+            assert_eq!(ranges(&candidates).len(), 1, "{at}: {name} at {offset:#x}: no single layout register");
+            for b in candidates[0].bits {
+                let mask = if b.hi - b.lo >= 63 { u64::MAX } else { (1u64 << (b.hi - b.lo + 1)) - 1 };
+                assert_eq!(fields[b.name].as_u64(), Some((raw >> b.lo) & mask), "{at}: {name}.{}", b.name);
+                t.fields += 1;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `decode --pcie --json` on every fixture: the JSON is tied to the bytes.
+#[test]
+fn json_registers_and_fields_are_the_dump_bytes() {
+    let mut t = JsonTally::default();
+    let fixtures = every_fixture();
+    assert!(fixtures.len() >= 21, "{fixtures:?}");
+    for path in &fixtures {
+        let at = path.strip_prefix(fixture("")).unwrap_or(path).display().to_string();
+        let o =
+            Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie", "--json"]).arg(path).output().unwrap();
+        assert!(matches!(o.status.code(), Some(0 | 2)), "{at}: {:?}", o.status);
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{at}: {e}"));
+        let functions = j["functions"].as_array().unwrap();
+        let dumps = dump_functions(path);
+        assert_eq!(functions.len(), dumps.len(), "{at}: functions");
+        let errors_before = t.errors;
+        for (f, bytes) in functions.iter().zip(&dumps) {
+            assert_eq!(f["length"].as_u64(), Some(bytes.len() as u64), "{at}");
+            assert!(f["errors"].is_array(), "{at}");
+            check_json(&at, f, bytes, (None, None), &mut t);
+        }
+        // Exit status 2 exactly when there are errors, and they are in the JSON.
+        assert_eq!(o.status.code() == Some(2), t.errors > errors_before, "{at}: exit status and errors");
+    }
+    eprintln!(
+        "{} fixtures: {} registers' raw values equal the dump bytes, {} fields equal (raw >> lo) & mask, {} errors are {{error, offset}}",
+        fixtures.len(),
+        t.registers,
+        t.fields,
+        t.errors
+    );
+    assert!(t.registers > 1000 && t.fields > 3000 && t.errors >= 1, "too little checked");
+}

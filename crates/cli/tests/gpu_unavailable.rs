@@ -1,5 +1,5 @@
 //! Where no NVIDIA driver exists (every development and CI machine), the GPU
-//! commands say so and exit non-zero: no panic, no hang (cudarc's dynamic
+//! commands say so and exit 2, as for any missing hardware: no panic, no hang (cudarc's dynamic
 //! loading would panic if asked to load a missing libcuda).
 
 use std::process::Command;
@@ -15,10 +15,10 @@ fn gpu_commands_name_what_is_missing() {
     if has_libcuda() {
         return; // a GPU machine runs the real thing instead (docs/PERFORMANCE.md)
     }
-    for args in [&["demo", "--gpu"][..], &["bench", "gpu"][..]] {
+    for args in [&["demo", "--gpu"][..], &["bench", "gpu"][..], &["bench", "p2p"][..]] {
         let out = Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("libcuda.so") && !err.contains("panicked"), "{args:?}: {err}");
     }
 }

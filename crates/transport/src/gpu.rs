@@ -64,6 +64,23 @@ impl Gpu {
         Ok(CudaContext::device_count().map_err(cuda)?.max(0) as usize)
     }
 
+    /// Succeeds when the driver and NVRTC load and at least `n` GPUs exist;
+    /// otherwise [`TransportError::Unavailable`] names what is missing (so a
+    /// command can tell missing hardware from a failed check).
+    pub fn require(n: usize) -> Result<(), TransportError> {
+        let have = Self::count()?;
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(TransportError::Unavailable("libnvrtc.so (the CUDA runtime compiler)"));
+        }
+        match have {
+            have if have >= n => Ok(()),
+            0 => Err(TransportError::Unavailable("a GPU: the driver sees none")),
+            1 => Err(TransportError::Unavailable("a second GPU: the driver sees one")),
+            _ => Err(TransportError::Unavailable("more GPUs than the driver sees")),
+        }
+    }
+
     /// Open GPU `ordinal` (CUDA's numbering) and compile the kernels for it.
     pub fn open_ordinal(ordinal: usize) -> Result<Gpu, TransportError> {
         // SAFETY: only probes whether the library can be loaded.
