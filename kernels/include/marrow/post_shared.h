@@ -42,13 +42,28 @@ MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
  * It rings when
  *   - the caller asks (a blocking call waits for this WQE), or
  *   - nobody reserved after it (resv_head == our end), or
- *   - a batch of RING_BATCH WQEBBs was crossed (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH), or
+ *   - a batch of shared_ring_batch() WQEBBs was crossed
+ *     (NVSHMEM_IBGDA_NUM_REQUESTS_IN_BATCH), or
  *   - someone reserved past the ring and may be waiting for room, which
  *     only completions of what is ready here can make.
  * Otherwise the next holder rings for both: every WQE ends up rung by the
  * last holder of a burst, who always sees itself last. A thread that fails
  * between its reservation and its turn stops the chain; its error is
  * sticky and every later call returns it. */
+
+/* A shared channel's batch: RING_BATCH, or a quarter of a deeper ring, up
+ * to SHARED_RING_BATCH_MAX. Only a holder with posters queued behind it
+ * rings at a batch edge (a lone poster rings as the tail), and each ring
+ * costs the chain a system-scope fence while the queue waits, so a whole
+ * GPU on one channel posts faster with fewer edges (the batch sweep is in
+ * docs/PERFORMANCE.md). A quarter of the ring keeps
+ * the NIC fed well before anyone waits for room. A power of two. Lazy
+ * posters (flags.lazy_nbi_doorbell) keep RING_BATCH. */
+constexpr uint64_t SHARED_RING_BATCH_MAX = 256;
+MARROW_FN uint64_t shared_ring_batch(uint64_t depth) {
+    uint64_t b = depth / 4 < SHARED_RING_BATCH_MAX ? depth / 4 : SHARED_RING_BATCH_MAX;
+    return b > RING_BATCH ? b : RING_BATCH;
+}
 
 /* The heads a holder of the chain decides with, loaded right after the
  * reservation so that the loads land while the WQE stores drain. A stale
@@ -86,7 +101,9 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
      * covers anyone who reserves later and waits for room: the holder just
      * before such a waiter sees end - cons > depth - MAX_GROUP. */
     bool tail = lazy ? end - cons + MAX_GROUP > depth / 2 : resv == end;
-    if (force || tail || end / RING_BATCH != idx / RING_BATCH || resv > cons + depth) {
+    /* Lazy posters keep DeepEP's batch: a lone one rings only at its edges. */
+    uint64_t batch_mask = ~((lazy ? RING_BATCH : shared_ring_batch(depth)) - 1);
+    if (force || tail || (end & batch_mask) != (idx & batch_mask) || resv > cons + depth) {
         /* Every poster fenced (to_device) its WQE stores before its turn,
          * and our acquire of ready_head saw theirs: the WQEs are ordered
          * before this doorbell record. */
