@@ -509,7 +509,7 @@ impl Hca {
     }
 
     /// One scan of every QP: doorbells found, send queues walked, and the
-    /// recently busy QPs looked at again every [`hot::STRIDE`] QPs (see
+    /// recently busy QPs looked at again every 32 QPs of the sweep (see
     /// `hot.rs`). Returns the number of WQEs executed or flushed, so an idle
     /// engine can back off.
     pub fn scan(&mut self) -> usize {
