@@ -68,7 +68,6 @@ pub fn tlp(dws: &[u32]) -> Result<PcieReport, String> {
     if rest.len() > 4 {
         return Err(format!("{} dwords after the prefixes: a TLP header is at most 4 dwords", rest.len()));
     }
-    let bdf = |id: u16| format!("{:02x}:{:02x}.{}", id >> 8, (id >> 3) & 0x1f, id & 7);
     let _ = writeln!(
         o,
         "TLP {} (Fmt {:03b} Type {:05b}), {} DW header{}",
@@ -155,9 +154,41 @@ pub fn tlp(dws: &[u32]) -> Result<PcieReport, String> {
             "prefixes": dws[..prefixes],
             "fmt": h.fmt, "type": h.ty, "kind": kind.mnemonic(), "header_dws": n,
             "tc": h.tc, "attr": h.attr.bits(), "th": h.th, "td": h.td, "ep": h.ep, "ln": h.ln, "at": h.at,
-            "length": h.length, "tag": h.tag, "body": format!("{:?}", h.body),
+            "length": h.length, "tag": h.tag, "body": body_json(&h.body),
             "dwords": rest, "malformed": names,
         }
     });
     Ok(PcieReport { text: o, json, errors })
+}
+
+/// The fields after DW0 by name, as the text prints them: IDs as numbers and
+/// as `bus:dev.fn`, the completion status as its code and its name.
+fn body_json(b: &Body) -> serde_json::Value {
+    match *b {
+        Body::Request { requester_id, last_be, first_be, address, ph } => json!({
+            "form": "request", "requester_id": requester_id, "requester": bdf(requester_id),
+            "address": address, "ph": ph, "first_dw_be": first_be, "last_dw_be": last_be,
+        }),
+        Body::Config { requester_id, last_be, first_be, target_id, register } => json!({
+            "form": "config", "requester_id": requester_id, "requester": bdf(requester_id),
+            "target_id": target_id, "target": bdf(target_id), "register": register,
+            "first_dw_be": first_be, "last_dw_be": last_be,
+        }),
+        Body::Completion { completer_id, status, bcm, byte_count, requester_id, lower_address } => json!({
+            "form": "completion", "completer_id": completer_id, "completer": bdf(completer_id),
+            "status": status.0, "status_name": format!("{status:?}"), "status_defined": status.is_defined(),
+            "bcm": bcm, "byte_count": if byte_count == 0 { 4096 } else { byte_count },
+            "requester_id": requester_id, "requester": bdf(requester_id), "lower_address": lower_address,
+        }),
+        Body::Message { requester_id, code, dw2, dw3 } => json!({
+            "form": "message", "requester_id": requester_id, "requester": bdf(requester_id),
+            "code": code, "dw2": dw2, "dw3": dw3,
+        }),
+        Body::Raw { dws } => json!({ "form": "raw", "dws": dws }),
+    }
+}
+
+/// A Requester/Completer ID as `bus:device.function`.
+fn bdf(id: u16) -> String {
+    format!("{:02x}:{:02x}.{}", id >> 8, (id >> 3) & 0x1f, id & 7)
 }

@@ -71,6 +71,33 @@ fn aer_tlp_header_line() {
     assert!(out.contains("First DW BE 1111 Last DW BE 0000"), "{out}");
 }
 
+/// The same AER line as JSON: the body's fields by name, with the values
+/// worked by hand above (Requester ID 0x00e0 is 00:1c.0).
+#[test]
+fn aer_tlp_header_json_has_every_field() {
+    let path = std::env::temp_dir().join(format!("marrow-tlp-json-{}", std::process::id()));
+    std::fs::write(&path, "TLP Header: 20000001 00e02a0f 00000001 00000040\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["decode", "--pcie", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let t = v.pointer("/tlp").or_else(|| v.pointer("/0/tlp")).unwrap_or_else(|| panic!("no tlp in {v}"));
+    assert_eq!(
+        (t["fmt"].as_u64(), t["type"].as_u64(), t["length"].as_u64(), t["tag"].as_u64()),
+        (Some(1), Some(0), Some(1), Some(0x2a))
+    );
+    let b = &t["body"];
+    assert_eq!(b["form"], "request");
+    assert_eq!(b["requester_id"].as_u64(), Some(0x00e0));
+    assert_eq!(b["requester"], "00:1c.0");
+    assert_eq!(b["address"].as_u64(), Some(0x1_0000_0040));
+    assert_eq!((b["first_dw_be"].as_u64(), b["last_dw_be"].as_u64(), b["ph"].as_u64()), (Some(0xf), Some(0), Some(0)));
+}
+
 /// A 4DW header for an address below 4 GiB is flagged (§2.2.4.1).
 #[test]
 fn four_dw_below_4g_is_malformed() {
