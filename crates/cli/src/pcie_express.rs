@@ -12,36 +12,119 @@ fn payload(n: u64) -> u64 {
     128 << n
 }
 
+/// The port type as lspci's `cap_express` names it; the types that can
+/// have a slot say whether they do.
+fn port_title(port: PortType, slot: bool) -> String {
+    let s = pm(slot);
+    match port {
+        PortType::ROOT_PORT => format!("Root Port (Slot{s})"),
+        PortType::DOWNSTREAM => format!("Downstream Port (Slot{s})"),
+        PortType::PCI_BRIDGE => "PCI-Express to PCI/PCI-X Bridge".to_string(),
+        PortType::PCIE_BRIDGE => format!("PCI/PCI-X to PCI-Express Bridge (Slot{s})"),
+        other => other.name().map_or_else(|| format!("Unknown type {}", other.0), str::to_string),
+    }
+}
+
+/// lspci's `latency_l0s` and `latency_l1` (DevCap and LnkCap, §7.5.3.3 and §7.5.3.6).
+const L0S: [&str; 8] = ["<64ns", "<128ns", "<256ns", "<512ns", "<1us", "<2us", "<4us", "unlimited"];
+const L1: [&str; 8] = ["<1us", "<2us", "<4us", "<8us", "<16us", "<32us", "<64us", "unlimited"];
+
+/// A power limit `value` × 10^-`scale` W (§7.5.3.3 Captured Slot Power
+/// Limit Value and Scale) in the shortest decimal, as lspci's `%g` prints it.
+fn watts(value: u64, scale: u64) -> String {
+    let scale = scale.min(3) as u32;
+    let div = 10u64.pow(scale);
+    let (whole, frac) = (value / div, value % div);
+    if frac == 0 {
+        return format!("{whole}W");
+    }
+    let digits = format!("{frac:0width$}", width = scale as usize);
+    format!("{whole}.{}W", digits.trim_end_matches('0'))
+}
+
+/// lspci 3.9's names of the DevCap2 and DevCtl2 codes (§7.5.3.15, §7.5.3.16).
+fn timeout_ranges(v: u64) -> &'static str {
+    match v {
+        0 => "Not Supported",
+        1 => "Range A",
+        2 => "Range B",
+        3 => "Range AB",
+        6 => "Range BC",
+        7 => "Range ABC",
+        14 => "Range BCD",
+        15 => "Range ABCD",
+        _ => "Unknown",
+    }
+}
+fn timeout_value(v: u64) -> &'static str {
+    match v {
+        0 => "50us to 50ms",
+        1 => "50us to 100us",
+        2 => "1ms to 10ms",
+        5 => "16ms to 55ms",
+        6 => "65ms to 210ms",
+        9 => "260ms to 900ms",
+        10 => "1s to 3.5s",
+        13 => "4s to 13s",
+        14 => "17s to 64s",
+        _ => "Unknown",
+    }
+}
+fn obff_cap(v: u64) -> &'static str {
+    ["Not Supported", "Via message", "Via WAKE#", "Via message/WAKE#"][v as usize & 3]
+}
+fn obff_ctl(v: u64) -> &'static str {
+    ["Disabled", "Via message A", "Via message B", "Via WAKE#"][v as usize & 3]
+}
+fn emergency_power(v: u64) -> &'static str {
+    ["Not Supported", "Dev Specific", "Form Factor Dev Specific", "Reserved"][v as usize & 3]
+}
+fn ln_cls(v: u64) -> &'static str {
+    ["Not Supported", "64byte cachelines", "128byte cachelines", "Reserved"][v as usize & 3]
+}
+
 pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
     let Some(b) = block_checked(o, cfg.express_block()) else { return j };
-    let e = cfg.express();
     let g = |n: &str| b.get(n).unwrap_or(0);
     let port = PortType(g("flags_type") as u8);
     o.line(
         2,
         format!(
-            "Express (v{}) {}{}, MSI {:02x}",
+            "Express (v{}) {}, MSI {:02x}",
             g("flags_vers"),
-            port.name().unwrap_or("Unknown type"),
-            if b.flag("flags_slot") { " (Slot+)" } else { "" },
+            port_title(port, b.flag("flags_slot")),
             g("flags_irq")
         ),
     );
-    o.line(2, format!("DevCap: MaxPayload {} bytes, PhantFunc {}", payload(g("devcap_payload")), g("devcap_phantom")));
+    // Which fields lspci shows depends on the port type, as in its cap_express_dev.
+    let endpoint = port == PortType::ENDPOINT || port == PortType::LEG_END;
+    let upstream_ish = endpoint || port == PortType::UPSTREAM || port == PortType::PCI_BRIDGE;
+    let latency = if endpoint {
+        format!(", Latency L0s {}, L1 {}", L0S[g("devcap_l0s") as usize & 7], L1[g("devcap_l1") as usize & 7])
+    } else {
+        String::new()
+    };
     o.line(
-        3,
-        flags(
-            &b,
-            &[
-                ("ExtTag", "devcap_ext_tag"),
-                ("AttnBtn", "devcap_atn_but"),
-                ("AttnInd", "devcap_atn_ind"),
-                ("PwrInd", "devcap_pwr_ind"),
-                ("RBE", "devcap_rber"),
-                ("FLReset", "devcap_flr"),
-            ],
+        2,
+        format!(
+            "DevCap: MaxPayload {} bytes, PhantFunc {}{latency}",
+            payload(g("devcap_payload")),
+            (1u64 << g("devcap_phantom")) - 1
         ),
     );
+    let mut cap = vec![("ExtTag", "devcap_ext_tag")];
+    if upstream_ish {
+        cap.extend([("AttnBtn", "devcap_atn_but"), ("AttnInd", "devcap_atn_ind"), ("PwrInd", "devcap_pwr_ind")]);
+    }
+    cap.push(("RBE", "devcap_rber"));
+    if endpoint {
+        cap.push(("FLReset", "devcap_flr"));
+    }
+    let mut line = flags(&b, &cap);
+    if port == PortType::ENDPOINT || port == PortType::UPSTREAM || port == PortType::PCI_BRIDGE {
+        line += &format!(" SlotPowerLimit {}", watts(g("devcap_pwr_val"), g("devcap_pwr_scl")));
+    }
+    o.line(3, line);
     o.line(
         2,
         format!(
@@ -67,9 +150,14 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
                 ("PhantFunc", "devctl_phantom"),
                 ("AuxPwr", "devctl_auxpm"),
                 ("NoSnoop", "devctl_nosnp_en"),
-                ("FLReset/BrConfRtry", "devctl_bcr_flr"),
             ],
-        ),
+        ) + &if port == PortType::PCI_BRIDGE {
+            format!(" BrConfRtry{}", pm(b.flag("devctl_bcr_flr")))
+        } else if endpoint && b.flag("devcap_flr") {
+            format!(" FLReset{}", pm(b.flag("devctl_bcr_flr")))
+        } else {
+            String::new()
+        },
     );
     o.line(
         3,
@@ -94,14 +182,23 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
     );
     if port.has_link() {
         let speed = |v: u64| marrow_pcie::express::LinkSpeed(v as u8).gts().unwrap_or("unknown");
+        let aspm = g("lnkcap_aspms") as usize & 3;
+        let mut exit = Vec::new();
+        if aspm & 1 != 0 {
+            exit.push(format!("L0s {}", L0S[g("lnkcap_l0sel") as usize & 7]));
+        }
+        if aspm & 2 != 0 {
+            exit.push(format!("L1 {}", L1[g("lnkcap_l1el") as usize & 7]));
+        }
+        let exit = if exit.is_empty() { String::new() } else { format!(", Exit Latency {}", exit.join(", ")) };
         o.line(
             2,
             format!(
-                "LnkCap: Port #{}, Speed {}, Width x{}, ASPM {}",
+                "LnkCap: Port #{}, Speed {}, Width x{}, ASPM {}{exit}",
                 g("lnkcap_port"),
                 speed(g("lnkcap_sls")),
                 g("lnkcap_mlw"),
-                ["not supported", "L0s", "L1", "L0s L1"][g("lnkcap_aspms") as usize & 3]
+                ["not supported", "L0s", "L1", "L0s L1"][aspm]
             ),
         );
         o.line(
@@ -117,12 +214,17 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
                 ],
             ),
         );
+        // lspci shows the RCB only where the spec defines it for the port type.
+        let rcb = if port == PortType::ROOT_PORT || endpoint || port == PortType::PCI_BRIDGE {
+            format!(" RCB {} bytes,", if b.flag("lnkctl_rcb") { 128 } else { 64 })
+        } else {
+            String::new()
+        };
         o.line(
             2,
             format!(
-                "LnkCtl: ASPM {}; RCB {} bytes, {}",
+                "LnkCtl: ASPM {};{rcb} {}",
                 ["Disabled", "L0s Enabled", "L1 Enabled", "L0s L1 Enabled"][g("lnkctl_aspmc") as usize & 3],
-                if b.flag("lnkctl_rcb") { 128 } else { 64 },
                 flags(&b, &[("Disabled", "lnkctl_ld"), ("CommClk", "lnkctl_ccc")])
             ),
         );
@@ -139,16 +241,23 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
                 ],
             ),
         );
-        let below = e
-            .and_then(|e| e.link_capable.zip(e.link_status))
-            .is_some_and(|(c, s)| s.speed < c.speed || s.width < c.width);
+        // lspci 3.9's link_compare: above LnkCap is "overdriven" on any
+        // function; below it is "downgraded" except on ports that face
+        // downstream, whose partner may be narrower or slower.
+        let faces_down = port == PortType::ROOT_PORT || port == PortType::DOWNSTREAM || port == PortType::PCIE_BRIDGE;
+        let compare = |sta: u64, cap: u64| match sta.cmp(&cap) {
+            std::cmp::Ordering::Greater => " (overdriven)",
+            std::cmp::Ordering::Less if !faces_down => " (downgraded)",
+            _ => "",
+        };
         o.line(
             2,
             format!(
-                "LnkSta: Speed {}, Width x{}{}",
+                "LnkSta: Speed {}{}, Width x{}{}",
                 speed(g("lnksta_cls")),
+                compare(g("lnksta_cls"), g("lnkcap_sls")),
                 g("lnksta_nlw"),
-                if below { " (downgraded)" } else { "" }
+                compare(g("lnksta_nlw"), g("lnkcap_mlw"))
             ),
         );
         o.line(
@@ -185,13 +294,12 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
                 )
             ),
         );
-        let scale = [1.0, 0.1, 0.01, 0.001][g("sltcap_spls") as usize & 3];
         o.line(
             3,
             format!(
-                "Slot #{}, PowerLimit {:.3}W; {}",
+                "Slot #{}, PowerLimit {}; {}",
                 g("sltcap_psn"),
-                g("sltcap_splv") as f64 * scale,
+                watts(g("sltcap_splv"), g("sltcap_spls")),
                 flags(&b, &[("Interlock", "sltcap_eip"), ("NoCompl", "sltcap_nccs")])
             ),
         );
@@ -276,61 +384,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
         );
     }
     if b.register("devcap2").is_some() {
-        o.line(
-            2,
-            format!(
-                "DevCap2: Completion Timeout: Range {:04b}, {} 10BitTagComp{} 10BitTagReq{} ExtFmt{} EETLPPrefix{} FRS{} TPHComp{} ExtTPHComp{} ARIFwd{}",
-                g("devcap2_comp_tmout_ranges"),
-                flags(&b, &[("TimeoutDis", "devcap2_comp_tmout_dis"), ("NROPrPrP", "devcap2_nroprprp"), ("LTR", "devcap2_ltr")]),
-                pm(b.flag("devcap2_tag10_comp")),
-                pm(b.flag("devcap2_tag10_req")),
-                pm(b.flag("devcap2_ext_fmt")),
-                pm(b.flag("devcap2_ee_prefix")),
-                pm(b.flag("devcap2_frs")),
-                pm(b.flag("devcap2_tph_comp")),
-                pm(b.flag("devcap2_ext_tph_comp")),
-                pm(b.flag("devcap2_ari")),
-            ),
-        );
-        o.line(
-            3,
-            format!(
-                "AtomicOpsCap: {}",
-                flags(
-                    &b,
-                    &[
-                        ("Routing", "devcap2_atomic_route"),
-                        ("32bit", "devcap2_atomic_comp32"),
-                        ("64bit", "devcap2_atomic_comp64"),
-                        ("128bitCAS", "devcap2_atomic_comp128"),
-                    ]
-                )
-            ),
-        );
-        o.line(
-            2,
-            format!(
-                "DevCtl2: {}",
-                flags(
-                    &b,
-                    &[
-                        ("TimeoutDis", "devctl2_comp_tmout_dis"),
-                        ("LTR", "devctl2_ltr_en"),
-                        ("10BitTagReq", "devctl2_tag10_req_en"),
-                        ("ARIFwd", "devctl2_ari"),
-                        ("IDOReq", "devctl2_ido_req_en"),
-                        ("IDOCompl", "devctl2_ido_cmp_en"),
-                    ]
-                )
-            ),
-        );
-        o.line(
-            3,
-            format!(
-                "AtomicOpsCtl: {}",
-                flags(&b, &[("ReqEn", "devctl2_atomic_req"), ("EgressBlck", "devctl2_atomic_egress_block")])
-            ),
-        );
+        dev2(o, cfg, &b, port);
     }
     j["registers"] = pcie_json::block(&b)["registers"].clone();
     j
@@ -373,5 +427,103 @@ pub fn enhanced_allocation(o: &mut Out, cfg: &Config) -> Option<Value> {
             o.error(2, e, Some(at.into()));
             None
         }
+    }
+}
+
+/// DevCap2 and DevCtl2 as lspci 3.9 lays them out (`cap_express_dev2`):
+/// which fields appear depends on the port type and, for the AtomicOp
+/// completer bits, on whether the function has a memory BAR.
+fn dev2(o: &mut Out, cfg: &Config, b: &marrow_pcie::registers::Block, port: PortType) {
+    let g = |n: &str| b.get(n).unwrap_or(0);
+    let f = |n: &str| pm(b.flag(n));
+    let root = port == PortType::ROOT_PORT;
+    let down = port == PortType::DOWNSTREAM;
+    let switch_or_root = root || down || port == PortType::UPSTREAM;
+    let has_mem_bar = cfg.bars().any(|bar| {
+        matches!(bar, marrow_pcie::Bar::Mem32 { address, .. } if address != 0)
+            || matches!(bar, marrow_pcie::Bar::Mem64 { address, .. } if address != 0)
+    });
+    o.line(
+        2,
+        format!(
+            "DevCap2: Completion Timeout: {}, TimeoutDis{} NROPrPrP{} LTR{}",
+            timeout_ranges(g("devcap2_comp_tmout_ranges")),
+            f("devcap2_comp_tmout_dis"),
+            f("devcap2_nroprprp"),
+            f("devcap2_ltr")
+        ),
+    );
+    let mut prefix = format!(
+        "10BitTagComp{} 10BitTagReq{} OBFF {}, ExtFmt{} EETLPPrefix{}",
+        f("devcap2_tag10_comp"),
+        f("devcap2_tag10_req"),
+        obff_cap(g("devcap2_obff")),
+        f("devcap2_ext_fmt"),
+        f("devcap2_ee_prefix")
+    );
+    if b.flag("devcap2_ee_prefix") {
+        let n = g("devcap2_max_ee_prefix");
+        prefix += &format!(", MaxEETLPPrefixes {}", if n == 0 { 4 } else { n });
+    }
+    o.line(3, format!(" {prefix}"));
+    o.line(
+        3,
+        format!(
+            " EmergencyPowerReduction {}, EmergencyPowerReductionInit{}",
+            emergency_power(g("devcap2_emer_pwr")),
+            f("devcap2_emer_pwr_init")
+        ),
+    );
+    let mut last = format!(" FRS{}", f("devcap2_frs"));
+    if root {
+        last += &format!(" LN System CLS {},", ln_cls(g("devcap2_ln_cls")));
+    }
+    // The two TPH bits as one code: Extended TPH without TPH is not a
+    // combination the spec allows, and lspci prints nothing for it.
+    let tph_valid = b.flag("devcap2_tph_comp") || !b.flag("devcap2_ext_tph_comp");
+    if (root || port == PortType::ENDPOINT) && tph_valid {
+        last += &format!(" TPHComp{} ExtTPHComp{}", f("devcap2_tph_comp"), f("devcap2_ext_tph_comp"));
+    }
+    if root || down {
+        last += &format!(" ARIFwd{}", f("devcap2_ari"));
+    }
+    o.line(3, last);
+    if switch_or_root || has_mem_bar {
+        let mut atomics = String::from(" AtomicOpsCap:");
+        if switch_or_root {
+            atomics += &format!(" Routing{}", f("devcap2_atomic_route"));
+        }
+        if root || has_mem_bar {
+            atomics += &format!(
+                " 32bit{} 64bit{} 128bitCAS{}",
+                f("devcap2_atomic_comp32"),
+                f("devcap2_atomic_comp64"),
+                f("devcap2_atomic_comp128")
+            );
+        }
+        o.line(3, atomics);
+    }
+    let mut ctl = format!(
+        "DevCtl2: Completion Timeout: {}, TimeoutDis{} LTR{} 10BitTagReq{} OBFF {},",
+        timeout_value(g("devctl2_comp_timeout")),
+        f("devctl2_comp_tmout_dis"),
+        f("devctl2_ltr_en"),
+        f("devctl2_tag10_req_en"),
+        obff_ctl(g("devctl2_obff"))
+    );
+    if root || down {
+        ctl += &format!(" ARIFwd{}", f("devctl2_ari"));
+    }
+    o.line(2, ctl);
+    let requester = root || port == PortType::ENDPOINT || port == PortType::RC_END || port == PortType::LEG_END;
+    if switch_or_root || requester {
+        let mut atomics = String::from(" AtomicOpsCtl:");
+        if requester {
+            atomics += &format!(" ReqEn{}", f("devctl2_atomic_req"));
+        }
+        if switch_or_root {
+            atomics += &format!(" EgressBlck{}", f("devctl2_atomic_egress_block"));
+        }
+        o.line(3, atomics);
     }
 }

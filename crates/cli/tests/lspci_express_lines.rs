@@ -1,0 +1,119 @@
+//! `decode --pcie` prints the PCI Express capability line for line as
+//! `lspci -F DUMP -vvv` (Debian pciutils 3.9, which nobody here wrote)
+//! prints it: random register values for every port type, with and without
+//! a slot and a memory BAR, written as `lspci -x` text, decoded by both,
+//! and every line of lspci's Express block looked for in marrow's
+//! (whitespace folded, as lspci aligns with tabs). Not compared: the
+//! LnkCap2, LnkCtl2 and LnkSta2 group, which marrow does not print yet.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::Command;
+
+/// Port types of the PCI Express Capabilities register (§7.5.3.2).
+const TYPES: [u8; 7] = [0, 1, 4, 5, 6, 7, 8];
+
+fn dump(rng: &mut fastrand::Rng, n: usize) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let t = TYPES[i % TYPES.len()];
+        let bridge = matches!(t, 4..=8);
+        let mut cs = [0u8; 256];
+        cs[0..4].copy_from_slice(&[0x86, 0x80, 0x30, 0x20]);
+        cs[6] = 0x10; // Status: Capabilities List
+        cs[0x0b] = if bridge { 6 } else { 2 };
+        cs[0x0e] = u8::from(bridge);
+        if !bridge && rng.bool() {
+            cs[0x10..0x14].copy_from_slice(&(rng.u32(1..1 << 20) << 12).to_le_bytes());
+        }
+        cs[0x34] = 0x40;
+        cs[0x40] = 0x10; // PCI Express, the last capability
+        let slot = matches!(t, 4 | 6 | 8) && rng.bool();
+        let flags = 2u16 | u16::from(t) << 4 | u16::from(slot) << 8 | rng.u16(0..32) << 9;
+        cs[0x42..0x44].copy_from_slice(&flags.to_le_bytes());
+        for b in &mut cs[0x44..0x6c] {
+            *b = rng.u8(..);
+        }
+        writeln!(out, "00:{i:02x}.0 Device").unwrap();
+        for (row, chunk) in cs.chunks(16).enumerate() {
+            let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            writeln!(out, "{:02x}: {}", row * 16, hex.join(" ")).unwrap();
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Each device's lines of the capability at 0x40, whitespace folded.
+fn express_blocks(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut blocks = BTreeMap::new();
+    let (mut dev, mut cur) = (String::new(), None::<String>);
+    for line in text.lines() {
+        if !line.starts_with('\t') {
+            dev = line.split(' ').next().unwrap_or("").to_string();
+            cur = None;
+        } else if let Some(rest) = line.strip_prefix("\tCapabilities: [40] ") {
+            cur = Some(dev.clone());
+            blocks.insert(dev.clone(), vec![fold(rest)]);
+        } else if line.starts_with("\t\t") {
+            if let Some(d) = &cur {
+                blocks.get_mut(d).unwrap().push(fold(line));
+            }
+        } else {
+            cur = None;
+        }
+    }
+    blocks
+}
+
+fn fold(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn express_lines_match_lspci_for_every_port_type() {
+    let mut rng = fastrand::Rng::with_seed(0x6d61_7272);
+    let path = std::env::temp_dir().join(format!("marrow-express-lines-{}.txt", std::process::id()));
+    let (mut compared, mut wrong) = (0, Vec::new());
+    for _ in 0..4 {
+        std::fs::write(&path, dump(&mut rng, 28)).unwrap();
+        let lspci = Command::new("lspci").arg("-F").arg(&path).arg("-vvv").output().expect("lspci (pciutils)");
+        let ours = Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie"]).arg(&path).output().unwrap();
+        let (theirs, ours) = (
+            express_blocks(&String::from_utf8_lossy(&lspci.stdout)),
+            express_blocks(&String::from_utf8_lossy(&ours.stdout)),
+        );
+        assert_eq!(theirs.len(), 28, "lspci decoded {} devices", theirs.len());
+        for (dev, lines) in &theirs {
+            let mine = ours.get(dev).cloned().unwrap_or_default();
+            let mut link2 = false;
+            for l in lines {
+                // The link-2 group runs until the next register's name.
+                if l.starts_with("LnkCap2:") || l.starts_with("LnkCtl2:") || l.starts_with("LnkSta2:") {
+                    link2 = true;
+                } else if l.contains(": ")
+                    && l.split(':')
+                        .next()
+                        .is_some_and(|n| n.ends_with("Cap2") || n.ends_with("Ctl2") || n.starts_with("Sl"))
+                {
+                    link2 = false;
+                }
+                if link2
+                    || l.starts_with("Transmit Margin")
+                    || l.starts_with("Compliance")
+                    || l.starts_with("Retimer")
+                    || l.starts_with("EqualizationPhase2")
+                {
+                    continue;
+                }
+                compared += 1;
+                if !mine.contains(l) {
+                    wrong.push(format!("{dev}: lspci prints `{l}`; marrow:\n    {}", mine.join("\n    ")));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    assert!(compared > 1000, "only {compared} lines compared");
+    assert!(wrong.is_empty(), "{} of {compared} lines differ:\n{}", wrong.len(), wrong.join("\n"));
+}
