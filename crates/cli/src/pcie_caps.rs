@@ -16,6 +16,9 @@ use std::fmt::Write;
 pub struct Out {
     pub text: String,
     pub errors: Vec<(String, Option<u64>)>,
+    /// Whether the dump names this function device 0 function 0 (or names
+    /// no address): lspci prints an endpoint's LnkCap2 and LnkCtl2 only there.
+    pub function0: bool,
 }
 
 impl Out {

@@ -53,7 +53,7 @@ pub fn decode(raw: &[u8]) -> Result<PcieReport, String> {
     let mut functions = Vec::new();
     for f in read_functions(raw)? {
         let cfg = Config::new(&f.bytes).map_err(|e| format!("{}: {e}", f.address))?;
-        let mut o = Out { text: String::new(), errors: Vec::new() };
+        let mut o = Out { text: String::new(), errors: Vec::new(), function0: is_function0(&f.address) };
         let j = function(&mut o, &f, &cfg);
         text.push_str(&o.text);
         let errs: Vec<Value> = o.errors.iter().map(|(e, at)| crate::pcie_json::error(e, *at)).collect();
@@ -234,7 +234,10 @@ fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {
     for cap in cfg.caps() {
         match cap {
             Ok(c) => {
-                o.line(1, format!("Capabilities: [{:02x}] {}", c.offset, c.id));
+                // PCI Express names itself on this line, as lspci's does.
+                if c.id != marrow_pcie::cap_id::CapId::EXP {
+                    o.line(1, format!("Capabilities: [{:02x}] {}", c.offset, c.id));
+                }
                 caps.push(crate::pcie_caps::standard(o, cfg, &c));
             }
             Err(e) => o.error(1, &e, walk_offset(&e)),
@@ -261,6 +264,17 @@ fn walk_offset(e: &marrow_pcie::WalkError) -> Option<u64> {
         Loop { offset } | Truncated { offset, .. } | AllOnes { offset } => offset.into(),
         PointerOutOfRange { from, .. } | ExtPointerOutOfRange { from, .. } => from.into(),
     })
+}
+
+/// Whether `address` (`[domain:]bus:dev.fn` as lspci writes it) is device 0
+/// function 0; an address that is not one (a binary dump) counts as yes.
+fn is_function0(address: &str) -> bool {
+    let Some((_, devfn)) = address.rsplit_once(':') else { return true };
+    let Some((dev, func)) = devfn.split_once('.') else { return true };
+    match (u8::from_str_radix(dev, 16), u8::from_str_radix(func, 16)) {
+        (Ok(d), Ok(f)) => d == 0 && f == 0,
+        _ => true,
+    }
 }
 
 #[cfg(test)]

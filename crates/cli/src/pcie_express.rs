@@ -30,8 +30,13 @@ const L0S: [&str; 8] = ["<64ns", "<128ns", "<256ns", "<512ns", "<1us", "<2us", "
 const L1: [&str; 8] = ["<1us", "<2us", "<4us", "<8us", "<16us", "<32us", "<64us", "unlimited"];
 
 /// A power limit `value` × 10^-`scale` W (§7.5.3.3 Captured Slot Power
-/// Limit Value and Scale) in the shortest decimal, as lspci's `%g` prints it.
+/// Limit Value and Scale) in the shortest decimal, as lspci's `%g` prints it;
+/// with scale 0, F0h and up mean 250 W, 275 W, … (the spec's table).
 fn watts(value: u64, scale: u64) -> String {
+    // Scale 0 with values from F0h are steps of 25 W above 250 W.
+    if scale == 0 && value >= 0xf0 {
+        return format!("{}W", 250 + 25 * (value - 0xf0));
+    }
     let scale = scale.min(3) as u32;
     let div = 10u64.pow(scale);
     let (whole, frac) = (value / div, value % div);
@@ -84,13 +89,18 @@ fn ln_cls(v: u64) -> &'static str {
 }
 
 pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
-    let Some(b) = block_checked(o, cfg.express_block()) else { return j };
+    let at = j["offset"].as_u64().unwrap_or(0);
+    let block = cfg.express_block();
+    if !matches!(block, Some(Ok(_))) {
+        o.line(1, format!("Capabilities: [{at:02x}] PCI Express"));
+    }
+    let Some(b) = block_checked(o, block) else { return j };
     let g = |n: &str| b.get(n).unwrap_or(0);
     let port = PortType(g("flags_type") as u8);
     o.line(
-        2,
+        1,
         format!(
-            "Express (v{}) {}, MSI {:02x}",
+            "Capabilities: [{at:02x}] Express (v{}) {}, MSI {:02x}",
             g("flags_vers"),
             port_title(port, b.flag("flags_slot")),
             g("flags_irq")
@@ -385,6 +395,9 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
     }
     if b.register("devcap2").is_some() {
         dev2(o, cfg, &b, port);
+        if port.has_link() {
+            link2(o, &b, port);
+        }
     }
     j["registers"] = pcie_json::block(&b)["registers"].clone();
     j
@@ -525,5 +538,132 @@ fn dev2(o: &mut Out, cfg: &Config, b: &marrow_pcie::registers::Block, port: Port
             atomics += &format!(" EgressBlck{}", f("devctl2_atomic_egress_block"));
         }
         o.line(3, atomics);
+    }
+}
+
+/// LnkCap2, LnkCtl2 and LnkSta2 (§7.5.3.18-20) as lspci 3.9 prints them
+/// (`cap_express_link2`): an endpoint other than device 0 function 0 shows
+/// only LnkSta2, as its link's other registers are function 0's.
+fn link2(o: &mut Out, b: &marrow_pcie::registers::Block, port: PortType) {
+    let g = |n: &str| b.get(n).unwrap_or(0);
+    let f = |n: &str| pm(b.flag(n));
+    let endpoint = port == PortType::ENDPOINT || port == PortType::LEG_END;
+    let down = port == PortType::DOWNSTREAM;
+    let deemph = |v: u64| if v & 1 == 0 { "-6dB" } else { "-3.5dB" };
+    if !endpoint || o.function0 {
+        // lspci 3.9 knows speeds up to 32 GT/s: a vector with the 64 GT/s
+        // bit or the reserved one above it is "RsvdP" to it.
+        let sls = g("lnkcap2_sls");
+        let speeds = match sls {
+            v if v & 0x60 != 0 => "RsvdP",
+            v if v & 0x10 != 0 => "2.5-32GT/s",
+            v if v & 0x08 != 0 => "2.5-16GT/s",
+            v if v & 0x04 != 0 => "2.5-8GT/s",
+            v if v & 0x02 != 0 => "2.5-5GT/s",
+            v if v & 0x01 != 0 => "2.5GT/s",
+            _ => "Unknown",
+        };
+        // An all-zero LnkCap2 (a v2 capability from before the register was
+        // defined) is not printed, as lspci does.
+        let lnkcap2 = b.register("lnkcap2").map_or(0, |r| r.raw);
+        if lnkcap2 != 0 {
+            o.line(
+                2,
+                format!(
+                    "LnkCap2: Supported Link Speeds: {speeds}, Crosslink{} Retimer{} 2Retimers{} DRS{}",
+                    f("lnkcap2_crosslink"),
+                    f("lnkcap2_retimer"),
+                    f("lnkcap2_two_retimers"),
+                    f("lnkcap2_drs")
+                ),
+            );
+        }
+        let target = match g("lnkctl2_tls") {
+            0 | 1 => "2.5GT/s",
+            2 => "5GT/s",
+            3 => "8GT/s",
+            4 => "16GT/s",
+            5 => "32GT/s",
+            6 => "64GT/s",
+            _ => "Unknown",
+        };
+        let mut ctl = format!(
+            "LnkCtl2: Target Link Speed: {target}, EnterCompliance{} SpeedDis{}",
+            f("lnkctl2_enter_comp"),
+            f("lnkctl2_hasd")
+        );
+        if down {
+            ctl += &format!(", Selectable De-emphasis: {}", deemph(g("lnkctl2_sel_deemph")));
+        }
+        o.line(2, ctl);
+        let margin = match g("lnkctl2_tx_margin") {
+            0 => "Normal Operating Range",
+            1 => "800-1200mV(full-swing)/400-700mV(half-swing)",
+            2..=5 => "200-400mV(full-swing)/100-200mV(half-swing)",
+            _ => "Unknown",
+        };
+        o.line(
+            3,
+            format!(
+                " Transmit Margin: {margin}, EnterModifiedCompliance{} ComplianceSOS{}",
+                f("lnkctl2_mod_comp"),
+                f("lnkctl2_comp_sos")
+            ),
+        );
+        o.line(3, format!(" Compliance Preset/De-emphasis: {}", compliance_preset(g("lnkctl2_comp_preset"))));
+    }
+    o.line(
+        2,
+        format!(
+            "LnkSta2: Current De-emphasis Level: {}, EqualizationComplete{} EqualizationPhase1{}",
+            deemph(g("lnksta2_deemph")),
+            f("lnksta2_eq_complete"),
+            f("lnksta2_eq_phase1")
+        ),
+    );
+    o.line(
+        3,
+        format!(
+            " EqualizationPhase2{} EqualizationPhase3{} LinkEqualizationRequest{}",
+            f("lnksta2_eq_phase2"),
+            f("lnksta2_eq_phase3"),
+            f("lnksta2_eq_req")
+        ),
+    );
+    let crosslink =
+        ["unsupported", "Upstream Port", "Downstream Port", "incomplete"][g("lnksta2_crosslink_res") as usize & 3];
+    let mut last =
+        format!(" Retimer{} 2Retimers{} CrosslinkRes: {crosslink}", f("lnksta2_retimer"), f("lnksta2_two_retimers"));
+    // DRS (§6.22) belongs to ports that face downstream and support it.
+    let faces_down = port == PortType::ROOT_PORT || down || port == PortType::PCIE_BRIDGE;
+    if faces_down && b.flag("lnkcap2_drs") {
+        let comp = match g("lnksta2_ds_comp") {
+            0 => "Link Down - Not Determined",
+            1 => "Link Down - Not Present",
+            2 => "Link Down - Present",
+            4 => "Link Up - Present",
+            5 => "Link Up - Present and DRS Received",
+            _ => "Reserved",
+        };
+        last += &format!(", DRS{}\n\t\t\t DownstreamComp: {comp}", f("lnksta2_drs_rcvd"));
+    }
+    o.line(3, last);
+}
+
+/// The Compliance Preset/De-emphasis code (§7.5.3.19, Table 4-16 presets
+/// at 8 GT/s and above) in lspci's words.
+fn compliance_preset(v: u64) -> &'static str {
+    match v {
+        0 => "-6dB de-emphasis, 0dB preshoot",
+        1 => "-3.5dB de-emphasis, 0dB preshoot",
+        2 => "-4.4dB de-emphasis, 0dB preshoot",
+        3 => "-2.5dB de-emphasis, 0dB preshoot",
+        4 => "0dB de-emphasis, 0dB preshoot",
+        5 => "0dB de-emphasis, 1.9dB preshoot",
+        6 => "0dB de-emphasis, 2.5dB preshoot",
+        7 => "-6.0dB de-emphasis, 3.5dB preshoot",
+        8 => "-3.5dB de-emphasis, 3.5dB preshoot",
+        9 => "0dB de-emphasis, 3.5dB preshoot",
+        _ => "Unknown",
     }
 }

@@ -29,7 +29,7 @@ fn h200_binary_dump() {
         "Vendor 10de Device 2335, class 030200 rev a1",
         "Region 0: Memory at 104002000000 (64-bit, prefetchable)",
         "Region 2: Memory at 100000000000 (64-bit, prefetchable)",
-        "Capabilities: [60] PCI Express",
+        "Capabilities: [60] Express (v2) Endpoint, MSI 00",
         "Capabilities: [b0] MSI-X",
         "Capabilities: [100 v0] Null",
         "Capabilities: [1b8 v2] Advanced Error Reporting",
