@@ -1,4 +1,4 @@
-//! Any bytes through the hex/xxd/binary reader of `marrow decode`, read
+//! Any bytes through the hex/xxd/hexdump/kernel/binary reader of `marrow decode`, read
 //! whole and a chunk at a time: the same bytes or the same error either way,
 //! and never more out than the input's hex and the capped `*` fills allow.
 #![no_main]
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
     let chunk = usize::from(shape & 0x3f) + 1;
     let buf = usize::from(shape >> 6) * 5 + 1;
     let _ = detect(raw);
-    for f in [InputFormat::Hex, InputFormat::Xxd, InputFormat::Bin] {
+    for f in [InputFormat::Hex, InputFormat::Xxd, InputFormat::Hexdump, InputFormat::Kernel, InputFormat::Bin] {
         let whole = read_input(raw, Some(f)).map(|(b, _)| b).map_err(|e| e.to_string());
         if let Ok(b) = &whole {
             let most = if f == InputFormat::Bin { raw.len() } else { raw.len() / 2 + MAX_ZERO_FILL as usize };

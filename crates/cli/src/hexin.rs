@@ -7,21 +7,37 @@
 //!   digits, optionally `0x`-prefixed, `#` comments to the end of the line;
 //!   each word's bytes are taken in the order written (so big-endian words
 //!   as printed are memory order);
+//!   `od -An -tx1` output is plain hex (its `*` lines, without offsets,
+//!   cannot be restored: `od -v` prints every line);
+//! - `hexdump -C` dumps (`00000000  00 11 ...  |ascii|`): the offset and
+//!   the `|ascii|` column are dropped, `*` lines are filled with zeros up to
+//!   the next offset (the closing offset-only line included);
+//! - the kernel's `print_hex_dump` output, as dmesg, `journalctl -k` or
+//!   kern.log show it (see [`rows`]): the log and device prefixes, the
+//!   offset or address and the ASCII column are dropped, and lines that are
+//!   not part of the dump (the messages around it) are skipped. Groups of
+//!   2, 4 or 8 bytes are printed as the CPU's words; they are read as
+//!   little-endian (x86, arm64), so `3412` is the bytes `12 34`;
 //! - raw binary: input that is not text (a NUL, a control character or a
 //!   non-ASCII byte).
 //!
 //! [`ByteReader`] reads any of them a chunk at a time, so that what it holds
-//! does not grow with the input: an xxd line is at most [`MAX_XXD_LINE`]
+//! does not grow with the input: a dump line is at most [`MAX_XXD_LINE`]
 //! bytes, and the `*` lines of one input stand for at most [`MAX_ZERO_FILL`]
 //! zero bytes in all (and are never allocated: the zeros are handed out as
 //! they are read). [`read_input`] reads a whole input held in memory.
 
+mod rows;
+
+use rows::Dialect;
+
 use std::fmt;
 use std::io::{self, BufRead, Read};
 
-/// The longest xxd line read (`xxd -c 256` lines are about 1 KiB).
+/// The longest dump line read (xxd, hexdump, kernel): `xxd -c 256` lines
+/// are about 1 KiB, dmesg lines of a 32-byte print_hex_dump row about 150.
 pub const MAX_XXD_LINE: usize = 64 << 10;
-/// The most zero bytes the `*` lines of one xxd input may stand for, in all.
+/// The most zero bytes the `*` lines of one xxd or hexdump input may stand for, in all.
 pub const MAX_ZERO_FILL: u64 = 16 << 20;
 /// Most bytes of a word kept to quote it in a message.
 const QUOTED_WORD: usize = 64;
@@ -29,10 +45,16 @@ const QUOTED_WORD: usize = 64;
 /// How the input is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum InputFormat {
-    /// Whitespace/comma separated hex words, `#` comments.
+    /// Whitespace/comma separated hex words, `#` comments (`od -An -tx1` too).
+    #[value(alias = "od")]
     Hex,
     /// `xxd` output.
     Xxd,
+    /// `hexdump -C` output.
+    Hexdump,
+    /// The kernel's `print_hex_dump`, alone or in dmesg/journal lines.
+    #[value(alias = "dmesg")]
+    Kernel,
     /// The bytes themselves.
     Bin,
 }
@@ -43,7 +65,29 @@ impl InputFormat {
         match self {
             InputFormat::Hex => "plain hex",
             InputFormat::Xxd => "xxd dump",
+            InputFormat::Hexdump => "hexdump -C dump",
+            InputFormat::Kernel => "kernel hex dump",
             InputFormat::Bin => "raw binary",
+        }
+    }
+
+    /// The format with an article, for "is not valid ...".
+    pub fn noun(self) -> &'static str {
+        match self {
+            InputFormat::Hex => "hex",
+            InputFormat::Xxd => "an xxd dump",
+            InputFormat::Hexdump => "a hexdump -C dump",
+            InputFormat::Kernel => "a kernel hex dump",
+            InputFormat::Bin => "raw binary",
+        }
+    }
+
+    fn dialect(self) -> Option<Dialect> {
+        match self {
+            InputFormat::Xxd => Some(Dialect::Xxd),
+            InputFormat::Hexdump => Some(Dialect::Hexdump),
+            InputFormat::Kernel => Some(Dialect::Kernel),
+            InputFormat::Hex | InputFormat::Bin => None,
         }
     }
 }
@@ -98,15 +142,21 @@ pub fn is_text(raw: &[u8]) -> bool {
     raw.iter().all(|&b| is_text_byte(b))
 }
 
-/// Guess the format: binary unless text; text whose first content line
-/// starts with `HEX:` is an xxd dump; other text is plain hex. Given the
-/// start of a longer input, the guess is the start's.
+/// Guess the format: binary unless text; then by the first content line:
+/// a dmesg or journal line (`[   12.345678] ...`, `... kernel: ...`) or a
+/// print_hex_dump address (`ffff888123456780: `) is a kernel dump;
+/// `OFFSET  hex  |ascii|` is `hexdump -C`; `HEX:` is xxd (print_hex_dump's
+/// `DUMP_PREFIX_OFFSET` lines look the same: without the dmesg prefix, give
+/// `--input kernel` for groups of several bytes); other text is plain hex.
+/// Given the start of a longer input, the guess is the start's.
 pub fn detect(raw: &[u8]) -> InputFormat {
     if !is_text(raw) {
         return InputFormat::Bin;
     }
     let first = raw.split(|&b| b == b'\n').map(<[u8]>::trim_ascii).find(|l| !l.is_empty() && !l.starts_with(b"#"));
     match first {
+        Some(l) if rows::is_kernel_log(l) || rows::is_kernel_address_line(l) => InputFormat::Kernel,
+        Some(l) if rows::is_hexdump_line(l) => InputFormat::Hexdump,
         Some(l) if xxd_offset(l).is_some() => InputFormat::Xxd,
         _ => InputFormat::Hex,
     }
@@ -141,6 +191,16 @@ pub fn parse_hex(raw: &[u8]) -> Result<Vec<u8>, HexError> {
 /// comments. A `*` line (`xxd -a`) stands for zero lines up to the next offset.
 pub fn parse_xxd(raw: &[u8]) -> Result<Vec<u8>, HexError> {
     read_input(raw, Some(InputFormat::Xxd)).map(|(b, _)| b)
+}
+
+/// `hexdump -C` output: `OFFSET  hex bytes  |ascii|`, `*` lines, the closing offset.
+pub fn parse_hexdump(raw: &[u8]) -> Result<Vec<u8>, HexError> {
+    read_input(raw, Some(InputFormat::Hexdump)).map(|(b, _)| b)
+}
+
+/// print_hex_dump output, alone or in dmesg/journal lines; see [`rows`].
+pub fn parse_kernel(raw: &[u8]) -> Result<Vec<u8>, HexError> {
+    read_input(raw, Some(InputFormat::Kernel)).map(|(b, _)| b)
 }
 
 /// The offset of an xxd line (`0000abcd:`), if the line starts with one.
@@ -288,6 +348,11 @@ impl HexText {
                 self.word.end()
             }
             b':' => Err(at.error("':' in plain hex (is this an xxd dump? use --input xxd)".into())),
+            b'*' => Err(at.error(
+                "'*' in plain hex: od (or hexdump) left out repeated lines there, which cannot be restored \
+                 without offsets; run od with -v"
+                    .into(),
+            )),
             _ if is_separator(b) => self.word.end(),
             _ => {
                 self.word.push(b, at, out);
@@ -297,9 +362,10 @@ impl HexText {
     }
 }
 
-/// An xxd dump, read a line at a time.
+/// A line-based dump (xxd, hexdump -C, kernel), read a line at a time.
 #[derive(Debug)]
-struct XxdText {
+struct LineText {
+    dialect: Dialect,
     line: usize,
     line_start: usize,
     base: Option<u64>,
@@ -307,11 +373,22 @@ struct XxdText {
     produced: u64,
     skipped: bool,
     zeros_filled: u64,
+    /// hexdump's closing offset line was read.
+    ended: bool,
 }
 
-impl XxdText {
-    fn new() -> Self {
-        XxdText { line: 0, line_start: 0, base: None, produced: 0, skipped: false, zeros_filled: 0 }
+impl LineText {
+    fn new(dialect: Dialect) -> Self {
+        LineText {
+            dialect,
+            line: 0,
+            line_start: 0,
+            base: None,
+            produced: 0,
+            skipped: false,
+            zeros_filled: 0,
+            ended: false,
+        }
     }
 
     /// One line (its `\n` removed): its bytes go to `out`, and the zeros a
@@ -333,40 +410,33 @@ impl XxdText {
             self.skipped = true;
             return Ok(0);
         }
-        let Some((off, colon)) = xxd_offset(&l[lead..]) else {
-            return Err(at(lead).error("expected an xxd line 'OFFSET: hex groups  ascii'".into()));
+        if self.ended {
+            return Err(at(lead).error("a line after hexdump's closing offset line".into()));
+        }
+        let Some(row) = rows::split(self.dialect, l, lead).map_err(|(c, m)| at(c).error(m))? else {
+            return Ok(0);
         };
-        let have = self.base.get_or_insert(off).saturating_add(self.produced);
-        let zeros = if self.skipped && off > have {
-            self.zero_fill(off - have).map_err(|m| at(lead).error(m))?
-        } else if off != have {
-            return Err(
-                at(lead).error(format!("offset {off:#x} does not follow the previous line (expected {have:#x})"))
-            );
-        } else {
-            0
+        let zeros = match row.offset {
+            Some(off) => {
+                let have = self.base.get_or_insert(off).saturating_add(self.produced);
+                if self.skipped && off > have {
+                    self.zero_fill(off - have).map_err(|m| at(lead).error(m))?
+                } else if off != have {
+                    return Err(at(lead)
+                        .error(format!("offset {off:#x} does not follow the previous line (expected {have:#x})")));
+                } else {
+                    0
+                }
+            }
+            None if self.skipped => {
+                return Err(at(lead).error("a '*' line before a line without an offset: its length is unknown".into()));
+            }
+            None => 0,
         };
         self.skipped = false;
-        let col = lead + colon + 1;
-        let rest = &l[col..];
-        let (rest, col) = match rest.strip_prefix(b" ") {
-            Some(r) => (r, col + 1),
-            None => (rest, col),
-        };
-        let hex = match rest.windows(2).position(|w| w == b"  ") {
-            Some(p) => &rest[..p],
-            None => rest,
-        };
+        self.ended = row.end;
         let start = out.len();
-        let mut word = Word::default();
-        for (i, &b) in hex.iter().enumerate() {
-            if is_separator(b) {
-                word.end()?;
-            } else {
-                word.push(b, at(col + i), out);
-            }
-        }
-        word.end()?;
+        groups(row.hex, row.little_endian_groups, |i| at(row.hex_col + i), out)?;
         self.produced = self.produced.saturating_add(zeros).saturating_add((out.len() - start) as u64);
         Ok(zeros)
     }
@@ -385,20 +455,52 @@ impl XxdText {
     }
 }
 
+/// The hex groups of one dump line into `out`; with `little_endian_groups`,
+/// each group of several bytes is a word whose bytes are reversed.
+fn groups(hex: &[u8], little_endian_groups: bool, at: impl Fn(usize) -> At, out: &mut Vec<u8>) -> Result<(), HexError> {
+    let mut word = Word::default();
+    let mut start = out.len();
+    let end_group = |word: &mut Word, out: &mut Vec<u8>, start: &mut usize| -> Result<(), HexError> {
+        let at = word.start;
+        word.end()?;
+        if little_endian_groups {
+            let n = out.len() - *start;
+            if let Some(at) = at
+                && !matches!(n, 0 | 1 | 2 | 4 | 8)
+            {
+                return Err(at.error(format!(
+                    "a group of {n} bytes: print_hex_dump prints groups of 1, 2, 4 or 8 bytes (2, 4, 8 or 16 digits)"
+                )));
+            }
+            out[*start..].reverse();
+        }
+        *start = out.len();
+        Ok(())
+    };
+    for (i, &b) in hex.iter().enumerate() {
+        if is_separator(b) {
+            end_group(&mut word, out, &mut start)?;
+        } else {
+            word.push(b, at(i), out);
+        }
+    }
+    end_group(&mut word, out, &mut start)
+}
+
 #[derive(Debug)]
 enum Text {
     Bin,
     Hex(HexText),
-    Xxd(XxdText),
+    Lines(LineText),
 }
 
 /// The bytes of an input in any [`InputFormat`], read a chunk at a time
-/// from `src`: memory is bounded by the chunk asked for and one xxd line.
+/// from `src`: memory is bounded by the chunk asked for and one dump line.
 #[derive(Debug)]
 pub struct ByteReader<R> {
     src: R,
     text: Text,
-    /// Bytes of the current xxd line not handed out yet.
+    /// Bytes of the current dump line not handed out yet.
     pending: Vec<u8>,
     pending_at: usize,
     /// Zeros of a `*` line not handed out yet, given out before `pending`.
@@ -410,10 +512,10 @@ pub struct ByteReader<R> {
 impl<R: BufRead> ByteReader<R> {
     /// A reader of `src`, written as `format`.
     pub fn new(src: R, format: InputFormat) -> Self {
-        let text = match format {
-            InputFormat::Bin => Text::Bin,
-            InputFormat::Hex => Text::Hex(HexText::new()),
-            InputFormat::Xxd => Text::Xxd(XxdText::new()),
+        let text = match (format, format.dialect()) {
+            (_, Some(d)) => Text::Lines(LineText::new(d)),
+            (InputFormat::Hex, None) => Text::Hex(HexText::new()),
+            _ => Text::Bin,
         };
         ByteReader { src, text, pending: Vec::new(), pending_at: 0, zeros: 0, line: Vec::new(), done: false }
     }
@@ -426,7 +528,7 @@ impl<R: BufRead> ByteReader<R> {
             let got = match self.text {
                 Text::Bin => read_bin(&mut self.src, out, room)?,
                 Text::Hex(ref mut h) => read_hex(&mut self.src, h, out, room)?,
-                Text::Xxd(_) => self.read_xxd(out, room)?,
+                Text::Lines(_) => self.read_lines(out, room)?,
             };
             if got == 0 {
                 break;
@@ -435,7 +537,7 @@ impl<R: BufRead> ByteReader<R> {
         Ok(out.len() - start)
     }
 
-    fn read_xxd(&mut self, out: &mut Vec<u8>, room: usize) -> Result<usize, InputError> {
+    fn read_lines(&mut self, out: &mut Vec<u8>, room: usize) -> Result<usize, InputError> {
         loop {
             if self.zeros > 0 {
                 let n = usize::try_from(self.zeros).unwrap_or(usize::MAX).min(room);
@@ -452,12 +554,12 @@ impl<R: BufRead> ByteReader<R> {
             if self.done {
                 return Ok(0);
             }
-            self.next_xxd_line()?;
+            self.next_line()?;
         }
     }
 
-    fn next_xxd_line(&mut self) -> Result<(), InputError> {
-        let Text::Xxd(x) = &mut self.text else { return Ok(()) };
+    fn next_line(&mut self) -> Result<(), InputError> {
+        let Text::Lines(x) = &mut self.text else { return Ok(()) };
         loop {
             self.line.clear();
             let n = (&mut self.src)
@@ -473,7 +575,7 @@ impl<R: BufRead> ByteReader<R> {
                 None if self.line.len() <= MAX_XXD_LINE => &self.line,
                 None => {
                     let at = At { line: x.line + 1, line_start: x.line_start, col0: MAX_XXD_LINE };
-                    let m = format!("line longer than {MAX_XXD_LINE} bytes, the most an xxd line may have");
+                    let m = format!("line longer than {MAX_XXD_LINE} bytes, the most a dump line may have");
                     return Err(InputError::Hex(at.error(m)));
                 }
             };
@@ -516,6 +618,9 @@ fn read_hex<R: BufRead>(src: &mut R, h: &mut HexText, out: &mut Vec<u8>, room: u
     src.consume(used);
     Ok(used)
 }
+
+#[cfg(test)]
+mod dump_tests;
 
 #[cfg(test)]
 mod tests {
@@ -613,7 +718,7 @@ mod tests {
     }
 
     /// Reading a chunk at a time gives the bytes and the error reading all at once gives.
-    fn chunked(raw: &[u8], f: InputFormat, chunk: usize) -> Result<Vec<u8>, String> {
+    pub(super) fn chunked(raw: &[u8], f: InputFormat, chunk: usize) -> Result<Vec<u8>, String> {
         let mut r = ByteReader::new(std::io::BufReader::with_capacity(7, raw), f);
         let mut out = Vec::new();
         loop {
@@ -639,7 +744,7 @@ mod tests {
 
         #[test]
         fn any_string_never_panics(s in "\\PC*", raw in proptest::collection::vec(any::<u8>(), 0..200)) {
-            for f in [None, Some(InputFormat::Hex), Some(InputFormat::Xxd), Some(InputFormat::Bin)] {
+            for f in [None, Some(InputFormat::Hex), Some(InputFormat::Xxd), Some(InputFormat::Hexdump), Some(InputFormat::Kernel), Some(InputFormat::Bin)] {
                 let _ = read_input(s.as_bytes(), f);
                 let _ = read_input(&raw, f);
             }

@@ -388,6 +388,27 @@ fn binary_input() {
     assert!(r.stdout.contains("syndrome REMOTE_ACCESS_ERR (0x13)"));
 }
 
+/// The error CQE as mlx5_ib's dump_cqe leaves it in dmesg (print_hex_dump,
+/// DUMP_PREFIX_OFFSET, 16 bytes of 1 a line, no ASCII), with the lines around it.
+#[test]
+fn dmesg_paste_of_an_error_cqe() {
+    let text = std::fs::read_to_string(example("err_cqe.hex")).unwrap();
+    let (bytes, _) = marrow::hexin::read_input(text.as_bytes(), None).unwrap();
+    let mut paste = String::from("[ 1234.567890] mlx5_0:dump_cqe:275:(pid 4242): dump error cqe\n");
+    for (i, row) in bytes.chunks(16).enumerate() {
+        let hex: Vec<String> = row.iter().map(|b| format!("{b:02x}")).collect();
+        paste += &format!("[ 1234.56789{i}] {:08x}: {}\n", i * 16, hex.join(" "));
+    }
+    paste += "[ 1234.567999] mlx5_core 0000:3b:00.0: mlx5_ib_poll: other message\n";
+    let r = run(&["decode"], paste.as_bytes());
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("64 bytes (kernel hex dump)"), "{}", r.stdout);
+    assert!(r.stdout.contains("syndrome REMOTE_ACCESS_ERR (0x13)"), "{}", r.stdout);
+    // A damaged row names the format and where.
+    let bad = paste.replace("00000020: 00 00", "00000020: 00 0g");
+    assert_fails(&run(&["decode"], bad.as_bytes()), "is not valid a kernel hex dump: line 4");
+}
+
 // ------------------------------------------------------------ bounded input
 
 /// A scratch file under cargo's temporary directory for integration tests.

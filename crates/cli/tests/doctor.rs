@@ -418,3 +418,142 @@ fn names_with_escapes_controls_and_bidi_are_printed_escaped() {
         assert!(out.contains(want), "{want} not in:\n{out}");
     }
 }
+
+/// Links `class/infiniband/<name>/device` to the function at `path`, with
+/// the netdevs given under the function's `net/`.
+fn rdma_device(t: &Tree, name: &str, path: &str, netdevs: &[&str]) {
+    let ib = t.root.join("sys/class/infiniband").join(name);
+    std::fs::create_dir_all(&ib).unwrap();
+    std::os::unix::fs::symlink(format!("../../../devices/{path}"), ib.join("device")).unwrap();
+    for n in netdevs {
+        std::fs::create_dir_all(t.root.join("sys/devices").join(path).join("net").join(n)).unwrap();
+    }
+}
+
+/// The cells of the matrix row `label` (`GPU0   X   PIX ...`).
+fn matrix_row(out: &str, label: &str) -> Vec<String> {
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(label) && l.split_whitespace().any(|w| w == "X"))
+        .unwrap_or_else(|| panic!("no matrix row {label} in:\n{out}"));
+    line.split_whitespace().skip(1).map(str::to_owned).collect()
+}
+
+const SW1: &str = "pci0000:00/0000:00:02.0/0000:01:00.0";
+
+/// One socket: GPU0 and NIC0 under one switch (PIX), GPU1 under a second
+/// switch below it (PXB), NIC1 on another root port (PHB).
+#[test]
+fn matrix_of_one_socket_is_pix_pxb_phb() {
+    let t = Tree::new("topo-one-socket");
+    let gpu1 = format!("{SW1}/0000:02:02.0/0000:05:00.0/0000:06:00.0/0000:07:00.0");
+    t.add("pci0000:00/0000:00:02.0", root_port_no_acs_redirect(), 0)
+        .add(SW1, upstream_port(), 0)
+        .add(&format!("{SW1}/0000:02:00.0"), downstream_port(0), 0)
+        .add(&format!("{SW1}/0000:02:01.0"), downstream_port(0), 0)
+        .add(&format!("{SW1}/0000:02:02.0"), downstream_port(0), 0)
+        .add(&format!("{SW1}/0000:02:00.0/0000:03:00.0"), gpu(), 0)
+        .add(&format!("{SW1}/0000:02:01.0/0000:04:00.0"), nic(), 0)
+        .add(&format!("{SW1}/0000:02:02.0/0000:05:00.0"), upstream_port(), 0)
+        .add(&format!("{SW1}/0000:02:02.0/0000:05:00.0/0000:06:00.0"), downstream_port(0), 0)
+        .add(&gpu1, gpu(), 0)
+        .add("pci0000:00/0000:00:03.0", root_port_no_acs_redirect(), 0)
+        .add("pci0000:00/0000:00:03.0/0000:08:00.0", nic(), 0);
+    rdma_device(&t, "mlx5_0", &format!("{SW1}/0000:02:01.0/0000:04:00.0"), &["eth0"]);
+    rdma_device(&t, "mlx5_1", "pci0000:00/0000:00:03.0/0000:08:00.0", &[]);
+    let (_, out) = t.doctor(false);
+    eprintln!("{out}");
+    assert!(out.contains("GPU0    GPU1    NIC0    NIC1"), "{out}");
+    assert_eq!(matrix_row(&out, "GPU0"), ["X", "PXB", "PIX", "PHB"], "{out}");
+    assert_eq!(matrix_row(&out, "GPU1"), ["PXB", "X", "PXB", "PHB"], "{out}");
+    assert_eq!(matrix_row(&out, "NIC0"), ["PIX", "PXB", "X", "PHB"], "{out}");
+    assert_eq!(matrix_row(&out, "NIC1"), ["PHB", "PHB", "PHB", "X"], "{out}");
+    for l in ["GPU0: 0000:03:00.0", "GPU1: 0000:07:00.0", "NIC0: mlx5_0 (netdev eth0)", "NIC1: mlx5_1 (no netdev)"] {
+        assert!(out.contains(l), "{l:?} not in:\n{out}");
+    }
+    assert!(out.contains("PIX     = Connection traversing at most a single PCIe bridge"), "{out}");
+    assert!(out.contains("NV#     = not shown: NVLink is not visible in sysfs"), "{out}");
+    let (_, j) = t.doctor(true);
+    let j = json(&j);
+    assert_eq!(j["topology"]["matrix"][0], serde_json::json!(["X", "PXB", "PIX", "PHB"]));
+    assert_eq!(j["topology"]["endpoints"][2]["rdma"], "mlx5_0");
+    assert_eq!(j["topology"]["endpoints"][2]["netdevs"], serde_json::json!(["eth0"]));
+    assert_eq!(j["topology"]["endpoints"][0]["bdf"], "0000:03:00.0");
+}
+
+/// Two sockets: GPU0 and NIC0 under one switch (PIX), GPU1 on another host
+/// bridge of the same node (NODE), NIC1 on the other socket (SYS); then
+/// NIC1's NUMA node unknown: NODE or SYS cannot be told.
+#[test]
+fn matrix_of_two_sockets_is_node_and_sys_and_unknown_without_numa() {
+    let t = Tree::new("topo-two-sockets");
+    let nic1 = "pci0000:80/0000:80:02.0/0000:81:00.0";
+    t.add("pci0000:00/0000:00:02.0", root_port_no_acs_redirect(), 0)
+        .add(SW1, upstream_port(), 0)
+        .add(&format!("{SW1}/0000:02:00.0"), downstream_port(0), 0)
+        .add(&format!("{SW1}/0000:02:01.0"), downstream_port(0), 0)
+        .add(&format!("{SW1}/0000:02:00.0/0000:03:00.0"), gpu(), 0)
+        .add(&format!("{SW1}/0000:02:01.0/0000:04:00.0"), nic(), 0)
+        .add("pci0000:40/0000:40:02.0", root_port_no_acs_redirect(), 0)
+        .add("pci0000:40/0000:40:02.0/0000:41:00.0", gpu(), 0)
+        .add("pci0000:80/0000:80:02.0", root_port_no_acs_redirect(), 1)
+        .add(nic1, nic(), 1);
+    rdma_device(&t, "mlx5_0", &format!("{SW1}/0000:02:01.0/0000:04:00.0"), &["ens1f0np0"]);
+    rdma_device(&t, "mlx5_1", nic1, &["ens2f0np0"]);
+    let (_, out) = t.doctor(false);
+    assert_eq!(matrix_row(&out, "GPU0"), ["X", "NODE", "PIX", "SYS"], "{out}");
+    assert_eq!(matrix_row(&out, "GPU1"), ["NODE", "X", "NODE", "SYS"], "{out}");
+    assert_eq!(matrix_row(&out, "NIC1"), ["SYS", "SYS", "SYS", "X"], "{out}");
+    assert!(out.contains("NIC1: mlx5_1 (netdev ens2f0np0)"), "{out}");
+    std::fs::write(t.root.join("sys/devices").join(nic1).join("numa_node"), "-1\n").unwrap();
+    let (_, out) = t.doctor(false);
+    assert_eq!(matrix_row(&out, "NIC1"), ["unknown", "unknown", "unknown", "X"], "{out}");
+    assert_eq!(matrix_row(&out, "GPU0"), ["X", "NODE", "PIX", "unknown"], "{out}");
+}
+
+/// A RoCE port with v1 and v2 GIDs, link-local and IPv4-mapped, empty
+/// entries, and one whose type cannot be read.
+#[test]
+fn gid_table_with_roce_v1_and_v2() {
+    let t = one_switch("gids", 0);
+    let nic = "pci0000:00/0000:00:02.0/0000:01:00.0/0000:02:01.0/0000:04:00.0";
+    rdma_device(&t, "mlx5_0", nic, &["eth0"]);
+    let port = t.root.join("sys/class/infiniband/mlx5_0/ports/1");
+    for d in ["gids", "gid_attrs/types", "gid_attrs/ndevs"] {
+        std::fs::create_dir_all(port.join(d)).unwrap();
+    }
+    std::fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
+    std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+    let link_local = "fe80:0000:0000:0000:0a42:a1ff:fe12:3456";
+    let v4 = "0000:0000:0000:0000:0000:ffff:0a00:0005";
+    let zero = "0000:0000:0000:0000:0000:0000:0000:0000";
+    for (i, gid, kind) in
+        [(0, link_local, "IB/RoCE v1"), (1, link_local, "RoCE v2"), (2, v4, "IB/RoCE v1"), (3, v4, "RoCE v2")]
+    {
+        std::fs::write(port.join(format!("gids/{i}")), format!("{gid}\n")).unwrap();
+        std::fs::write(port.join(format!("gid_attrs/types/{i}")), format!("{kind}\n")).unwrap();
+        std::fs::write(port.join(format!("gid_attrs/ndevs/{i}")), "eth0\n").unwrap();
+    }
+    std::fs::write(port.join("gids/4"), format!("{zero}\n")).unwrap();
+    std::fs::write(port.join("gids/5"), format!("{v4}\n")).unwrap();
+    let (_, out) = t.doctor(false);
+    eprintln!("{out}");
+    assert!(
+        out.contains("mlx5_0 port 1 (Ethernet): recommended GID index 3: RoCE v2 with IPv4 address 10.0.0.5"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("0     {link_local}  IB/RoCE v1  eth0")), "{out}");
+    assert!(out.contains(&format!("3     {v4}  RoCE v2     eth0  (10.0.0.5)")), "{out}");
+    assert!(out.contains(&format!("5     {v4}  unknown     unknown  (10.0.0.5)")), "{out}");
+    assert!(!out.contains(zero), "{out}");
+    let (_, j) = t.doctor(true);
+    let j = json(&j);
+    let p = &j["gids"][0];
+    assert_eq!(
+        (p["device"].as_str(), p["port"].as_u64(), p["recommended"].as_u64()),
+        (Some("mlx5_0"), Some(1), Some(3))
+    );
+    assert_eq!(p["gids"][1]["type"], "RoCE v2");
+    assert_eq!(p["gids"].as_array().unwrap().len(), 5);
+    assert!(p["gids"][4]["type"].is_null() && p["gids"][4]["netdev"].is_null(), "{p}");
+}

@@ -14,6 +14,7 @@
 //! | [`proxy`] | the CPU-proxy doorbell: GPU → host mailbox → a CPU thread → UAR |
 //! | [`probe`] | sysfs/procfs: devices, link layers, the doorbell mode that would be chosen and why |
 //! | [`hostfile`] | reading sysfs/procfs files bounded: regular files only, never blocking, never past their size |
+//! | [`gids`] | sysfs: the GID table of each port (GID, RoCE type, netdev) and the index a RoCE QP should use |
 //!
 //! Nothing here runs against a NIC on the development machines (there is
 //! none); the functions that need one return [`VerbsError`]s that name what
@@ -23,6 +24,7 @@ pub mod bootstrap;
 pub mod device;
 pub mod devx;
 pub mod ffi;
+pub mod gids;
 pub mod hostfile;
 pub mod lib_load;
 pub mod mpi;

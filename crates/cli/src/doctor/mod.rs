@@ -1,14 +1,18 @@
 //! `marrow doctor`: is the PCIe path between each GPU and RDMA NIC fit for
 //! GPU-initiated RDMA? Reads a sysfs tree (the live `/sys` or a captured
 //! one) and `/proc`, then reports the tree with link speeds, every GPU and
-//! NIC, and per GPU–NIC pair the path class, ACS on each bridge, ATS, and a
-//! verdict with its reason and fix. The checks follow `docs/SOURCES.md`
+//! NIC, the GPU×NIC matrix of path classes as `nvidia-smi topo -m` shows
+//! it ([`topo`]), per GPU–NIC pair the path class, ACS on each bridge, ATS,
+//! and a verdict with its reason and fix, and the GID table of every RDMA
+//! port ([`gid_table`]). The checks follow `docs/SOURCES.md`
 //! §3; PCIe registers are decoded by `marrow-pcie`.
 
+pub mod gid_table;
 pub mod host;
 pub mod pair;
 pub mod rdma;
 pub mod scan;
+pub mod topo;
 
 use crate::pcie_decode::size_text;
 use serde::Serialize;
@@ -87,15 +91,22 @@ pub struct Report {
     pub devices: Vec<DeviceLine>,
     pub gpus: Vec<String>,
     pub nics: Vec<String>,
+    /// The `nvidia-smi topo -m` matrix of GPUs and NICs.
+    pub topology: topo::Topology,
     pub pairs: Vec<pair::Pair>,
     pub host: host::Host,
     /// The mlx5 backend: library, devices, doorbell mode and why.
     pub rdma: rdma::Backend,
+    /// Per RDMA port: the GIDs in use and the index to use.
+    pub gids: Vec<marrow_verbs::gids::PortGids>,
 }
 
 pub fn run(sysfs: &Path, proc_root: &Path) -> Result<Report, String> {
     let funcs = scan::scan(sysfs)?;
-    Ok(assemble(&funcs, host::read(sysfs, proc_root), rdma::read(sysfs, proc_root)))
+    let mut r = assemble(&funcs, host::read(sysfs, proc_root), rdma::read(sysfs, proc_root));
+    topo::read_netdevs(&mut r.topology, sysfs);
+    r.gids = gid_table::read(sysfs);
+    Ok(r)
 }
 
 /// The tree line of a function whose config space cannot be decoded.
@@ -120,7 +131,8 @@ fn unreadable_line(f: &scan::Function, problem: &str) -> DeviceLine {
     }
 }
 
-/// The report on the functions read, the host settings and the RDMA backend.
+/// The report on the functions read, the host settings and the RDMA backend
+/// (NIC netdevs unknown and no GID table: [`run`] reads those from the tree).
 pub fn assemble(funcs: &[scan::Function], host: host::Host, rdma: rdma::Backend) -> Report {
     let mut devices = Vec::new();
     let mut ordered: Vec<&scan::Function> = funcs.iter().collect();
@@ -205,9 +217,11 @@ pub fn assemble(funcs: &[scan::Function], host: host::Host, rdma: rdma::Backend)
             .iter()
             .map(|f| format!("{}{}", f.bdf, f.infiniband.as_ref().map(|i| format!(" ({i})")).unwrap_or_default()))
             .collect(),
+        topology: topo::build(funcs),
         pairs,
         host,
         rdma,
+        gids: Vec::new(),
     }
 }
 
@@ -248,6 +262,7 @@ pub fn render_text(r: &Report) -> String {
     }
     let _ = writeln!(o, "GPUs: {}", if r.gpus.is_empty() { "none".into() } else { r.gpus.join(", ") });
     let _ = writeln!(o, "RDMA NICs: {}", if r.nics.is_empty() { "none".into() } else { r.nics.join(", ") });
+    topo::render(&r.topology, &mut o);
     let _ = writeln!(o, "IOMMU: {}", r.host.iommu);
     if !r.host.cmdline_iommu.is_empty() {
         let _ = writeln!(o, "  kernel command line: {}", r.host.cmdline_iommu.join(" "));
@@ -297,6 +312,7 @@ pub fn render_text(r: &Report) -> String {
         }
     }
     rdma::render(&r.rdma, &mut o);
+    gid_table::render(&r.gids, &mut o);
     o
 }
 

@@ -93,6 +93,11 @@ pub fn classify(g: &Function, n: &Function) -> (PathClass, usize) {
     if common == 0 {
         return (PathClass::PHB, 0);
     }
+    // Functions of one device (a dual-port NIC's .0 and .1), or devices on
+    // one bridge's bus: no bridge between them, whatever hangs above.
+    if common == g.ancestors.len() && common == n.ancestors.len() {
+        return (PathClass::PIX, common);
+    }
     match (switch_node(g), switch_node(n)) {
         (Some(a), Some(b)) if a == b => (PathClass::PIX, common),
         (Some(_), Some(_)) => (PathClass::PXB, common),
