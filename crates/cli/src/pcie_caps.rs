@@ -81,9 +81,9 @@ pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
     let mut j = json!({ "offset": c.offset, "id": c.id.0, "name": c.id.to_string(), "next": c.next });
     match c.id {
         CapId::EXP => return crate::pcie_express::express(o, cfg, j),
-        CapId::PM => power_management(o, cfg),
-        CapId::MSI => msi(o, cfg),
-        CapId::MSIX => msix(o, cfg),
+        CapId::PM => power_management(o, cfg, c.offset),
+        CapId::MSI => msi(o, cfg, c.offset),
+        CapId::MSIX => msix(o, cfg, c.offset),
         CapId::SSVID => match cfg.bridge_subsystem() {
             Some(Ok(s)) => o.line(2, format!("Subsystem: {:04x}:{:04x}", s.vendor, s.device)),
             Some(Err(e)) => o.error(2, e, Some(c.offset.into())),
@@ -106,11 +106,13 @@ pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
     j
 }
 
-fn power_management(o: &mut Out, cfg: &Config) {
+fn power_management(o: &mut Out, cfg: &Config, at: u16) {
     let Some(p) = cfg.power_management() else {
+        o.line(1, format!("Capabilities: [{at:02x}] Power Management"));
         o.error(2, "Power Management registers run past the end of the dump", None);
         return;
     };
+    o.line(1, format!("Capabilities: [{at:02x}] Power Management version {}", p.version));
     // PMC bits 15:11 are PME from D0 (bit 11), D1, D2, D3hot, D3cold (bit 15): PM 1.2 §3.2.3.
     let s = |i: u8| pm(p.pme_support & (1 << i) != 0);
     o.line(
@@ -143,28 +145,61 @@ fn power_management(o: &mut Out, cfg: &Config) {
     );
 }
 
-fn msi(o: &mut Out, cfg: &Config) {
-    if let Some(m) = cfg.msi() {
-        o.line(
-            2,
-            format!(
-                "MSI: Enable{} Count={}/{} Maskable{} 64bit{}",
-                pm(m.enabled),
-                m.vectors_enabled,
-                m.vectors_capable,
-                pm(m.per_vector_mask),
-                pm(m.addr_64bit)
-            ),
-        );
+/// MSI as lspci's `cap_msi` prints it: the message address and data, and
+/// the mask and pending bits where the function has per-vector masking
+/// (PCI Local Bus 3.0 §6.8.1: the layout depends on 64bit and Maskable).
+fn msi(o: &mut Out, cfg: &Config, at: u16) {
+    let Some(m) = cfg.msi() else {
+        o.line(1, format!("Capabilities: [{at:02x}] MSI"));
+        return;
+    };
+    o.line(
+        1,
+        format!(
+            "Capabilities: [{at:02x}] MSI: Enable{} Count={}/{} Maskable{} 64bit{}",
+            pm(m.enabled),
+            m.vectors_enabled,
+            m.vectors_capable,
+            pm(m.per_vector_mask),
+            pm(m.addr_64bit)
+        ),
+    );
+    let base = usize::from(at);
+    let r32 = |off: usize| cfg.read_u32(base + off);
+    let r16 = |off: usize| cfg.read_u16(base + off);
+    let (addr, data, mask_at) = if m.addr_64bit {
+        (r32(8).zip(r32(4)).map(|(hi, lo)| format!("{hi:08x}{lo:08x}")), r16(12), 16)
+    } else {
+        (r32(4).map(|lo| format!("{lo:08x}")), r16(8), 12)
+    };
+    match addr.zip(data) {
+        Some((addr, data)) => o.line(2, format!("Address: {addr}  Data: {data:04x}")),
+        None => o.error(2, "MSI message address and data run past the end of the dump", Some(at.into())),
+    }
+    if m.per_vector_mask {
+        match r32(mask_at).zip(r32(mask_at + 4)) {
+            Some((mask, pending)) => o.line(2, format!("Masking: {mask:08x}  Pending: {pending:08x}")),
+            None => o.error(2, "MSI mask and pending bits run past the end of the dump", Some(at.into())),
+        }
     }
 }
 
-fn msix(o: &mut Out, cfg: &Config) {
-    if let Some(m) = cfg.msix() {
-        o.line(2, format!("MSI-X: Enable{} Count={} Masked{}", pm(m.enabled), m.table_size, pm(m.function_masked)));
-        o.line(2, format!("Vector table: BAR={} offset={:08x}", m.table_bir, m.table_offset));
-        o.line(2, format!("PBA: BAR={} offset={:08x}", m.pba_bir, m.pba_offset));
-    }
+fn msix(o: &mut Out, cfg: &Config, at: u16) {
+    let Some(m) = cfg.msix() else {
+        o.line(1, format!("Capabilities: [{at:02x}] MSI-X"));
+        return;
+    };
+    o.line(
+        1,
+        format!(
+            "Capabilities: [{at:02x}] MSI-X: Enable{} Count={} Masked{}",
+            pm(m.enabled),
+            m.table_size,
+            pm(m.function_masked)
+        ),
+    );
+    o.line(2, format!("Vector table: BAR={} offset={:08x}", m.table_bir, m.table_offset));
+    o.line(2, format!("PBA: BAR={} offset={:08x}", m.pba_bir, m.pba_offset));
 }
 
 /// One extended capability: text lines and its JSON.

@@ -234,8 +234,9 @@ fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {
     for cap in cfg.caps() {
         match cap {
             Ok(c) => {
-                // PCI Express names itself on this line, as lspci's does.
-                if c.id != marrow_pcie::cap_id::CapId::EXP {
+                // These name themselves on this line with what they hold, as lspci's do.
+                use marrow_pcie::cap_id::CapId;
+                if ![CapId::EXP, CapId::PM, CapId::MSI, CapId::MSIX].contains(&c.id) {
                     o.line(1, format!("Capabilities: [{:02x}] {}", c.offset, c.id));
                 }
                 caps.push(crate::pcie_caps::standard(o, cfg, &c));

@@ -127,7 +127,9 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
         cap.extend([("AttnBtn", "devcap_atn_but"), ("AttnInd", "devcap_atn_ind"), ("PwrInd", "devcap_pwr_ind")]);
     }
     cap.push(("RBE", "devcap_rber"));
-    if endpoint {
+    // Function Level Reset belongs to endpoints, integrated ones included.
+    let flr_capable_type = endpoint || port == PortType::RC_END;
+    if flr_capable_type {
         cap.push(("FLReset", "devcap_flr"));
     }
     let mut line = flags(&b, &cap);
@@ -163,7 +165,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
             ],
         ) + &if port == PortType::PCI_BRIDGE {
             format!(" BrConfRtry{}", pm(b.flag("devctl_bcr_flr")))
-        } else if endpoint && b.flag("devcap_flr") {
+        } else if flr_capable_type && b.flag("devcap_flr") {
             format!(" FLReset{}", pm(b.flag("devctl_bcr_flr")))
         } else {
             String::new()

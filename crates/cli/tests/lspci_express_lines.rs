@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 
 /// Port types of the PCI Express Capabilities register (§7.5.3.2).
-const TYPES: [u8; 7] = [0, 1, 4, 5, 6, 7, 8];
+const TYPES: [u8; 9] = [0, 1, 4, 5, 6, 7, 8, 9, 10];
 
 fn dump(rng: &mut fastrand::Rng, n: usize) -> String {
     let mut out = String::new();
