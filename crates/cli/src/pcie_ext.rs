@@ -30,24 +30,22 @@ const UE: &[(&str, u32)] = &[
     ("ECRC", 19),
     ("UnsupReq", 20),
     ("ACSViol", 21),
-    ("UncorrIntErr", 22),
-    ("BlockedTLP", 23),
-    ("AtomicOpBlocked", 24),
-    ("TLPBlockedErr", 25),
 ];
-const CE: &[(&str, u32)] = &[
-    ("RxErr", 0),
-    ("BadTLP", 6),
-    ("BadDLLP", 7),
-    ("Rollover", 8),
-    ("Timeout", 12),
-    ("AdvNonFatalErr", 13),
-    ("CorrIntErr", 14),
-    ("HeaderOF", 15),
-];
+/// Bits lspci 3.9 does not name (PCIe 6.0 §7.8.4.2, §7.8.4.5): printed after
+/// its flags, under the spec's names, only when set.
+const UE_MORE: &[(&str, u32)] =
+    &[("UncorrIntErr", 22), ("BlockedTLP", 23), ("AtomicOpBlocked", 24), ("TLPBlockedErr", 25)];
+const CE_MORE: &[(&str, u32)] = &[("CorrIntErr", 14), ("HeaderOF", 15)];
+const CE: &[(&str, u32)] =
+    &[("RxErr", 0), ("BadTLP", 6), ("BadDLLP", 7), ("Rollover", 8), ("Timeout", 12), ("AdvNonFatalErr", 13)];
 
 fn bits(v: u32, t: &[(&str, u32)]) -> String {
     t.iter().map(|(n, b)| format!("{n}{}", pm(v >> b & 1 != 0))).collect::<Vec<_>>().join(" ")
+}
+
+/// The newer bits set in `v`, as `Name+` words.
+fn newer_set(v: u32, more: &[(&str, u32)]) -> Vec<String> {
+    more.iter().filter(|(_, b)| v >> b & 1 != 0).map(|(n, _)| format!("{n}+")).collect()
 }
 
 const ACS: &[(&str, u32)] = &[
@@ -247,11 +245,28 @@ fn spec_lines_of(o: &mut Out, b: &marrow_pcie::registers::Block) {
 
 fn aer(o: &mut Out, cfg: &Config) {
     let Some(a) = cfg.aer() else { return };
-    o.line(2, format!("UESta: {}", bits(a.uncor_status.bits(), UE)));
-    o.line(2, format!("UEMsk: {}", bits(a.uncor_mask.bits(), UE)));
-    o.line(2, format!("UESvrt: {}", bits(a.uncor_severity.bits(), UE)));
-    o.line(2, format!("CESta: {}", bits(a.cor_status.bits(), CE)));
-    o.line(2, format!("CEMsk: {}", bits(a.cor_mask.bits(), CE)));
+    let regs = [
+        ("UESta", a.uncor_status.bits(), UE, UE_MORE),
+        ("UEMsk", a.uncor_mask.bits(), UE, UE_MORE),
+        ("UESvrt", a.uncor_severity.bits(), UE, UE_MORE),
+        ("CESta", a.cor_status.bits(), CE, CE_MORE),
+        ("CEMsk", a.cor_mask.bits(), CE, CE_MORE),
+    ];
+    for (name, v, named, _) in regs {
+        o.line(2, format!("{name}: {}", bits(v, named)));
+    }
+    // Bits lspci 3.9 has no name for, on a line of their own so that
+    // lspci's lines stay as lspci prints them.
+    let newer: Vec<String> = regs
+        .iter()
+        .filter_map(|(name, v, _, more)| {
+            let set = newer_set(*v, more);
+            (!set.is_empty()).then(|| format!("{name} {}", set.join(" ")))
+        })
+        .collect();
+    if !newer.is_empty() {
+        o.line(2, format!("AER bits lspci 3.9 does not name: {}", newer.join("; ")));
+    }
     let cap = a.cap_control;
     o.line(
         2,
@@ -264,14 +279,28 @@ fn aer(o: &mut Out, cfg: &Config) {
             pm(cap & 0x100 != 0)
         ),
     );
+    // §7.8.4.7: Multiple Header Recording Capable/Enable (9, 10), TLP
+    // Prefix Log Present (11), Completion Timeout Prefix/Header Log Capable (12).
+    o.line(
+        3,
+        format!(
+            "MultHdrRecCap{} MultHdrRecEn{} TLPPfxPres{} HdrLogCap{}",
+            pm(cap & 0x200 != 0),
+            pm(cap & 0x400 != 0),
+            pm(cap & 0x800 != 0),
+            pm(cap & 0x1000 != 0)
+        ),
+    );
     o.line(2, format!("HeaderLog: {}", a.header_log.iter().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(" ")));
     if a.header_log != [0; 4] {
         match crate::pcie_tlp::tlp(&a.header_log) {
-            Ok(r) => r.text.lines().for_each(|l| o.line(3, l)),
-            Err(e) => o.line(3, format!("not a TLP header: {e}")),
+            // marrow's own reading of the log, marked so it is not taken for lspci's.
+            Ok(r) => r.text.lines().for_each(|l| o.line(3, format!("HeaderLog TLP: {}", l.trim()))),
+            Err(e) => o.line(3, format!("HeaderLog TLP: not a TLP header: {e}")),
         }
     }
-    let is_root = cfg.express().is_some_and(|e| e.port_type == marrow_pcie::express::PortType::ROOT_PORT);
+    use marrow_pcie::express::PortType;
+    let is_root = cfg.express().is_some_and(|e| e.port_type == PortType::ROOT_PORT || e.port_type == PortType::RC_EC);
     if let (true, Some(Ok(b))) =
         (is_root, cfg.ext_block(ExtCapId::ERR, &marrow_pcie::generated::pcie::pci_aer_cap::LAYOUT))
     {
@@ -292,7 +321,7 @@ fn aer(o: &mut Out, cfg: &Config) {
         o.line(
             2,
             format!(
-                "RootSta: {} IntMsgNum {}",
+                "RootSta: {}",
                 flags(
                     &b,
                     &[
@@ -300,6 +329,17 @@ fn aer(o: &mut Out, cfg: &Config) {
                         ("MultCERcvd", "root_multi_cor_rcv"),
                         ("UERcvd", "root_uncor_rcv"),
                         ("MultUERcvd", "root_multi_uncor_rcv"),
+                    ]
+                ),
+            ),
+        );
+        o.line(
+            3,
+            format!(
+                " {} IntMsg {}",
+                flags(
+                    &b,
+                    &[
                         ("FirstFatal", "root_first_fatal"),
                         ("NonFatalMsg", "root_nonfatal_rcv"),
                         ("FatalMsg", "root_fatal_rcv"),

@@ -411,8 +411,8 @@ fn capability_blocks(text: &str) -> std::collections::BTreeMap<(String, String),
             blocks.insert(key.clone(), vec![fold(title)]);
             cur = Some(key);
         } else if line.starts_with("\t\t") {
-            if let Some(k) = &cur {
-                blocks.get_mut(k).map(|v: &mut Vec<String>| v.push(fold(line)));
+            if let Some(v) = cur.as_ref().and_then(|k| blocks.get_mut(k)) {
+                v.push(fold(line));
             }
         } else {
             cur = None;
@@ -423,12 +423,22 @@ fn capability_blocks(text: &str) -> std::collections::BTreeMap<(String, String),
 
 /// Line for line with `lspci -F DUMP -vvv` on every text fixture, both
 /// ways, for the capabilities marrow prints in lspci's layout: PCI Express,
-/// Power Management, MSI, MSI-X, LTR and L1 PM Substates. The others are
-/// counted and printed (`--nocapture`), not yet held to it.
+/// Power Management, MSI, MSI-X, AER, LTR and L1 PM Substates. Lines marrow
+/// adds of its own (the AER header log read as a TLP, AER bits lspci 3.9
+/// has no name for) start with a marker and are left out. The other
+/// capabilities are counted and printed (`--nocapture`), not yet held to it.
 #[test]
 fn capabilities_print_line_for_line_as_lspci() {
-    const HELD: [&str; 6] =
-        ["Express", "Power Management", "MSI:", "MSI-X:", "Latency Tolerance Reporting", "L1 PM Substates"];
+    const HELD: [&str; 7] = [
+        "Express",
+        "Power Management",
+        "MSI:",
+        "MSI-X:",
+        "Advanced Error Reporting",
+        "Latency Tolerance Reporting",
+        "L1 PM Substates",
+    ];
+    const MARROW_ONLY: [&str; 2] = ["HeaderLog TLP:", "AER bits lspci 3.9 does not name:"];
     let (mut compared, mut wrong) = (0, Vec::new());
     let mut others: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
     for path in every_fixture().into_iter().filter(|p| !p.to_string_lossy().contains(".config")) {
@@ -441,7 +451,8 @@ fn capabilities_print_line_for_line_as_lspci() {
         let theirs = capability_blocks(&String::from_utf8_lossy(&lspci.stdout));
         let ours = capability_blocks(&String::from_utf8_lossy(&ours.stdout));
         for (key, lines) in &theirs {
-            let mine = ours.get(key).cloned().unwrap_or_default();
+            let mut mine = ours.get(key).cloned().unwrap_or_default();
+            mine.retain(|l| !MARROW_ONLY.iter().any(|m| l.starts_with(m)));
             let differ =
                 lines.iter().filter(|l| !mine.contains(l)).count() + mine.iter().filter(|l| !lines.contains(l)).count();
             if HELD.iter().any(|h| lines[0].starts_with(h)) {
