@@ -95,7 +95,7 @@ pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
             }
         }
         CapId::VNDR => crate::pcie_ext_dpc_sriov_phy::vendor_std(o, cfg, c.offset),
-        _ => o.line(2, "registers not decoded"),
+        _ => o.line(2, "marrow: registers not decoded"),
     }
     if let Some(l) = layout {
         match cfg.block(l, usize::from(c.offset), c.offset) {

@@ -247,7 +247,11 @@ fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {
     for cap in cfg.ext_caps() {
         match cap {
             Ok(c) => {
-                o.line(1, format!("Capabilities: [{:03x} v{}] {}", c.offset, c.version, c.id));
+                let (title, spec_name) = crate::pcie_titles::extended(cfg, &c);
+                o.line(1, format!("Capabilities: [{:03x} v{}] {title}", c.offset, c.version));
+                if let Some(name) = spec_name {
+                    o.line(2, format!("marrow: {name}"));
+                }
                 let mut v = crate::pcie_caps::extended(o, cfg, &c);
                 v["extended"] = json!(true);
                 caps.push(v);

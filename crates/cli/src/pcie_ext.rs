@@ -63,9 +63,9 @@ pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, j: &mut Value) {
         ExtCapId::NULL => o.line(
             2,
             if c.next == 0 {
-                "no registers (hidden or removed capability)"
+                "marrow: no registers (hidden or removed capability)"
             } else {
-                "no registers (hidden or removed capability), list continues"
+                "marrow: no registers (hidden or removed capability), list continues"
             },
         ),
         ExtCapId::ERR => aer(o, cfg),
@@ -265,7 +265,7 @@ fn aer(o: &mut Out, cfg: &Config) {
         })
         .collect();
     if !newer.is_empty() {
-        o.line(2, format!("AER bits lspci 3.9 does not name: {}", newer.join("; ")));
+        o.line(2, format!("marrow: AER bits lspci 3.9 does not name: {}", newer.join("; ")));
     }
     let cap = a.cap_control;
     o.line(
@@ -295,8 +295,8 @@ fn aer(o: &mut Out, cfg: &Config) {
     if a.header_log != [0; 4] {
         match crate::pcie_tlp::tlp(&a.header_log) {
             // marrow's own reading of the log, marked so it is not taken for lspci's.
-            Ok(r) => r.text.lines().for_each(|l| o.line(3, format!("HeaderLog TLP: {}", l.trim()))),
-            Err(e) => o.line(3, format!("HeaderLog TLP: not a TLP header: {e}")),
+            Ok(r) => r.text.lines().for_each(|l| o.line(3, format!("marrow: HeaderLog TLP: {}", l.trim()))),
+            Err(e) => o.line(3, format!("marrow: HeaderLog TLP: not a TLP header: {e}")),
         }
     }
     use marrow_pcie::express::PortType;
@@ -366,7 +366,7 @@ fn acs(o: &mut Out, cfg: &Config) {
     o.line(
         2,
         format!(
-            "peer-to-peer: {}",
+            "marrow: peer-to-peer: {}",
             if a.redirects_p2p() {
                 "redirected to the root complex (ReqRedir/CmpltRedir on)"
             } else {
@@ -481,6 +481,11 @@ fn ptm(o: &mut Out, cfg: &Config) {
     o.line(2, format!("PTMEffectiveGranularity: {}", gran(b.get("ptm_ctrl_granularity").unwrap_or(0), "Unknown")));
 }
 
+/// VC and port arbitration selections (§7.9.1.4, §7.9.1.7) in lspci's names.
+fn arb_name(v: u64) -> &'static str {
+    ["Fixed", "WRR32", "WRR64", "WRR128", "TWRR128", "WRR256"].get(v as usize).copied().unwrap_or("??")
+}
+
 fn vc(o: &mut Out, cfg: &Config, j: &mut Value) {
     match cfg.virtual_channel() {
         Some(Ok(v)) => {
@@ -498,7 +503,7 @@ fn vc(o: &mut Out, cfg: &Config, j: &mut Value) {
             let arb = g("vc_cap2_arb_cap");
             let f = |i: u32| pm(arb >> i & 1 != 0);
             o.line(2, format!("Arb: Fixed{} WRR32{} WRR64{} WRR128{}", f(0), f(1), f(2), f(3)));
-            o.line(2, format!("Ctrl: ArbSelect={}", g("vc_ctrl_arb_select")));
+            o.line(2, format!("Ctrl: ArbSelect={}", arb_name(g("vc_ctrl_arb_select"))));
             o.line(2, format!("Status: InProgress{}", pm(p.flag("vc_status_arb_table"))));
             for (i, r) in v.resources.iter().enumerate() {
                 let g = |n: &str| r.get(n).unwrap_or(0);
@@ -531,7 +536,7 @@ fn vc(o: &mut Out, cfg: &Config, j: &mut Value) {
                         "Ctrl: Enable{} ID={} ArbSelect={} TC/VC={:02x}",
                         pm(r.flag("vc_res_enable")),
                         g("vc_res_id"),
-                        g("vc_res_arb_select"),
+                        arb_name(g("vc_res_arb_select")),
                         g("vc_res_tc_map")
                     ),
                 );
@@ -543,6 +548,10 @@ fn vc(o: &mut Out, cfg: &Config, j: &mut Value) {
                         pm(r.flag("vc_res_table_status"))
                     ),
                 );
+                // The table itself is not decoded (lspci neither).
+                if g("vc_res_pat_offset") != 0 {
+                    o.line(3, "Port Arbitration Table <?>");
+                }
             }
             j["resources"] = Value::Array(v.resources.iter().map(pcie_json::block).collect());
         }

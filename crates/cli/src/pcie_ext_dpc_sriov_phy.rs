@@ -35,7 +35,7 @@ pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, _j: &mut Value) {
                 | ExtCapId::VNDR
         )
     {
-        o.line(2, "registers not decoded");
+        o.line(2, "marrow: registers not decoded");
         return;
     }
     for l in s.lines() {
@@ -164,20 +164,24 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
     if id == ExtCapId::SECPCI {
         match cfg.secondary_pcie() {
             Some(Ok(s)) => {
+                // lspci's cap_sec: LnkCtl3 and the lanes in error.
                 let lanes: Vec<String> = s.lanes_in_error().map(|l| l.to_string()).collect();
                 let _ = writeln!(
                     o,
-                    "  Secondary PCIe [{:03x}]: LnkCtl3 PerformEqu{} LnkEquIntrruptEn{}, lane errors: {}",
-                    s.offset,
-                    pm(s.perform_equalization),
+                    "LnkCtl3: LnkEquIntrruptEn{} PerformEqu{}",
                     pm(s.eq_request_interrupt),
-                    if lanes.is_empty() { "none".to_string() } else { format!("lanes {}", lanes.join(" ")) }
+                    pm(s.perform_equalization)
                 );
+                if lanes.is_empty() {
+                    let _ = writeln!(o, "LaneErrStat: 0");
+                } else {
+                    let _ = writeln!(o, "LaneErrStat: LaneErr at lane: {}", lanes.join(" "));
+                }
                 let presets: Vec<String> =
                     s.lanes.iter().map(|l| format!("{}/{}", l.dsp_tx_preset, l.usp_tx_preset)).collect();
                 let _ = writeln!(
                     o,
-                    "    8GT/s Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
+                    "marrow: 8GT/s Tx presets DSP/USP per lane ({} lanes, {:?}): {}",
                     s.lanes.len(),
                     s.lane_count,
                     presets.join(" ")

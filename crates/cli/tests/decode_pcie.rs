@@ -120,7 +120,9 @@ fn null_and_vendor_specific_on_real_dumps() {
     assert_eq!(code, Some(0), "{out}");
     // lspci: `[100 v0] Null`, `[2a4 v1] Vendor Specific Information: ID=0001 Rev=1 Len=014`.
     assert!(
-        out.contains("Capabilities: [100 v0] Null\n\t\tno registers (hidden or removed capability), list continues"),
+        out.contains(
+            "Capabilities: [100 v0] Null\n\t\tmarrow: no registers (hidden or removed capability), list continues"
+        ),
         "{out}"
     );
     assert!(out.contains("VSEC [2a4]: ID 0001 rev 1 length 0x14, body "), "{out}");
@@ -128,9 +130,7 @@ fn null_and_vendor_specific_on_real_dumps() {
     assert_eq!(code, Some(0), "{out}");
     // lspci: `[250 v1] Secondary PCI Express`, `LnkCtl3: LnkEquIntrruptEn- PerformEqu-`, `LaneErrStat: LaneErr at lane: 0 1 2 3 4 5 6 7`.
     assert!(
-        out.contains(
-            "\tSecondary PCIe [250]: LnkCtl3 PerformEqu- LnkEquIntrruptEn-, lane errors: lanes 0 1 2 3 4 5 6 7"
-        ),
+        out.contains("\tLnkCtl3: LnkEquIntrruptEn- PerformEqu-\n\t\tLaneErrStat: LaneErr at lane: 0 1 2 3 4 5 6 7"),
         "{out}"
     );
     assert!(out.contains("VSEC [100]: ID 0002 rev 0 length 0xc, body "), "{out}");
@@ -189,8 +189,9 @@ fn dpc_sriov_and_physical_layer_caps() {
         "SR-IOV [160]: VFs 4 of 16 (initial 8), VF Enable+ MSE+ ARIHierarchy+ Migration-, VF device 101e, first VF offset 2, stride 1",
         "page sizes: supported 0x00000553, system 0x00000001 (4KB)",
         "VF BAR0 Memory at 38e0000000 (64-bit, prefetchable)",
-        "Secondary PCIe [1c0]: LnkCtl3 PerformEqu+ LnkEquIntrruptEn-, lane errors: lanes 2",
-        "8GT/s Tx presets DSP/USP per lane (4 lanes, LinkWidth): 4/7 0/0 0/0 0/0",
+        "LnkCtl3: LnkEquIntrruptEn- PerformEqu+",
+        "LaneErrStat: LaneErr at lane: 2",
+        "marrow: 8GT/s Tx presets DSP/USP per lane (4 lanes, LinkWidth): 4/7 0/0 0/0 0/0",
         "Data Link Feature [200]: exchange enabled, local features 0x000001 (scaled flow control yes), remote 0x000001",
         "Physical Layer 16GT/s [220]: EqComplete+ Phase1+ Phase2+ Phase3+ EqRequest-; data parity mismatch lanes: local 0x2",
         "Tx presets DSP/USP per lane (4 lanes, LinkWidth): 5/7 5/7 5/7 5/7",
@@ -422,23 +423,25 @@ fn capability_blocks(text: &str) -> std::collections::BTreeMap<(String, String),
 }
 
 /// Line for line with `lspci -F DUMP -vvv` on every text fixture, both
-/// ways, for the capabilities marrow prints in lspci's layout: PCI Express,
-/// Power Management, MSI, MSI-X, AER, LTR and L1 PM Substates. Lines marrow
-/// adds of its own (the AER header log read as a TLP, AER bits lspci 3.9
-/// has no name for) start with a marker and are left out. The other
-/// capabilities are counted and printed (`--nocapture`), not yet held to it.
+/// ways, for every capability but those listed in NOT_YET. Lines marrow
+/// adds of its own start with `marrow:` and are left out; where lspci
+/// decodes nothing (its title ends in `<?>`), only the title is compared.
+/// The NOT_YET capabilities are counted and printed (`--nocapture`).
 #[test]
 fn capabilities_print_line_for_line_as_lspci() {
-    const HELD: [&str; 7] = [
-        "Express",
-        "Power Management",
-        "MSI:",
-        "MSI-X:",
-        "Advanced Error Reporting",
-        "Latency Tolerance Reporting",
-        "L1 PM Substates",
+    // lspci reads the vendor names of Subsystem from pci.ids, which marrow
+    // does not carry; the rest are not decoded in lspci's words yet.
+    const NOT_YET: [&str; 8] = [
+        "Vendor Specific Information",
+        "Subsystem",
+        "PCI Advanced Features",
+        "Root Complex Link",
+        "Multicast",
+        "Debug port",
+        "Vital Product Data",
+        "SATA HBA",
     ];
-    const MARROW_ONLY: [&str; 2] = ["HeaderLog TLP:", "AER bits lspci 3.9 does not name:"];
+    const MARROW_ONLY: &str = "marrow:";
     let (mut compared, mut wrong) = (0, Vec::new());
     let mut others: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
     for path in every_fixture().into_iter().filter(|p| !p.to_string_lossy().contains(".config")) {
@@ -452,10 +455,13 @@ fn capabilities_print_line_for_line_as_lspci() {
         let ours = capability_blocks(&String::from_utf8_lossy(&ours.stdout));
         for (key, lines) in &theirs {
             let mut mine = ours.get(key).cloned().unwrap_or_default();
-            mine.retain(|l| !MARROW_ONLY.iter().any(|m| l.starts_with(m)));
+            mine.retain(|l| !l.starts_with(MARROW_ONLY));
+            if lines[0].ends_with("<?>") {
+                mine.truncate(1);
+            }
             let differ =
                 lines.iter().filter(|l| !mine.contains(l)).count() + mine.iter().filter(|l| !lines.contains(l)).count();
-            if HELD.iter().any(|h| lines[0].starts_with(h)) {
+            if !NOT_YET.iter().any(|h| lines[0].starts_with(h)) {
                 compared += lines.len();
                 if differ > 0 {
                     wrong.push(format!(
