@@ -38,17 +38,165 @@ pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, _j: &mut Value) {
         o.line(2, "marrow: registers not decoded");
         return;
     }
+    // DPC and SR-IOV print lspci's lines from the registers as they are;
+    // marrow's reading of them (and its checks) follow, marked as its own.
+    let lspci = match c.id {
+        ExtCapId::DPC => dpc_lines(o, cfg),
+        ExtCapId::SRIOV => sriov_lines(o, cfg, c.offset),
+        _ => false,
+    };
     for l in s.lines() {
         let depth = if l.starts_with("    ") { 3 } else { 2 };
         let l = l.trim();
-        match l.split_once("error: ") {
-            Some((_, e)) => {
-                o.errors.push((e.to_string(), Some(c.offset.into())));
-                o.line(depth, l);
-            }
-            None => o.line(depth, l),
+        let l = if lspci { format!("marrow: {l}") } else { l.to_string() };
+        if let Some((_, e)) = l.split_once("error: ") {
+            o.errors.push((e.to_string(), Some(c.offset.into())));
         }
+        o.line(depth, l);
     }
+}
+
+/// DPC as lspci 3.9's `cap_dpc` prints it (PCIe 6.0 §7.9.14.2-5), from the
+/// registers as they are, whatever they hold.
+fn dpc_lines(o: &mut Out, cfg: &Config) -> bool {
+    let Some(Ok(b)) = cfg.ext_block(ExtCapId::DPC, &marrow_pcie::generated::pcie::pci_dpc_cap::LAYOUT) else {
+        return false;
+    };
+    let g = |n: &str| b.get(n).unwrap_or(0);
+    let f = |n: &str| pm(b.flag(n));
+    o.line(
+        2,
+        format!(
+            "DpcCap: INT Msg #{}, RPExt{} PoisonedTLP{} SwTrigger{} RP PIO Log {}, DL_ActiveErr{}",
+            g("dpc_cap_irq"),
+            f("dpc_cap_rp_ext"),
+            f("dpc_cap_poison"),
+            f("dpc_cap_sw_trigger"),
+            g("dpc_cap_rp_pio_log_size"),
+            f("dpc_cap_dl_active")
+        ),
+    );
+    o.line(
+        2,
+        format!(
+            "DpcCtl: Trigger:{:x} Cmpl{} INT{} ErrCor{} PoisonedTLP{} SwTrigger{} DL_ActiveErr{}",
+            g("dpc_ctl_en"),
+            f("dpc_ctl_cpl"),
+            f("dpc_ctl_int_en"),
+            f("dpc_ctl_err_cor"),
+            f("dpc_ctl_poison"),
+            f("dpc_ctl_sw_trigger"),
+            f("dpc_ctl_dl_active")
+        ),
+    );
+    o.line(
+        2,
+        format!(
+            "DpcSta: Trigger{} Reason:{:02x} INT{} RPBusy{} TriggerExt:{:02x} RP PIO ErrPtr:{:02x}",
+            f("dpc_status_trigger"),
+            g("dpc_status_trigger_rsn"),
+            f("dpc_status_interrupt"),
+            f("dpc_status_rp_busy"),
+            g("dpc_status_trigger_rsn_ext"),
+            g("dpc_status_rp_pio_fep")
+        ),
+    );
+    o.line(2, format!("Source: {:04x}", b.register("dpc_source_id").map_or(0, |r| r.raw)));
+    true
+}
+
+/// SR-IOV as lspci 3.9's `cap_sriov` prints it (PCIe 6.0 §9.3.3): VF BARs
+/// are memory only, a 64-bit one takes the next BAR as its upper half.
+fn sriov_lines(o: &mut Out, cfg: &Config, at: u16) -> bool {
+    let Some(Ok(b)) = cfg.ext_block(ExtCapId::SRIOV, &marrow_pcie::generated::pcie::pci_sriov_cap::LAYOUT) else {
+        return false;
+    };
+    let g = |n: &str| b.get(n).unwrap_or(0);
+    let f = |n: &str| pm(b.flag(n));
+    let raw = |n: &str| b.register(n).map_or(0, |r| r.raw);
+    o.line(
+        2,
+        format!(
+            "IOVCap: Migration{} 10BitTagReq{} Interrupt Message Number: {:03x}",
+            f("sriov_cap_vfm"),
+            f("sriov_cap_10bit_tag"),
+            g("sriov_cap_intr")
+        ),
+    );
+    o.line(
+        2,
+        format!(
+            "IOVCtl: Enable{} Migration{} Interrupt{} MSE{} ARIHierarchy{} 10BitTagReq{}",
+            f("sriov_ctrl_vfe"),
+            f("sriov_ctrl_vfm"),
+            f("sriov_ctrl_intr"),
+            f("sriov_ctrl_mse"),
+            f("sriov_ctrl_ari"),
+            f("sriov_ctrl_10bit_tag")
+        ),
+    );
+    o.line(2, format!("IOVSta: Migration{}", f("sriov_status_vfm")));
+    o.line(
+        2,
+        format!(
+            "Initial VFs: {}, Total VFs: {}, Number of VFs: {}, Function Dependency Link: {:02x}",
+            raw("sriov_initial_vf"),
+            raw("sriov_total_vf"),
+            raw("sriov_num_vf"),
+            raw("sriov_func_link")
+        ),
+    );
+    o.line(
+        2,
+        format!(
+            "VF offset: {}, stride: {}, Device ID: {:04x}",
+            raw("sriov_vf_offset"),
+            raw("sriov_vf_stride"),
+            raw("sriov_vf_did")
+        ),
+    );
+    o.line(
+        2,
+        format!(
+            "Supported Page Size: {:08x}, System Page Size: {:08x}",
+            raw("sriov_sup_pgsize"),
+            raw("sriov_sys_pgsize")
+        ),
+    );
+    // §9.3.3.14: the VF BARs at 0x24, memory type in bits 2:1, prefetchable bit 3.
+    let bar = |i: usize| cfg.read_u32(usize::from(at) + 0x24 + 4 * i).unwrap_or(0);
+    let mut i = 0;
+    while i < 6 {
+        let lo = bar(i);
+        let ty = lo & 0x6;
+        // As lspci does, a 64-bit BAR 5 takes the next dword (the VF
+        // Migration State register) as its upper half; marrow says so.
+        let hi = if ty == 0x4 { bar(i + 1) } else { 0 };
+        if hi != 0 || lo & !0xf != 0 {
+            let high = if hi != 0 { format!("{hi:08x}") } else { String::new() };
+            o.line(
+                2,
+                format!(
+                    "Region {i}: Memory at {high}{:08x} ({}-bit, {}prefetchable)",
+                    lo & !0xf,
+                    if ty == 0 { 32 } else { 64 },
+                    if lo & 0x8 != 0 { "" } else { "non-" }
+                ),
+            );
+        }
+        if ty == 0x4 && i == 5 {
+            o.line(
+                2,
+                "marrow: VF BAR5 says 64-bit, but no VF BAR follows it (§9.3.3.14); its upper half above is 0x3c",
+            );
+        }
+        i += if ty == 0x4 { 2 } else { 1 };
+    }
+    let vfm = raw("sriov_vfm");
+    if vfm != 0 {
+        o.line(2, format!("VF Migration: offset: {:08x}, BIR: {}", vfm & !7, vfm & 7));
+    }
+    true
 }
 
 /// DPC, SR-IOV, Secondary PCIe, DLF, Physical Layer 16/32 GT/s,

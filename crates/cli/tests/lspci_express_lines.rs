@@ -1,4 +1,4 @@
-//! `decode --pcie` prints the PCI Express capability line for line as
+//! `decode --pcie` prints the PCI Express, DPC and SR-IOV capabilities line for line as
 //! `lspci -F DUMP -vvv` (Debian pciutils 3.9, which nobody here wrote)
 //! prints it: random register values for every port type, with and without
 //! a slot and a memory BAR, written as `lspci -x` text, decoded by both,
@@ -105,5 +105,106 @@ fn express_lines_match_lspci_for_every_port_type() {
     }
     let _ = std::fs::remove_file(&path);
     assert!(compared > 1000, "only {compared} lines compared");
+    assert!(wrong.is_empty(), "{} of {compared} lines differ:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// Functions with DPC at 0x100 and SR-IOV at 0x180, every register random
+/// (half the RP PIO registers zero), as 4 KiB `lspci -xxxx` text.
+fn ext_dump(rng: &mut fastrand::Rng, n: usize, port_type: u8) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let mut cs = vec![0u8; 4096];
+        cs[0..4].copy_from_slice(&[0x86, 0x80, 0x30, 0x20]);
+        cs[6] = 0x10;
+        cs[0x0e] = u8::from(matches!(port_type, 4..=6));
+        cs[0x34] = 0x40;
+        cs[0x40] = 0x10;
+        cs[0x42] = 0x02 | port_type << 4;
+        cs[0x100..0x104].copy_from_slice(&(0x1du32 | 1 << 16 | 0x180 << 20).to_le_bytes());
+        for b in &mut cs[0x104..0x118] {
+            *b = rng.u8(..);
+        }
+        for b in &mut cs[0x118..0x140] {
+            *b = if rng.bool() { rng.u8(..) } else { 0 };
+        }
+        cs[0x180..0x184].copy_from_slice(&(0x10u32 | 1 << 16).to_le_bytes());
+        for b in &mut cs[0x184..0x1c0] {
+            *b = rng.u8(..);
+        }
+        writeln!(out, "00:{i:02x}.0 Device").unwrap();
+        for (row, chunk) in cs.chunks(16).enumerate() {
+            let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+            if row < 16 {
+                writeln!(out, "{:02x}: {}", row * 16, hex.join(" ")).unwrap();
+            } else {
+                writeln!(out, "{:03x}: {}", row * 16, hex.join(" ")).unwrap();
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Each device's lines of the extended capability at `at`, whitespace folded.
+fn ext_blocks(text: &str, at: &str) -> BTreeMap<String, Vec<String>> {
+    let head = format!("\tCapabilities: [{at} v1] ");
+    let mut blocks = BTreeMap::new();
+    let (mut dev, mut cur) = (String::new(), None::<String>);
+    for line in text.lines() {
+        if !line.starts_with('\t') {
+            dev = line.split(' ').next().unwrap_or("").to_string();
+            cur = None;
+        } else if let Some(rest) = line.strip_prefix(head.as_str()) {
+            cur = Some(dev.clone());
+            blocks.insert(dev.clone(), vec![fold(rest)]);
+        } else if line.starts_with("\t\t") {
+            if let Some(d) = &cur {
+                blocks.get_mut(d).unwrap().push(fold(line));
+            }
+        } else {
+            cur = None;
+        }
+    }
+    blocks
+}
+
+#[test]
+fn dpc_and_sriov_lines_match_lspci() {
+    let mut rng = fastrand::Rng::with_seed(0x5249_4f56);
+    let path = std::env::temp_dir().join(format!("marrow-dpc-sriov-lines-{}.txt", std::process::id()));
+    let (mut compared, mut wrong) = (0, Vec::new());
+    for port_type in [0u8, 4, 6] {
+        for _ in 0..3 {
+            std::fs::write(&path, ext_dump(&mut rng, 8, port_type)).unwrap();
+            let lspci = Command::new("lspci").arg("-F").arg(&path).arg("-vvv").output().expect("lspci (pciutils)");
+            let ours =
+                Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie"]).arg(&path).output().unwrap();
+            let (lspci, ours) = (String::from_utf8_lossy(&lspci.stdout), String::from_utf8_lossy(&ours.stdout));
+            for at in ["100", "180"] {
+                let theirs = ext_blocks(&lspci, at);
+                let mine_all = ext_blocks(&ours, at);
+                assert_eq!(theirs.len(), 8, "lspci decoded {} capabilities at {at}", theirs.len());
+                for (dev, lines) in &theirs {
+                    // marrow's own reading of the registers follows, marked.
+                    let mine: Vec<String> = mine_all
+                        .get(dev)
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|l| !l.starts_with("marrow:"))
+                        .collect();
+                    compared += lines.len();
+                    for l in lines.iter().filter(|l| !mine.contains(l)) {
+                        wrong.push(format!("{dev} [{at}]: lspci prints `{l}`"));
+                    }
+                    for l in mine.iter().filter(|l| !lines.contains(l)) {
+                        wrong.push(format!("{dev} [{at}]: marrow prints `{l}`, lspci does not"));
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    assert!(compared > 500, "only {compared} lines compared");
     assert!(wrong.is_empty(), "{} of {compared} lines differ:\n{}", wrong.len(), wrong.join("\n"));
 }
