@@ -104,6 +104,7 @@ fn express_lines_match_lspci_for_every_port_type() {
         }
     }
     let _ = std::fs::remove_file(&path);
+    eprintln!("Express lines compared with lspci: {compared}");
     assert!(compared > 1000, "only {compared} lines compared");
     assert!(wrong.is_empty(), "{} of {compared} lines differ:\n{}", wrong.len(), wrong.join("\n"));
 }
@@ -205,6 +206,7 @@ fn dpc_and_sriov_lines_match_lspci() {
         }
     }
     let _ = std::fs::remove_file(&path);
+    eprintln!("DPC and SR-IOV lines compared with lspci: {compared}");
     assert!(compared > 500, "only {compared} lines compared");
     assert!(wrong.is_empty(), "{} of {compared} lines differ:\n{}", wrong.len(), wrong.join("\n"));
 }
