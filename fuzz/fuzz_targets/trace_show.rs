@@ -1,7 +1,8 @@
 //! Any bytes as a trace file, bare and after a valid file header: the
 //! streaming reader gives what `parse` gives, and `trace show` renders every
 //! record at every detail, as text and as JSON Lines, without a panic and
-//! without a character a terminal would obey.
+//! without a character a terminal would obey; `trace stats` summarizes it
+//! without a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use marrow::trace::{Detail, Filter, ShowOptions, show};
@@ -24,11 +25,11 @@ fn every_way(file: &[u8]) {
     }
     for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
         for json in [false, true] {
-            for limit in [None, Some(1)] {
-                let opts = ShowOptions { filter: Filter { limit, ..Filter::default() }, detail, json };
+            for (limit, tail) in [(None, None), (Some(1), None), (None, Some(2))] {
+                let opts = ShowOptions { filter: Filter { limit, ..Filter::default() }, detail, json, tail };
                 let mut out = Vec::new();
                 let s = show(file, &opts, &mut out).expect("writing to a Vec");
-                assert!(s.shown <= limit.unwrap_or(usize::MAX));
+                assert!(s.shown <= limit.or(tail).unwrap_or(usize::MAX));
                 let text = String::from_utf8(out).expect("UTF-8 output");
                 assert!(terminal_safe(&text), "{text:?}");
                 if json {
@@ -39,6 +40,9 @@ fn every_way(file: &[u8]) {
             }
         }
     }
+    let stats = marrow::trace_stats::stats(file);
+    assert!(terminal_safe(&marrow::trace_stats::render_text(&stats, "fuzz")));
+    let _ = marrow::trace_stats::render_json(&stats, "fuzz");
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -448,6 +448,25 @@ fn wqe_summary(c: &CtrlFields, base: usize) -> String {
     s
 }
 
+/// The summary line [`decode`] gives the WQE at the start of `bytes`, worked
+/// out without building its decode tree; `None` when the WQE has an error or
+/// is longer than one read of the decoder (then only [`decode`] says the same).
+pub fn wqe_line(bytes: &[u8]) -> Option<String> {
+    if bytes.len() > WQE_LOOKAHEAD {
+        return None;
+    }
+    let (ctrl, _) = mlx5_wqe_ctrl_seg::read_from_prefix(bytes).ok()?;
+    let view = WqeView::new(bytes).ok()?;
+    if view.segments().any(|s| s.is_err()) {
+        return None;
+    }
+    match view.parse() {
+        Ok(_) | Err(WqeDecodeError::UnsupportedOpcode { .. }) => {}
+        Err(_) => return None,
+    }
+    Some(wqe_summary(&CtrlFields::from_seg(&ctrl), 0))
+}
+
 /// Decode the WQE at the start of `bytes` (input offset `base`).
 fn decode_wqe(bytes: &[u8], base: usize, reason: &str) -> Decoded {
     let mut d = Decoded::new(Kind::Wqe, reason, base);

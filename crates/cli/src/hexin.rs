@@ -13,7 +13,7 @@
 //!   the `|ascii|` column are dropped, `*` lines are filled with zeros up to
 //!   the next offset (the closing offset-only line included);
 //! - the kernel's `print_hex_dump` output, as dmesg, `journalctl -k` or
-//!   kern.log show it (see [`rows`]): the log and device prefixes, the
+//!   kern.log show it (see `hexin/rows.rs`): the log and device prefixes, the
 //!   offset or address and the ASCII column are dropped, and lines that are
 //!   not part of the dump (the messages around it) are skipped. Groups of
 //!   2, 4 or 8 bytes are printed as the CPU's words; they are read as
@@ -198,7 +198,7 @@ pub fn parse_hexdump(raw: &[u8]) -> Result<Vec<u8>, HexError> {
     read_input(raw, Some(InputFormat::Hexdump)).map(|(b, _)| b)
 }
 
-/// print_hex_dump output, alone or in dmesg/journal lines; see [`rows`].
+/// print_hex_dump output, alone or in dmesg/journal lines; see `hexin/rows.rs`.
 pub fn parse_kernel(raw: &[u8]) -> Result<Vec<u8>, HexError> {
     read_input(raw, Some(InputFormat::Kernel)).map(|(b, _)| b)
 }

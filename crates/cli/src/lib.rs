@@ -31,6 +31,8 @@ pub mod pcie_express;
 pub mod pcie_ext;
 pub mod pcie_ext_dpc_sriov_phy;
 pub mod pcie_json;
+pub mod pcie_titles;
 pub mod pcie_tlp;
 pub mod print;
 pub mod trace;
+pub mod trace_stats;

@@ -252,6 +252,31 @@ struct DemoArgs {
 enum TraceCmd {
     /// Decode a trace file: one line per record, WQEs, CQEs and doorbells decoded.
     Show(TraceShowArgs),
+    /// Summarize a trace file: records by kind, QP and WQE opcode, the time
+    /// span, doorbell-to-CQE latency per QP, and every error with its WQE.
+    Stats(TraceStatsArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Latency pairs each send-queue CQE with the doorbell that announced its WQE (same QPN,
+the CQE's wqe_counter within the WQE indices the doorbell announced); percentiles
+are in ns of the trace's clock. Errors are listed with the WQE fetch they belong to
+(the fetch of the same QP and WQE index, or the QP's last fetch for errors that
+carry no index).
+
+--json prints one JSON object (schema in docs/TRACE.md).
+
+Exit status: 0 when the file is a whole trace; 2 when it is not a trace, or is
+truncated or damaged (the figures cover the records before the damage, and an
+'error:' line gives the file offset).")]
+struct TraceStatsArgs {
+    /// The trace file (written by `marrow demo` or `SoftNic::trace_bytes`).
+    file: PathBuf,
+
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -289,8 +314,28 @@ struct TraceShowArgs {
     kind: Vec<RecordKind>,
 
     /// Show at most N records.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "tail")]
     limit: Option<usize>,
+
+    /// Show only the last N records that pass the filters.
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+
+    /// Only record number N (as printed, #N) and --context records either side.
+    #[arg(long, value_name = "N")]
+    around: Option<usize>,
+
+    /// Records either side of --around.
+    #[arg(long, value_name = "K", default_value_t = 5, requires = "around")]
+    context: usize,
+
+    /// Only records with t_ns at or after NS (decimal or 0x hex).
+    #[arg(long, value_name = "NS", value_parser = marrow::trace::parse_num)]
+    since: Option<u64>,
+
+    /// Only records with t_ns at or before NS (decimal or 0x hex).
+    #[arg(long, value_name = "NS", value_parser = marrow::trace::parse_num)]
+    until: Option<u64>,
 
     /// JSON Lines instead of text.
     #[arg(long)]
@@ -308,11 +353,22 @@ struct TraceShowArgs {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Input formats (detected unless --input is given):
-  xxd    xxd output: '00000000: 0000 0508 0012 3403 ...  ascii'
-  hex    hex words of an even number of digits, separated by spaces, commas or
-         lines, '0x' optional, '#' comments; each word's bytes are taken in the
-         order written ('00001208' is the bytes 00 00 12 08)
-  bin    the raw bytes (any input that is not text)
+  xxd      xxd output: '00000000: 0000 0508 0012 3403 ...  ascii' (-a '*' lines too)
+  hexdump  hexdump -C output: '00000000  00 00 05 08 ...  |ascii|', '*' lines too
+  kernel   print_hex_dump output, as pasted from dmesg, journalctl -k or kern.log
+           (alias dmesg): '[   12.345678] ', 'driver 0000:3b:00.0: ' and
+           'kernel: ' prefixes are dropped, then DUMP_PREFIX_OFFSET
+           ('00000010: 00 11 ...'), DUMP_PREFIX_ADDRESS ('ffff888123456780: ...',
+           hashed or not) or no prefix, 16 or 32 bytes a line, ASCII column or
+           not; other log lines (mlx5's 'dump error cqe') are skipped. Groups of
+           2, 4 or 8 bytes are the CPU's words, read as little-endian (x86,
+           arm64): '03020100' is the bytes 00 01 02 03. Without the dmesg
+           prefix such lines look like xxd's: give --input kernel
+  hex      hex words of an even number of digits, separated by spaces, commas or
+           lines, '0x' optional, '#' comments; each word's bytes are taken in the
+           order written ('00001208' is the bytes 00 00 12 08); od -An -tx1 -v
+           output is hex (alias od; without -v its '*' lines cannot be restored)
+  bin      the raw bytes (any input that is not text)
 
 With --kind auto: 8 bytes are a UAR doorbell; bytes starting with a valid
 control segment of a known opcode are WQEs (several back to back are decoded
@@ -359,6 +415,12 @@ struct DecodeArgs {
 Path classes are nvidia-smi topo -m's: PIX (one PCIe switch), PXB (several bridges, no
 host bridge), PHB (through the CPU's root complex), NODE (between host bridges of one NUMA
 node), SYS (between NUMA nodes). Verdicts: ok, degraded, blocked.
+
+The topology matrix shows these classes for every GPU and RDMA device pair, GPU-GPU
+too, with NIC0: mlx5_0 (netdev eth0) legend lines; 'unknown' across host bridges where
+a NUMA node is not known; NVLink (NV#) is not in sysfs. The GID table of each RDMA port
+lists index, GID, type (RoCE v1, RoCE v2, IB/RoCE v1) and netdev, and recommends an
+index: the RoCE v2 GID of an IPv4 address, else the first RoCE v2 GID.
 
 Exit status: 0 when every pair is ok (or there is no pair), 1 when a pair is degraded or
 blocked, 2 when the sysfs tree cannot be read.")]
@@ -440,6 +502,7 @@ fn main() -> ExitCode {
         Cmd::Decode(a) => run_decode(&a),
         Cmd::Demo(a) => run_demo(&a),
         Cmd::Trace(TraceCmd::Show(a)) => run_trace_show(&a),
+        Cmd::Trace(TraceCmd::Stats(a)) => run_trace_stats(&a),
         Cmd::Softnic(a) => run_softnic(&a),
         Cmd::Completions { shell } => {
             // Into memory first: the generator panics on a failed write.
@@ -644,6 +707,45 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
     }
 }
 
+fn run_trace_stats(a: &TraceStatsArgs) -> ExitCode {
+    let name = marrow::print::escape_path(&a.file);
+    let file = match std::fs::File::open(&a.file) {
+        Ok(f) => std::io::BufReader::with_capacity(1 << 16, f),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: cannot read {name}: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let s = marrow::trace_stats::stats(file);
+    let text = if a.json {
+        format!("{}\n", marrow::trace_stats::render_json(&s, &name))
+    } else {
+        marrow::trace_stats::render_text(&s, &name)
+    };
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "error: writing the output: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    }
+    match s.damage {
+        None => ExitCode::SUCCESS,
+        Some(d) => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "error: {name}: {} (file offset {:#x}); the {} records before it were read",
+                d.message,
+                d.offset,
+                s.records
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
     let name = marrow::print::escape_path(&a.file);
     let file = match std::fs::File::open(&a.file) {
@@ -660,6 +762,9 @@ fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
             errors: a.errors,
             kinds: a.kind.clone(),
             limit: a.limit,
+            since: a.since,
+            until: a.until,
+            around: a.around.map(|n| Filter::around(n, a.context)),
         },
         detail: if a.brief {
             Detail::Brief
@@ -669,6 +774,7 @@ fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
             Detail::Normal
         },
         json: a.json,
+        tail: a.tail,
     };
     let mut o = std::io::BufWriter::new(std::io::stdout().lock());
     let shown = match marrow::trace::show(file, &opts, &mut o) {
@@ -774,7 +880,7 @@ impl<R: std::io::BufRead> marrow::decode::Source for DecodeInput<R> {
             }
             marrow::hexin::InputError::Hex(e) => {
                 let hint = if self.forced { "" } else { " (to read the input as raw bytes, use --input bin)" };
-                let what = if self.format == InputFormat::Xxd { "an xxd dump" } else { "hex" };
+                let what = self.format.noun();
                 ErrorAt { error: format!("{} is not valid {what}: {e}{hint}", self.source), offset: Some(e.offset) }
             }
         })?;

@@ -216,27 +216,45 @@ impl<R: Read> Reader<R> {
         self.offset
     }
 
-    fn next_record(&mut self) -> Result<Option<Record>, TraceError> {
+    /// Read the next record into `rec`, reusing its byte buffer (a reader of
+    /// a long trace then allocates once, not once per record): `Ok(false)`
+    /// at the end of the file. After an error, or the end, it reads nothing more.
+    pub fn next_into(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
+        if self.done {
+            return Ok(false);
+        }
+        let r = self.read_record(rec);
+        self.done = !matches!(r, Ok(true));
+        r
+    }
+
+    fn read_record(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
         let at = self.offset;
         let read_err = |e: std::io::Error| TraceError::Read { offset: at, message: e.to_string() };
         let mut h = [0u8; HEADER];
         let n = read_full(&mut self.src, &mut h).map_err(read_err)?;
         if n == 0 {
-            return Ok(None);
+            return Ok(false);
         }
         if n < HEADER {
             return Err(TraceError::Truncated { offset: at, need: HEADER, have: n });
         }
         let len = usize::from(u16::from_le_bytes([h[10], h[11]]));
-        let mut bytes = vec![0u8; len.min(MAX_RECORD_BYTES)];
-        let got = read_full(&mut self.src, &mut bytes).map_err(read_err)?;
+        rec.bytes.clear();
+        rec.bytes.resize(len.min(MAX_RECORD_BYTES), 0);
+        let got = read_full(&mut self.src, &mut rec.bytes).map_err(read_err)?;
         if got < len {
             return Err(TraceError::Truncated { offset: at, need: HEADER + len, have: HEADER + got });
         }
         self.offset = at + HEADER + len;
         let u64le = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
         let u32le = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap_or([0; 4]));
-        Ok(Some(Record { t_ns: u64le(0), kind: Kind(h[8]), qpn: u32le(12), obj: u32le(16), addr: u64le(24), bytes }))
+        rec.t_ns = u64le(0);
+        rec.kind = Kind(h[8]);
+        rec.qpn = u32le(12);
+        rec.obj = u32le(16);
+        rec.addr = u64le(24);
+        Ok(true)
     }
 }
 
@@ -244,12 +262,12 @@ impl<R: Read> Iterator for Reader<R> {
     type Item = Result<Record, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
+        let mut rec = Record { t_ns: 0, kind: Kind(0), qpn: 0, obj: 0, addr: 0, bytes: Vec::new() };
+        match self.next_into(&mut rec) {
+            Ok(true) => Some(Ok(rec)),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
-        let r = self.next_record().transpose();
-        self.done = !matches!(r, Some(Ok(_)));
-        r
     }
 }
 
