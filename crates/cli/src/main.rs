@@ -572,6 +572,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// Success, or where a trace is damaged (`message`, file offset) and how many
+/// records came before it, on stderr, as bad input.
+fn damage_exit(name: &str, damage: Option<(&str, usize)>, records_before: impl std::fmt::Display) -> ExitCode {
+    match damage {
+        None => ExitCode::SUCCESS,
+        Some((message, offset)) => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "error: {name}: {message} (file offset {offset:#x}); the {records_before} records before it were read"
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
 /// Write `bytes` to stdout; a reader that left (`| head`) is not an error.
 fn write_stdout(bytes: &[u8], what: &str) -> ExitCode {
     match std::io::stdout().lock().write_all(bytes) {
@@ -731,19 +746,7 @@ fn run_trace_stats(a: &TraceStatsArgs) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     }
-    match s.damage {
-        None => ExitCode::SUCCESS,
-        Some(d) => {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "error: {name}: {} (file offset {:#x}); the {} records before it were read",
-                d.message,
-                d.offset,
-                s.records
-            );
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    damage_exit(&name, s.damage.as_ref().map(|d| (d.message.as_str(), d.offset)), s.records)
 }
 
 fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
@@ -790,19 +793,7 @@ fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
         let _ = writeln!(o, "{}", marrow::trace::trailer(&shown, &name, a.limit));
     }
     let _ = o.flush();
-    match shown.damage {
-        None => ExitCode::SUCCESS,
-        Some(d) => {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "error: {name}: {} (file offset {:#x}); the {} records before it were read",
-                d.message,
-                d.offset,
-                shown.total
-            );
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    damage_exit(&name, shown.damage.as_ref().map(|d| (d.message.as_str(), d.offset)), shown.total)
 }
 
 /// Write to stdout; a closed pipe (`marrow decode ... | head`) is not an error.

@@ -3,40 +3,15 @@
 //! with an injected error; damaged files.
 
 mod common;
+use common::{Run, marrow, s, tmp};
 
 use marrow_mlx5::prelude::*;
 use marrow_softnic::pair::{Pair, PairConfig, Side};
 use marrow_softnic::trace::{self, Kind};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn marrow(args: &[&str]) -> Run {
-    let o = Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).output().expect("marrow runs");
-    let r = Run {
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    };
-    assert!(!r.stderr.contains("panicked"), "marrow {args:?} panicked:\n{}", r.stderr);
-    r
-}
-
-/// A scratch file under cargo's temporary directory for integration tests.
-fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("marrow-cli-{name}"))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
 
 /// Record lines of `trace show` output (not the details under them, not the footer).
 fn records(out: &str) -> Vec<&str> {

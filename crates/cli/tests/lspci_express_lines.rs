@@ -38,25 +38,33 @@ fn dump(rng: &mut fastrand::Rng, n: usize) -> String {
             // A v2 capability from before LnkCap2 was defined.
             cs[0x6c..0x70].fill(0);
         }
-        writeln!(out, "00:{i:02x}.0 Device").unwrap();
-        for (row, chunk) in cs.chunks(16).enumerate() {
-            let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
-            writeln!(out, "{:02x}: {}", row * 16, hex.join(" ")).unwrap();
-        }
-        out.push('\n');
+        write_function(&mut out, i, &cs);
     }
     out
 }
 
-/// Each device's lines of the capability at 0x40, whitespace folded.
-fn express_blocks(text: &str) -> BTreeMap<String, Vec<String>> {
+/// Function 00:`i`.0 of an `lspci -x`/`-xxxx` dump: its address line, then
+/// 16-byte rows (three-digit offsets past the first 256 bytes).
+fn write_function(out: &mut String, i: usize, cs: &[u8]) {
+    writeln!(out, "00:{i:02x}.0 Device").unwrap();
+    for (row, chunk) in cs.chunks(16).enumerate() {
+        let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+        let at = if row < 16 { format!("{:02x}", row * 16) } else { format!("{:03x}", row * 16) };
+        writeln!(out, "{at}: {}", hex.join(" ")).unwrap();
+    }
+    out.push('\n');
+}
+
+/// Each device's lines of the capability whose line starts with `head`
+/// (the title without it, then the block), whitespace folded.
+fn blocks(text: &str, head: &str) -> BTreeMap<String, Vec<String>> {
     let mut blocks = BTreeMap::new();
     let (mut dev, mut cur) = (String::new(), None::<String>);
     for line in text.lines() {
         if !line.starts_with('\t') {
             dev = line.split(' ').next().unwrap_or("").to_string();
             cur = None;
-        } else if let Some(rest) = line.strip_prefix("\tCapabilities: [40] ") {
+        } else if let Some(rest) = line.strip_prefix(head) {
             cur = Some(dev.clone());
             blocks.insert(dev.clone(), vec![fold(rest)]);
         } else if line.starts_with("\t\t") {
@@ -84,8 +92,8 @@ fn express_lines_match_lspci_for_every_port_type() {
         let lspci = Command::new("lspci").arg("-F").arg(&path).arg("-vvv").output().expect("lspci (pciutils)");
         let ours = Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie"]).arg(&path).output().unwrap();
         let (theirs, ours) = (
-            express_blocks(&String::from_utf8_lossy(&lspci.stdout)),
-            express_blocks(&String::from_utf8_lossy(&ours.stdout)),
+            blocks(&String::from_utf8_lossy(&lspci.stdout), "\tCapabilities: [40] "),
+            blocks(&String::from_utf8_lossy(&ours.stdout), "\tCapabilities: [40] "),
         );
         assert_eq!(theirs.len(), 28, "lspci decoded {} devices", theirs.len());
         for (dev, lines) in &theirs {
@@ -132,41 +140,9 @@ fn ext_dump(rng: &mut fastrand::Rng, n: usize, port_type: u8) -> String {
         for b in &mut cs[0x184..0x1c0] {
             *b = rng.u8(..);
         }
-        writeln!(out, "00:{i:02x}.0 Device").unwrap();
-        for (row, chunk) in cs.chunks(16).enumerate() {
-            let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
-            if row < 16 {
-                writeln!(out, "{:02x}: {}", row * 16, hex.join(" ")).unwrap();
-            } else {
-                writeln!(out, "{:03x}: {}", row * 16, hex.join(" ")).unwrap();
-            }
-        }
-        out.push('\n');
+        write_function(&mut out, i, &cs);
     }
     out
-}
-
-/// Each device's lines of the extended capability at `at`, whitespace folded.
-fn ext_blocks(text: &str, at: &str) -> BTreeMap<String, Vec<String>> {
-    let head = format!("\tCapabilities: [{at} v1] ");
-    let mut blocks = BTreeMap::new();
-    let (mut dev, mut cur) = (String::new(), None::<String>);
-    for line in text.lines() {
-        if !line.starts_with('\t') {
-            dev = line.split(' ').next().unwrap_or("").to_string();
-            cur = None;
-        } else if let Some(rest) = line.strip_prefix(head.as_str()) {
-            cur = Some(dev.clone());
-            blocks.insert(dev.clone(), vec![fold(rest)]);
-        } else if line.starts_with("\t\t") {
-            if let Some(d) = &cur {
-                blocks.get_mut(d).unwrap().push(fold(line));
-            }
-        } else {
-            cur = None;
-        }
-    }
-    blocks
 }
 
 #[test]
@@ -182,8 +158,9 @@ fn dpc_and_sriov_lines_match_lspci() {
                 Command::new(env!("CARGO_BIN_EXE_marrow")).args(["decode", "--pcie"]).arg(&path).output().unwrap();
             let (lspci, ours) = (String::from_utf8_lossy(&lspci.stdout), String::from_utf8_lossy(&ours.stdout));
             for at in ["100", "180"] {
-                let theirs = ext_blocks(&lspci, at);
-                let mine_all = ext_blocks(&ours, at);
+                let head = format!("\tCapabilities: [{at} v1] ");
+                let theirs = blocks(&lspci, &head);
+                let mine_all = blocks(&ours, &head);
                 assert_eq!(theirs.len(), 8, "lspci decoded {} capabilities at {at}", theirs.len());
                 for (dev, lines) in &theirs {
                     // marrow's own reading of the registers follows, marked.

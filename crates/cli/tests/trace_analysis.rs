@@ -4,38 +4,13 @@
 //! test makes itself from `trace show --json`.
 
 mod common;
+use common::{marrow, s, tmp};
 
 use proptest::prelude::*;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn marrow(args: &[&str]) -> Run {
-    let o = Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).output().expect("marrow runs");
-    let r = Run {
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    };
-    assert!(!r.stderr.contains("panicked"), "marrow {args:?} panicked:\n{}", r.stderr);
-    r
-}
-
-fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("marrow-trace-analysis-{name}"))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
 
 /// A healthy quick demo's trace.
 fn demo() -> &'static PathBuf {

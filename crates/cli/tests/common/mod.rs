@@ -55,3 +55,33 @@ pub fn finish_within(mut c: Command, secs: u64) -> Bounded {
     assert!(!r.stderr.contains("panicked"), "marrow panicked:\n{}", r.stderr);
     r
 }
+
+/// What a run of `marrow ARGS` gave.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `marrow ARGS`, to its end; a panic in it fails the test.
+pub fn marrow(args: &[&str]) -> Run {
+    let o = Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).output().expect("marrow runs");
+    let r = Run {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert!(!r.stderr.contains("panicked"), "marrow {args:?} panicked:\n{}", r.stderr);
+    r
+}
+
+/// A scratch file under cargo's temporary directory for integration tests,
+/// named for the test binary so that binaries running at once never share one.
+pub fn tmp(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("marrow-{}-{name}", env!("CARGO_CRATE_NAME")))
+}
+
+/// A temporary path as the `&str` an argument list wants.
+pub fn s(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
