@@ -722,14 +722,23 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
     }
 }
 
-fn run_trace_stats(a: &TraceStatsArgs) -> ExitCode {
-    let name = marrow::print::escape_path(&a.file);
-    let file = match std::fs::File::open(&a.file) {
-        Ok(f) => std::io::BufReader::with_capacity(1 << 16, f),
+/// A trace file, buffered, with its name escaped for the terminal; a file
+/// that cannot be opened is said on stderr, as bad input.
+fn open_trace(path: &std::path::Path) -> Result<(String, std::io::BufReader<std::fs::File>), ExitCode> {
+    let name = marrow::print::escape_path(path);
+    match std::fs::File::open(path) {
+        Ok(f) => Ok((name, std::io::BufReader::with_capacity(1 << 16, f))),
         Err(e) => {
             let _ = writeln!(std::io::stderr().lock(), "error: cannot read {name}: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
+            Err(ExitCode::from(EXIT_BAD_INPUT))
         }
+    }
+}
+
+fn run_trace_stats(a: &TraceStatsArgs) -> ExitCode {
+    let (name, file) = match open_trace(&a.file) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     let s = marrow::trace_stats::stats(file);
     let text = if a.json {
@@ -750,13 +759,9 @@ fn run_trace_stats(a: &TraceStatsArgs) -> ExitCode {
 }
 
 fn run_trace_show(a: &TraceShowArgs) -> ExitCode {
-    let name = marrow::print::escape_path(&a.file);
-    let file = match std::fs::File::open(&a.file) {
-        Ok(f) => std::io::BufReader::with_capacity(1 << 16, f),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: cannot read {name}: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
+    let (name, file) = match open_trace(&a.file) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     let opts = ShowOptions {
         filter: Filter {

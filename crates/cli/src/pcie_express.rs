@@ -107,7 +107,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
         ),
     );
     // Which fields lspci shows depends on the port type, as in its cap_express_dev.
-    let endpoint = port == PortType::ENDPOINT || port == PortType::LEG_END;
+    let endpoint = port.is_endpoint();
     let upstream_ish = endpoint || port == PortType::UPSTREAM || port == PortType::PCI_BRIDGE;
     let latency = if endpoint {
         format!(", Latency L0s {}, L1 {}", L0S[g("devcap_l0s") as usize & 7], L1[g("devcap_l1") as usize & 7])
@@ -256,7 +256,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
         // lspci 3.9's link_compare: above LnkCap is "overdriven" on any
         // function; below it is "downgraded" except on ports that face
         // downstream, whose partner may be narrower or slower.
-        let faces_down = port == PortType::ROOT_PORT || port == PortType::DOWNSTREAM || port == PortType::PCIE_BRIDGE;
+        let faces_down = port.faces_downstream();
         let compare = |sta: u64, cap: u64| match sta.cmp(&cap) {
             std::cmp::Ordering::Greater => " (overdriven)",
             std::cmp::Ordering::Less if !faces_down => " (downgraded)",
@@ -368,7 +368,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
             ),
         );
     }
-    if port == PortType::ROOT_PORT || port == PortType::RC_EC {
+    if port.has_root_registers() {
         o.line(2, format!("RootCap: {}", flags(&b, &[("CRSVisible", "rtcap_crsvis")])));
         o.line(
             2,
@@ -549,7 +549,7 @@ fn dev2(o: &mut Out, cfg: &Config, b: &marrow_pcie::registers::Block, port: Port
 fn link2(o: &mut Out, b: &marrow_pcie::registers::Block, port: PortType) {
     let g = |n: &str| b.get(n).unwrap_or(0);
     let f = |n: &str| pm(b.flag(n));
-    let endpoint = port == PortType::ENDPOINT || port == PortType::LEG_END;
+    let endpoint = port.is_endpoint();
     let down = port == PortType::DOWNSTREAM;
     let deemph = |v: u64| if v & 1 == 0 { "-6dB" } else { "-3.5dB" };
     if !endpoint || o.function0 {
@@ -637,8 +637,7 @@ fn link2(o: &mut Out, b: &marrow_pcie::registers::Block, port: PortType) {
     let mut last =
         format!(" Retimer{} 2Retimers{} CrosslinkRes: {crosslink}", f("lnksta2_retimer"), f("lnksta2_two_retimers"));
     // DRS (§6.22) belongs to ports that face downstream and support it.
-    let faces_down = port == PortType::ROOT_PORT || down || port == PortType::PCIE_BRIDGE;
-    if faces_down && b.flag("lnkcap2_drs") {
+    if port.faces_downstream() && b.flag("lnkcap2_drs") {
         let comp = match g("lnksta2_ds_comp") {
             0 => "Link Down - Not Determined",
             1 => "Link Down - Not Present",

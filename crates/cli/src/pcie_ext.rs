@@ -299,8 +299,7 @@ fn aer(o: &mut Out, cfg: &Config) {
             Err(e) => o.line(3, format!("marrow: HeaderLog TLP: not a TLP header: {e}")),
         }
     }
-    use marrow_pcie::express::PortType;
-    let is_root = cfg.express().is_some_and(|e| e.port_type == PortType::ROOT_PORT || e.port_type == PortType::RC_EC);
+    let is_root = cfg.express().is_some_and(|e| e.port_type.has_root_registers());
     if let (true, Some(Ok(b))) =
         (is_root, cfg.ext_block(ExtCapId::ERR, &marrow_pcie::generated::pcie::pci_aer_cap::LAYOUT))
     {

@@ -65,6 +65,20 @@ impl PortType {
             _ => return None,
         })
     }
+    /// An endpoint with a link (§7.5.3.2: PCI Express or Legacy Endpoint).
+    pub fn is_endpoint(self) -> bool {
+        matches!(self, Self::ENDPOINT | Self::LEG_END)
+    }
+    /// A port whose link partner is below it (§7.5.3.2: Root Port,
+    /// Downstream Port, PCI/PCI-X to PCI Express Bridge).
+    pub fn faces_downstream(self) -> bool {
+        matches!(self, Self::ROOT_PORT | Self::DOWNSTREAM | Self::PCIE_BRIDGE)
+    }
+    /// A function with the Root registers (§7.5.3.12: Root Ports and Root
+    /// Complex Event Collectors).
+    pub fn has_root_registers(self) -> bool {
+        matches!(self, Self::ROOT_PORT | Self::RC_EC)
+    }
     /// Whether this function has a link of its own (§7.5.3.6: integrated
     /// endpoints and event collectors do not).
     pub fn has_link(self) -> bool {
