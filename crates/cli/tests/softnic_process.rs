@@ -108,3 +108,15 @@ fn an_unwritable_trace_is_refused_before_serving() {
     assert!(err.contains("error: trace file") && !err.contains("serving"), "{err}");
     assert!(!sock.exists(), "bound before the check");
 }
+
+#[test]
+fn an_existing_trace_is_left_alone_until_the_daemon_writes_one() {
+    let d = dir("existing");
+    let (sock, trace) = (d.join("s.sock"), d.join("t.trace"));
+    std::fs::write(&trace, b"an earlier run's trace").unwrap();
+    // Checked, not touched: the file is as it was once the daemon serves.
+    let mut child = start(&sock, Some(&trace));
+    assert_eq!(std::fs::read(&trace).unwrap(), b"an earlier run's trace");
+    child.kill().unwrap();
+    let _ = child.wait();
+}

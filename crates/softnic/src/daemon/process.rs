@@ -70,8 +70,11 @@ pub fn run(opts: &ProcessOptions, say: impl Fn(&str) + Send + Sync + 'static) ->
         return Err(ProcessError::BadInput("--pcap captures the wire ports: give at least one --port".into()));
     }
     if let Some(t) = &opts.trace {
-        write_atomically(t, &[]).map_err(|e| ProcessError::BadInput(format!("trace file {}: {e}", t.display())))?;
-        let _ = std::fs::remove_file(t);
+        // The temporary file the trace will be renamed from, made and
+        // removed: a trace already at the path is left as it is.
+        temporary_beside(t)
+            .and_then(|tmp| std::fs::write(&tmp, []).and_then(|()| std::fs::remove_file(&tmp)))
+            .map_err(|e| ProcessError::BadInput(format!("trace file {}: {e}", t.display())))?;
     }
     let pcaps: Vec<Option<PathBuf>> = (0..opts.ports.len()).map(|i| pcap_of(opts, i)).collect();
     for p in pcaps.iter().flatten() {
@@ -142,15 +145,21 @@ fn save_trace(nic: &SoftNic, path: &Path) {
 /// Write `bytes` to a temporary file beside `path`, then rename it over
 /// `path`: a reader sees the old file or the new one, whole.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
+    let tmp = temporary_beside(path)?;
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// `.NAME.PID.tmp` in `path`'s directory: on the same file system, so the
+/// rename that replaces `path` with it is atomic.
+fn temporary_beside(path: &Path) -> std::io::Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    Ok(path.with_file_name(tmp_name))
 }
 
 /// Bind the daemon's socket at `path`. A socket nobody answers on is stale
