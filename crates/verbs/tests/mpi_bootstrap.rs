@@ -111,28 +111,52 @@ fn two_ranks_under_open_mpi_gather_each_others_endpoint() {
     check_two_ranks(&run(c, Duration::from_secs(120)), "MPI_Allgather (Open MPI");
 }
 
+/// A port for the rendezvous's root, free on every address (the root binds
+/// `0.0.0.0`) and below Linux's ephemeral range (32768–60999), so the
+/// ephemeral ports Open MPI's TCP transport opens meanwhile cannot take it
+/// between this choice and the root's bind.
+fn rendezvous_port(attempt: u16) -> u16 {
+    let start = 20_000 + (std::process::id() % 5_000) as u16 * 2 + attempt * 97;
+    (start..32_000)
+        .find(|p| std::net::TcpListener::bind(("0.0.0.0", *p)).is_ok())
+        .expect("no free port in 20000..32000")
+}
+
 #[test]
 fn two_ranks_over_the_tcp_rendezvous_without_mpi() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let ranks: Vec<_> = (0..2)
-        .map(|r| {
-            let mut c = clean(PROBE);
-            c.envs([
-                ("MARROW_RANK", r.to_string()),
-                ("MARROW_SIZE", "2".into()),
-                ("MARROW_BOOTSTRAP", format!("127.0.0.1:{port}")),
-                ("MARROW_BOOTSTRAP_ID", "probe".into()),
-            ]);
-            std::thread::spawn(move || run(c, Duration::from_secs(60)))
-        })
-        .collect();
-    let outs: Vec<Output> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
-    let merged = Output {
-        status: outs.iter().find(|o| !o.status.success()).unwrap_or(&outs[0]).status,
-        stdout: outs.iter().flat_map(|o| o.stdout.clone()).collect(),
-        stderr: outs.iter().flat_map(|o| o.stderr.clone()).collect(),
-    };
-    check_two_ranks(&merged, "TCP rendezvous 127.0.0.1:");
+    // The port is chosen, released and bound again by rank 0: another
+    // process can still take it in between. That is this test's own race,
+    // not the bootstrap's, so it alone is retried, with a new port.
+    for attempt in 0..3 {
+        let port = rendezvous_port(attempt);
+        let ranks: Vec<_> = (0..2)
+            .map(|r| {
+                let mut c = clean(PROBE);
+                c.envs([
+                    ("MARROW_RANK", r.to_string()),
+                    ("MARROW_SIZE", "2".into()),
+                    ("MARROW_BOOTSTRAP", format!("127.0.0.1:{port}")),
+                    ("MARROW_BOOTSTRAP_ID", "probe".into()),
+                ]);
+                std::thread::spawn(move || run(c, Duration::from_secs(60)))
+            })
+            .collect();
+        let outs: Vec<Output> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+        if attempt < 2
+            && String::from_utf8_lossy(&outs[0].stderr)
+                .contains(&format!("listen on 0.0.0.0:{port}: Address already in use"))
+        {
+            eprintln!("port {port} was taken before rank 0 bound it; again with another");
+            continue;
+        }
+        let merged = Output {
+            status: outs.iter().find(|o| !o.status.success()).unwrap_or(&outs[0]).status,
+            stdout: outs.iter().flat_map(|o| o.stdout.clone()).collect(),
+            stderr: outs.iter().flat_map(|o| o.stderr.clone()).collect(),
+        };
+        check_two_ranks(&merged, "TCP rendezvous 127.0.0.1:");
+        return;
+    }
 }
 
 #[test]
