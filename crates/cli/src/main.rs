@@ -114,15 +114,38 @@ struct InteropHostArgs {
 
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
-    /// The softnic device model: engine rate and write bandwidth.
+    /// The softnic device model: RDMA_WRITE bandwidth and latency by
+    /// message size in perftest's columns, the engine-rate figures, each
+    /// against a floor measured in the same run.
     Softnic {
         /// Runs per figure; the best is kept.
         #[arg(long, default_value_t = 301)]
         runs: usize,
+        /// Every message size from 2 B to 8 MiB, as perftest's `-a`.
+        #[arg(short = 'a', long = "all", conflicts_with = "size")]
+        all: bool,
+        /// Message sizes to sweep (bytes; `0x` and K/M suffixes accepted), default 8 and 65536.
+        #[arg(short = 's', long, value_parser = parse_size, value_delimiter = ',')]
+        size: Vec<usize>,
+        /// Bandwidth iterations per size (perftest's `-n`; fewer above 256 MiB in all).
+        #[arg(short = 'n', long, default_value_t = 5000)]
+        iters: usize,
+        /// Latency samples per size.
+        #[arg(long, default_value_t = 1000)]
+        lat_iters: usize,
+        /// Print the report as JSON (the schema in the README).
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print the report as CSV, one row per size and figure.
+        #[arg(long)]
+        csv: bool,
+        /// Draw latency and bandwidth against message size, with the floor, into FILE (SVG).
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
         /// Measure the RC transport between two softnic instances instead:
         /// `udp` (RoCEv2 over loopback UDP), against two threads moving the
         /// same datagrams.
-        #[arg(long, value_name = "KIND", value_parser = ["udp"])]
+        #[arg(long, value_name = "KIND", value_parser = ["udp"], conflicts_with_all = ["all", "size", "plot"])]
         wire: Option<String>,
         /// With `--wire`: both softnic instances in this process, instead of
         /// B in a `marrow softnic` process of its own.
@@ -527,8 +550,21 @@ fn main() -> ExitCode {
         }
         Cmd::Interop(InteropCmd::Host(a)) => run_interop_host(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
-        Cmd::Bench(BenchCmd::Softnic { runs, wire, one_process }) => {
-            run_bench_softnic(runs, wire.is_some(), one_process)
+        Cmd::Bench(BenchCmd::Softnic { runs, all, size, iters, lat_iters, json, csv, plot, wire, one_process }) => {
+            use marrow_bench::softnic::sweep::SweepOptions;
+            let sizes = match (all, size.is_empty()) {
+                (true, _) => SweepOptions::all_sizes(),
+                (false, true) => vec![8, 65536],
+                (false, false) => size,
+            };
+            let sweep = SweepOptions { bw_iters: iters, lat_iters, ..SweepOptions::perftest(sizes) };
+            run_bench_softnic(
+                runs,
+                wire.is_none().then_some(sweep),
+                wire.is_some(),
+                one_process,
+                &BenchOutput { json, csv, plot },
+            )
         }
         Cmd::Bench(BenchCmd::P2p { sweep }) => {
             if let Some(code) = require_gpus(2) {
@@ -605,48 +641,117 @@ fn writeln_or_exit(o: &mut dyn Write, s: &str) {
     }
 }
 
-fn run_bench_softnic(runs: usize, wire: bool, one_process: bool) -> ExitCode {
-    use marrow_softnic::{bench, bench_wire};
-    let runs = runs.max(1);
-    let figures = if wire {
-        // Each run moves whole batches through sockets: fewer runs suffice.
-        let runs = runs.min(21);
-        let exe = match (one_process, std::env::current_exe()) {
-            (true, _) => None,
-            (false, Ok(exe)) => Some(exe),
-            (false, Err(e)) => {
-                eprintln!("error: finding this program to start B's softnic: {e} (--one-process runs without it)");
-                return ExitCode::from(1);
-            }
-        };
-        let figures = bench_wire::wire_rate(1024, runs, exe.as_deref())
-            .and_then(|r| Ok(vec![r, bench_wire::wire_bandwidth(64 << 10, 64, runs, exe.as_deref())?]));
-        match figures {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    } else {
-        vec![bench::engine_rate(4096, runs), bench::write_bandwidth(64 << 10, 256, runs)]
+/// A byte count: decimal or `0x` hex, with an optional K, M or G (binary) suffix.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (num, shift) = match s.trim().to_ascii_uppercase() {
+        t if t.ends_with('K') => (t[..t.len() - 1].to_string(), 10),
+        t if t.ends_with('M') => (t[..t.len() - 1].to_string(), 20),
+        t if t.ends_with('G') => (t[..t.len() - 1].to_string(), 30),
+        t => (t, 0),
     };
-    println!("{:<58} {:>12} {:>12} {:>7}  {:<16} floor", "figure", "measured", "floor", "ratio", "target");
-    for f in &figures {
-        println!(
-            "{:<58} {:>12.3e} {:>12.3e} {:>7.3}  {:<16} {} ({})",
-            f.name,
-            f.rate,
-            f.floor,
-            f.ratio(),
-            f.target,
-            f.floor_name,
-            f.unit
-        );
+    let v = match num.strip_prefix("0X") {
+        Some(h) => usize::from_str_radix(h, 16),
+        None => num.parse::<usize>(),
     }
-    if !wire {
-        let (off, on) = bench::trace_cost(4096, runs);
-        println!("trace off {off:.3e} WQE/s, trace on {on:.3e} WQE/s (on/off {:.2})", on / off);
+    .map_err(|e| format!("{s:?} is not a byte count: {e}"))?;
+    v.checked_shl(shift).filter(|x| x >> shift == v).ok_or_else(|| format!("{s} bytes is too large"))
+}
+
+/// How `bench softnic` prints and what it draws.
+struct BenchOutput {
+    json: bool,
+    csv: bool,
+    plot: Option<PathBuf>,
+}
+
+fn run_bench_softnic(
+    runs: usize,
+    sweep: Option<marrow_bench::softnic::sweep::SweepOptions>,
+    wire: bool,
+    one_process: bool,
+    out: &BenchOutput,
+) -> ExitCode {
+    use marrow_bench::softnic::{figures, sweep as sw, wire as bench_wire};
+    use marrow_bench::{BenchError, Report};
+    // The plot's path is checked before minutes of measuring.
+    if let Some(p) = &out.plot
+        && let Err(e) = std::fs::File::create(p)
+    {
+        eprintln!("error: writing the plot to {}: {e}", p.display());
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let runs = runs.max(1);
+    let report = (|| -> Result<Report, BenchError> {
+        if wire {
+            // Each run moves whole batches through sockets: fewer runs suffice.
+            let runs = runs.min(21);
+            let exe = match (one_process, std::env::current_exe()) {
+                (true, _) => None,
+                (false, Ok(exe)) => Some(exe),
+                (false, Err(e)) => {
+                    return Err(BenchError::Wire(format!(
+                        "finding this program to start B's softnic: {e} (--one-process runs without it)"
+                    )));
+                }
+            };
+            let f = [
+                bench_wire::wire_rate(1024, runs, exe.as_deref()).map_err(|e| BenchError::Wire(e.to_string()))?,
+                bench_wire::wire_bandwidth(64 << 10, 64, runs, exe.as_deref())
+                    .map_err(|e| BenchError::Wire(e.to_string()))?,
+            ];
+            return Ok(Report {
+                bench: "softnic --wire udp".into(),
+                figures: f.iter().map(Into::into).collect(),
+                ..Report::default()
+            });
+        }
+        let mut r = match &sweep {
+            Some(o) => sw::sweep(o, &mut |_| {})?,
+            None => Report::default(),
+        };
+        r.figures = [figures::engine_rate(4096, runs), figures::write_bandwidth(64 << 10, 256, runs)]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let (off, on) = figures::trace_cost(4096, runs);
+        r.figures.push(marrow_bench::report::FigureRow {
+            name: "8 B RDMA_WRITE executed, trace on".into(),
+            measured: on,
+            floor: off,
+            ratio: on / off,
+            unit: "WQE/s".into(),
+            floor_name: "the same with the trace off".into(),
+            target: "-".into(),
+        });
+        Ok(r)
+    })();
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(if matches!(e, BenchError::BadInput(_)) { EXIT_BAD_INPUT } else { 1 });
+        }
+    };
+    let printed = if out.json {
+        serde_json::to_string_pretty(&report).map_err(|e| e.to_string()).map(|s| s + "\n")
+    } else if out.csv {
+        marrow_bench::render::csv(&report).map_err(|e| e.to_string())
+    } else {
+        Ok(marrow_bench::render::text(&report))
+    };
+    match printed {
+        Ok(s) => writeln_or_exit(&mut std::io::stdout().lock(), s.trim_end()),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(p) = &out.plot {
+        if let Err(e) = marrow_bench::plot::svg(&report, p) {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+        eprintln!("plot written to {}", p.display());
     }
     ExitCode::SUCCESS
 }

@@ -18,8 +18,6 @@
 //! assert!(qpn >= 0x100);
 //! ```
 
-pub mod bench;
-pub mod bench_wire;
 pub mod client;
 pub mod cq;
 pub mod daemon;

@@ -9,7 +9,7 @@
 //! - 64 KiB RDMA_WRITE bandwidth at path MTU 4096: 16 datagrams of about
 //!   4 KiB and one ACK per message.
 //!
-//! B's softnic is another process (`marrow softnic`, [`crate::peer`]) when
+//! B's softnic is another process (`marrow softnic`, [`marrow_softnic::peer`]) when
 //! the caller gives the executable, as `marrow bench softnic --wire udp`
 //! does; otherwise both instances live in this process, each with its own
 //! engine and port threads. Measured runs and floor runs take turns, and
@@ -17,14 +17,14 @@
 //! SIGSTOP), so both see the same phases of a shared machine and the floor
 //! has its cores to itself.
 
-use crate::bench::Figure;
-use crate::pair::{Pair, PairConfig, PairWire};
-use crate::peer::PeerDaemon;
+use super::figures::Figure;
 use marrow_mlx5::raw::CompletionMode;
 use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_roce::opcode::{Operation, position, request_opcode};
 use marrow_roce::packet::{Aeth, Packet, Reth};
 use marrow_roce::raw::BthOpcode;
+use marrow_softnic::pair::{Pair, PairConfig, PairWire};
+use marrow_softnic::peer::PeerDaemon;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -109,7 +109,7 @@ fn udp_floor(n: u8, msgs: usize, sizes: &[usize], reply: usize) -> Duration {
     let a = UdpSocket::bind(SocketAddrV4::new(ip_a, 4792)).expect("bind A");
     let b = UdpSocket::bind(SocketAddrV4::new(ip_b, 4792)).expect("bind B");
     for s in [&a, &b] {
-        crate::rc::port::grow_buffers(s);
+        marrow_softnic::rc::port::grow_buffers(s);
         s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
     }
     let (to_b, to_a) = (b.local_addr().expect("B"), a.local_addr().expect("A"));

@@ -2,16 +2,16 @@
 //! same run on the same shared memory (`marrow bench softnic`, `cargo bench`).
 //!
 //! - engine rate: 8-byte RDMA_WRITEs executed per second by one engine
-//!   thread (the calling thread, running [`crate::SoftNic::scan`]), against the
+//!   thread (the calling thread, running [`marrow_softnic::SoftNic::scan`]), against the
 //!   floor of reading each 64-byte WQE and writing a 64-byte CQE through the
 //!   same mappings;
 //! - bandwidth: 64 KiB RDMA_WRITEs against `memcpy` of 64 KiB between the
 //!   same two registered buffers.
 
-use crate::cq::CqMode;
-use crate::pair::{Pair, PairConfig};
 use marrow_mlx5::raw::CompletionMode;
 use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
+use marrow_softnic::cq::CqMode;
+use marrow_softnic::pair::{Pair, PairConfig};
 use std::time::{Duration, Instant};
 
 /// One measured figure and its floor.
@@ -61,7 +61,7 @@ fn time_engine(p: &mut Pair, n: usize, op: &WqeOp<'_>, signal_every: usize) -> D
     let t = start.elapsed();
     // A figure only counts if every WQE executed: no error, no flush.
     let state = p.nic.hca().qp(p.a.qpn).map(|q| q.state).ok();
-    assert_eq!(state, Some(crate::QpState::Rts), "benchmark WQEs failed: {:?}", p.nic.hca().take_events());
+    assert_eq!(state, Some(marrow_softnic::QpState::Rts), "benchmark WQEs failed: {:?}", p.nic.hca().take_events());
     // Retire everything: the collapsed CQ needs no consumer, the ring does.
     let pi = p.a.sq.pi();
     p.a.sq.complete_through(pi.wrapping_sub(1) as u16, 1);

@@ -1,0 +1,83 @@
+//! What can stop a benchmark. A figure is reported only when every
+//! operation it timed completed and its data arrived.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why a benchmark produced no report.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The device model refused a resource (QP, CQ, MR).
+    #[error("softnic: {0}")]
+    Softnic(#[from] marrow_softnic::hca::HcaError),
+    /// A WQE could not be posted (the ring, the doorbell record).
+    #[error("posting {what}: {detail}")]
+    Post {
+        /// What was being posted.
+        what: String,
+        /// The driver's reason.
+        detail: String,
+    },
+    /// The engine stopped short: its QP left RTS, or the deadline passed.
+    #[error("{what}: {done} of {posted} WQEs executed after {waited:?}; QP state {state}; events {events}")]
+    Stalled {
+        /// What was being timed.
+        what: String,
+        /// WQEBBs posted.
+        posted: u32,
+        /// WQEBBs executed.
+        done: u32,
+        /// How long the benchmark waited.
+        waited: Duration,
+        /// The QP's state.
+        state: String,
+        /// The device's asynchronous events, decoded.
+        events: String,
+    },
+    /// A completed transfer whose bytes are not the source's.
+    #[error("{size} B RDMA_WRITE completed but byte {offset} of the target is {got:#04x}, the source's {want:#04x}")]
+    Data {
+        /// Message size.
+        size: usize,
+        /// First differing byte.
+        offset: usize,
+        /// What the target holds.
+        got: u8,
+        /// What the source holds.
+        want: u8,
+    },
+    /// A registered buffer access out of bounds.
+    #[error("buffer: {0:?}")]
+    Bounds(marrow_mmio::OutOfBounds),
+    /// An output file could not be written.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The CSV writer failed.
+    #[error("CSV: {0}")]
+    Csv(#[from] csv::Error),
+    /// The plot could not be drawn.
+    #[error("plot {path}: {detail}")]
+    Plot {
+        /// The file.
+        path: PathBuf,
+        /// plotters' reason.
+        detail: String,
+    },
+    /// The RC transport benchmark over UDP failed.
+    #[error("{0}")]
+    Wire(String),
+    /// Options that cannot run.
+    #[error("{0}")]
+    BadInput(String),
+}
+
+impl From<marrow_mmio::OutOfBounds> for BenchError {
+    fn from(e: marrow_mmio::OutOfBounds) -> Self {
+        BenchError::Bounds(e)
+    }
+}

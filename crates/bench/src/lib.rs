@@ -1,0 +1,22 @@
+//! marrow's benchmarks. Every figure is a ratio to a floor measured in the
+//! same run on the same memory, so a slower or busier machine moves both.
+//!
+//! - [`report`]: the rows, in perftest's columns (`ib_write_bw`'s
+//!   `#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]`,
+//!   `ib_write_lat`'s `t_min t_max t_typical t_avg t_stdev 99% 99.9%`), each
+//!   with its floor and ratio; serde for `--json`;
+//! - [`latency`]: latencies kept in an HDR histogram;
+//! - [`render`]: perftest-style text and CSV;
+//! - [`plot`]: latency and bandwidth against message size, floor and peers
+//!   on the same axes (SVG);
+//! - [`softnic`]: the device model's benchmarks (`marrow bench softnic`).
+
+pub mod error;
+pub mod latency;
+pub mod plot;
+pub mod render;
+pub mod report;
+pub mod softnic;
+
+pub use error::BenchError;
+pub use report::Report;
