@@ -156,9 +156,41 @@ pub(crate) fn sh(cmd: &mut Command) -> Result<()> {
 }
 
 /// Run, capturing stdout+stderr into `log`; on failure show its tail.
+///
+/// The log's path is printed first. Meanwhile a spinner shows the elapsed
+/// time and the log's last line; where stderr is no terminal (CI) a line
+/// with both every minute instead, so a long build is never silent.
 pub(crate) fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
     let f = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let status = cmd.stdout(f.try_clone()?).stderr(f).status().with_context(|| format!("running {cmd:?}"))?;
+    let what = cmd.get_program().to_string_lossy().into_owned();
+    let first = cmd.get_args().next().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    eprintln!("   {what} {first}…: log {}", log.display());
+    let mut child = cmd.stdout(f.try_clone()?).stderr(f).spawn().with_context(|| format!("running {cmd:?}"))?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("   {spinner} [{elapsed_precise}] {msg}")
+            .expect("a constant template")
+            .progress_chars("#>-"),
+    );
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let start = std::time::Instant::now();
+    let mut said = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait().with_context(|| format!("waiting for {cmd:?}"))? {
+            break s;
+        }
+        let last = last_line(log);
+        if tty {
+            bar.set_message(last);
+            bar.tick();
+        } else if start.elapsed().as_secs() / 60 > said {
+            said = start.elapsed().as_secs() / 60;
+            eprintln!("   [{:>3} min] {what} {first}: {last}", said);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    bar.finish_and_clear();
+    eprintln!("   {what} {first}: {status} after {:.0?}", start.elapsed());
     if !status.success() {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
@@ -168,6 +200,19 @@ pub(crate) fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
         bail!("{cmd:?} failed: {status} (log: {})", log.display());
     }
     Ok(())
+}
+
+/// The last non-empty line of a growing log, cut to fit a terminal line.
+fn last_line(log: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(log) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(4096)));
+    let mut tail = Vec::new();
+    let _ = f.read_to_end(&mut tail);
+    let text = String::from_utf8_lossy(&tail);
+    let line = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    line.chars().take(100).collect()
 }
 
 pub(crate) fn output(cmd: &mut Command) -> Result<String> {
@@ -757,4 +802,23 @@ fn test(b: &Built, t: &mut Timings) -> Result<()> {
         bail!("kmod test failed: {failed} failed check(s), {} problem(s)", problems.len());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_step_keeps_its_output_and_a_failure_names_the_log() {
+        let dir = std::env::temp_dir().join(format!("xtask-sh-logged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("step.log");
+        sh_logged(Command::new("sh").args(["-c", "echo one; sleep 0.3; echo two"]), &log).unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "one\ntwo\n");
+        assert_eq!(last_line(&log), "two");
+        let e = sh_logged(Command::new("sh").args(["-c", "echo broken >&2; exit 3"]), &log).unwrap_err().to_string();
+        assert!(e.contains("exit status: 3") && e.contains(&format!("(log: {})", log.display())), "{e}");
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "broken\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -519,8 +519,24 @@ fn parse_u64(s: &str) -> Result<u64, String> {
     marrow::trace::parse_num(s)
 }
 
+/// `MARROW_LOG` turns on the libraries' debug events (QP transitions,
+/// devx mailboxes, daemon requests) on stderr, in tracing's filter syntax:
+/// `debug`, or `marrow_softnic=debug,marrow_verbs=info`.
+fn init_log() -> Result<(), String> {
+    let Some(spec) = std::env::var_os("MARROW_LOG") else { return Ok(()) };
+    let spec = spec.to_string_lossy();
+    let filter = tracing_subscriber::EnvFilter::try_new(spec.as_ref())
+        .map_err(|e| format!("MARROW_LOG={spec:?} is not a log filter (try debug, or marrow_softnic=debug): {e}"))?;
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true).init();
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = init_log() {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     match cli.cmd {
         Cmd::Decode(a) => run_decode(&a),
         Cmd::Demo(a) => run_demo(&a),
@@ -706,7 +722,22 @@ fn run_bench_softnic(
             });
         }
         let mut r = match &sweep {
-            Some(o) => sw::sweep(o, &mut |_| {})?,
+            Some(o) => {
+                // On stderr, and drawn only on a terminal: stdout stays the report.
+                let bar = indicatif::ProgressBar::new(o.sizes.len() as u64);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} sizes {msg}",
+                    )
+                    .expect("a constant template"),
+                );
+                let r = sw::sweep(o, &mut |msg| {
+                    bar.inc(1);
+                    bar.set_message(msg.to_owned());
+                });
+                bar.finish_and_clear();
+                r?
+            }
             None => Report::default(),
         };
         r.figures = [figures::engine_rate(4096, runs), figures::write_bandwidth(64 << 10, 256, runs)]

@@ -442,6 +442,7 @@ impl Hca {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         let from = qp.state;
         qp.state = to;
+        tracing::debug!(qpn = format_args!("{qpn:#x}"), ?from, ?to, "QP transition");
         if let Some(t) = &mut self.trace {
             t.record(Kind::QP_STATE, qpn, 0, 0, &[from as u8, to as u8]);
         }

@@ -364,8 +364,17 @@ impl<'c> RcQp<'c> {
 
     /// `ibv_modify_qp` with one attribute set from [`crate::qp`].
     pub fn modify(&self, (mut attr, mask): (ibv_qp_attr, u32)) -> Result<(), VerbsError> {
+        let to = attr.qp_state;
         // SAFETY: qp live; attr a complete ibv_qp_attr.
-        rc("ibv_modify_qp", unsafe { (self.c.v.ibv.ibv_modify_qp)(self.qp, &mut attr, mask as c_int) })
+        let r = rc("ibv_modify_qp", unsafe { (self.c.v.ibv.ibv_modify_qp)(self.qp, &mut attr, mask as c_int) });
+        tracing::debug!(
+            qpn = format_args!("{:#x}", self.dv.qpn),
+            to,
+            mask = format_args!("{mask:#x}"),
+            ok = r.is_ok(),
+            "ibv_modify_qp"
+        );
+        r
     }
 
     /// RESET→INIT→RTR→RTS against `remote`, our first PSN `psn`.

@@ -391,8 +391,16 @@ impl<'c> Devx<'c> {
                 out.len(),
             )
         };
+        let (status, syndrome) = out_status(&out);
+        tracing::debug!(
+            cmd,
+            in_bytes = input.len(),
+            status,
+            syndrome = format_args!("{syndrome:#x}"),
+            id = created_id(&out),
+            "devx mailbox: create"
+        );
         if o.is_null() {
-            let (status, syndrome) = out_status(&out);
             return Err(VerbsError::Devx { cmd, err: std::io::Error::last_os_error(), status, syndrome });
         }
         self.objs.push(o);
@@ -413,8 +421,17 @@ impl<'c> Devx<'c> {
                 out.len(),
             )
         };
+        let (status, syndrome) = out_status(&out);
+        tracing::debug!(
+            cmd,
+            obj_index,
+            in_bytes = input.len(),
+            rc = r,
+            status,
+            syndrome = format_args!("{syndrome:#x}"),
+            "devx mailbox: modify"
+        );
         if r != 0 {
-            let (status, syndrome) = out_status(&out);
             return Err(VerbsError::Devx { cmd, err: std::io::Error::from_raw_os_error(r.abs()), status, syndrome });
         }
         Ok(())

@@ -107,7 +107,11 @@ pub(super) fn run(nic: &SoftNic, s: UnixStream, opts: &Options, door: &Admission
             let _ = wire::send(&s, &Reply::Error(why), &[]);
             break;
         }
+        let asked = tracing::enabled!(tracing::Level::DEBUG).then(|| format!("{req:?}"));
         let (reply, out) = session.handle(req, fds);
+        if let Some(asked) = asked {
+            tracing::debug!(client = %session.who, request = %asked, reply = ?reply, fds = out.len(), "daemon request");
+        }
         let raw: Vec<i32> = out.iter().map(|f| f.as_raw_fd()).collect();
         // A connection that is still not greeted sent something else, or a
         // Hello of another version: it has been told why; close it.
