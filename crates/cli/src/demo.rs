@@ -13,6 +13,7 @@
 
 use crate::decode::completion_line;
 use crate::trace::{Detail, render_record, view};
+use marrow_bench::latency::{Latency, LatencySummary};
 use marrow_mlx5::prelude::*;
 use marrow_softnic::Faults;
 use marrow_softnic::pair::{Endpoint, Pair, PairConfig, PairWire, Side, WaitError};
@@ -188,26 +189,25 @@ pub struct Row {
     pub op: &'static str,
     /// Bytes per operation.
     pub size: usize,
-    /// Post-to-completion time of each operation, in ns.
-    pub lat_ns: Vec<u64>,
+    /// Post-to-completion time of each operation.
+    pub lat: Latency,
     /// Time with operations outstanding, in ns (what the rate is computed over).
     pub busy_ns: u64,
 }
 
 impl Row {
     fn new(op: &'static str, size: usize) -> Self {
-        Row { op, size, lat_ns: Vec::new(), busy_ns: 0 }
+        Row { op, size, lat: Latency::new(), busy_ns: 0 }
     }
 
     fn add(&mut self, lat: Duration) {
-        let ns = lat.as_nanos() as u64;
-        self.lat_ns.push(ns);
-        self.busy_ns += ns;
+        self.lat.record(lat);
+        self.busy_ns += lat.as_nanos() as u64;
     }
 
     /// Operations.
     pub fn ops(&self) -> usize {
-        self.lat_ns.len()
+        self.lat.len() as usize
     }
 
     /// Payload bytes moved.
@@ -238,34 +238,73 @@ fn bytes_text(n: u64) -> String {
     }
 }
 
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[u64], p: u32) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (sorted.len() * p as usize).div_ceil(100).max(1);
-    sorted[rank.min(sorted.len()) - 1]
+/// One row as `--json` gives it: the table's columns, plus perftest's
+/// latency columns (`marrow_bench`'s, in µs).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct RowSummary {
+    /// Operation.
+    pub op: String,
+    /// Bytes per operation.
+    pub bytes: u64,
+    /// Operations.
+    pub ops: u64,
+    /// Payload bytes moved.
+    pub total_bytes: u64,
+    /// Latency columns.
+    #[serde(flatten)]
+    pub t: LatencySummary,
+    /// Operations per second while operations were outstanding.
+    pub ops_per_s: f64,
+    /// Payload MiB per second over the same time.
+    pub mib_per_s: f64,
 }
 
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
-}
-
-fn table_line(op: &str, size: &str, lat: &[u64], ops: usize, bytes: u64, busy_ns: u64) -> String {
-    let mut sorted = lat.to_vec();
-    sorted.sort_unstable();
+fn summary(op: &str, size: u64, lat: &Latency, ops: usize, bytes: u64, busy_ns: u64) -> RowSummary {
     let secs = busy_ns as f64 / 1e9;
     let rate = if secs > 0.0 { ops as f64 / secs } else { 0.0 };
     let mibs = if secs > 0.0 { bytes as f64 / secs / f64::from(1u32 << 20) } else { 0.0 };
+    RowSummary {
+        op: op.into(),
+        bytes: size,
+        ops: ops as u64,
+        total_bytes: bytes,
+        t: lat.summary(),
+        ops_per_s: rate,
+        mib_per_s: mibs,
+    }
+}
+
+impl Row {
+    /// The row's figures.
+    pub fn summary(&self) -> RowSummary {
+        summary(self.op, self.size as u64, &self.lat, self.ops(), self.bytes(), self.busy_ns)
+    }
+}
+
+fn table_line(size: &str, r: &RowSummary) -> String {
     format!(
-        "{op:<34} {size:>7} {ops:>7} {:>10} {:>8} {:>8} {:>9} {:>10.0} {:>9.1}",
-        bytes_text(bytes),
-        us(percentile(&sorted, 50)),
-        us(percentile(&sorted, 99)),
-        us(sorted.last().copied().unwrap_or(0)),
-        rate,
-        mibs
+        "{:<34} {size:>7} {:>7} {:>10} {:>8.1} {:>8.1} {:>9.1} {:>10.0} {:>9.1}",
+        r.op,
+        r.ops,
+        bytes_text(r.total_bytes),
+        r.t.t_typical_us,
+        r.t.p99_us,
+        r.t.t_max_us,
+        r.ops_per_s,
+        r.mib_per_s
     )
+}
+
+/// The totals line's figures: every row's samples in one histogram.
+pub fn total(rows: &[Row]) -> RowSummary {
+    let mut all = Latency::new();
+    for r in rows {
+        all.add(&r.lat);
+    }
+    let ops = rows.iter().map(Row::ops).sum();
+    let bytes = rows.iter().map(Row::bytes).sum();
+    let busy = rows.iter().map(|r| r.busy_ns).sum();
+    summary("total", 0, &all, ops, bytes, busy)
 }
 
 /// The latency table, with a totals line.
@@ -281,16 +320,12 @@ pub fn render_table(rows: &[Row]) -> String {
     o.push_str(&rule);
     o.push('\n');
     for r in rows {
-        o.push_str(&table_line(r.op, &size_text(r.size), &r.lat_ns, r.ops(), r.bytes(), r.busy_ns));
+        o.push_str(&table_line(&size_text(r.size), &r.summary()));
         o.push('\n');
     }
     o.push_str(&rule);
     o.push('\n');
-    let all: Vec<u64> = rows.iter().flat_map(|r| r.lat_ns.iter().copied()).collect();
-    let ops = rows.iter().map(Row::ops).sum();
-    let bytes = rows.iter().map(Row::bytes).sum();
-    let busy = rows.iter().map(|r| r.busy_ns).sum();
-    o.push_str(&table_line("total", "", &all, ops, bytes, busy));
+    o.push_str(&table_line("", &total(rows)));
     o.push('\n');
     o
 }
@@ -586,7 +621,7 @@ impl Demo {
             self.wait_req(Side::A, WqeOpcode::RDMA_WRITE, last.0, last.1, SIZE, ctx)?;
             let done = Instant::now();
             for t in posted {
-                row.lat_ns.push((done - t).as_nanos() as u64);
+                row.lat.record(done - t);
             }
             row.busy_ns += (done - posted[0]).as_nanos() as u64;
             self.src = datas.concat();
@@ -872,7 +907,55 @@ pub fn first_write_excerpt(records: &[st::Record], qpn: u32, max: usize) -> Opti
 
 /// Run the demo, printing as it goes. The trace is written even when the
 /// demo fails, for inspection.
-pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
+/// The check every data row makes.
+const EVERY_BYTE: &str = "RDMA_WRITE, RDMA_READ, inline and SEND/RECV: a fresh pattern every iteration, every \
+                          destination byte compared, the 8 bytes after each destination untouched";
+
+/// What `marrow demo --json` prints: the table, the checks and the trace.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct DemoReport {
+    /// QP A's number.
+    pub qp_a: u32,
+    /// QP B's number.
+    pub qp_b: u32,
+    /// How A and B are connected.
+    pub link: String,
+    /// One entry per table row.
+    pub rows: Vec<RowSummary>,
+    /// Every row's samples together.
+    pub total: RowSummary,
+    /// The checks that passed, beyond every destination byte compared.
+    pub checks: Vec<String>,
+    /// The register trace.
+    pub trace: TraceSummary,
+    /// Seconds the whole run took.
+    pub wall_s: f64,
+}
+
+/// The demo's trace, counted by kind.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct TraceSummary {
+    /// Where it was written.
+    pub path: PathBuf,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Records.
+    pub records: u64,
+    /// Doorbell writes.
+    pub doorbells: u64,
+    /// Doorbell record reads.
+    pub dbrec_reads: u64,
+    /// Send WQE fetches.
+    pub wqe_fetches: u64,
+    /// Receive WQE fetches.
+    pub recv_wqe_fetches: u64,
+    /// CQE writes (A's; with B's over the wire too).
+    pub cqe_writes: u64,
+    /// Completions that fell past the trace's cap.
+    pub dropped_completions: u64,
+}
+
+pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
     let wall = Instant::now();
     if opts.pcap.is_some() && !opts.wire {
         return Err(DemoError::Setup("--pcap captures the RoCEv2 wire: it needs --wire udp".into()));
@@ -964,12 +1047,7 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     )
     .map_err(io)?;
     writeln!(out, "Checks (all passed):").map_err(io)?;
-    writeln!(
-        out,
-        "  RDMA_WRITE, RDMA_READ, inline and SEND/RECV: a fresh pattern every iteration, every destination byte \
-         compared, the 8 bytes after each destination untouched"
-    )
-    .map_err(io)?;
+    writeln!(out, "  {EVERY_BYTE}").map_err(io)?;
     for c in &checks {
         writeln!(out, "  {c}").map_err(io)?;
     }
@@ -1000,6 +1078,17 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     )
     .map_err(io)?;
     let mut traced_cqes = count(Kind::CQE_WRITE) as u64;
+    let mut trace_summary = TraceSummary {
+        path: opts.trace_out.clone(),
+        bytes: trace.len() as u64,
+        records: records.len() as u64,
+        doorbells: count(Kind::DOORBELL) as u64,
+        dbrec_reads: count(Kind::DBREC_READ) as u64,
+        wqe_fetches: count(Kind::WQE_FETCH) as u64,
+        recv_wqe_fetches: count(Kind::RECV_WQE_FETCH) as u64,
+        cqe_writes: 0,
+        dropped_completions: 0,
+    };
     if opts.wire {
         // B's model keeps its own trace: its receive completions are there.
         let b_trace = d.p.trace_b().unwrap_or_default();
@@ -1027,7 +1116,18 @@ pub fn run(opts: &DemoOptions, out: &mut dyn Write) -> Result<(), DemoError> {
     writeln!(out, "  Decode it with: marrow trace show {} --opcode RDMA_WRITE --limit 8", opts.trace_out.display())
         .map_err(io)?;
     writeln!(out, "\nWall time: {:.2} s", wall.elapsed().as_secs_f64()).map_err(io)?;
-    Ok(())
+    trace_summary.cqe_writes = traced_cqes;
+    trace_summary.dropped_completions = d.cqes.saturating_sub(traced_cqes);
+    Ok(DemoReport {
+        qp_a: d.p.a.qpn,
+        qp_b: d.p.b.qpn,
+        link,
+        rows: rows.iter().map(Row::summary).collect(),
+        total: total(&rows),
+        checks: std::iter::once(EVERY_BYTE.to_string()).chain(checks).collect(),
+        trace: trace_summary,
+        wall_s: wall.elapsed().as_secs_f64(),
+    })
 }
 
 #[cfg(test)]
@@ -1053,11 +1153,19 @@ mod tests {
     }
 
     #[test]
-    fn percentiles_and_sizes() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!((percentile(&v, 50), percentile(&v, 99), percentile(&v, 100)), (50, 99, 100));
-        assert_eq!(percentile(&[7], 99), 7);
-        assert_eq!(percentile(&[], 50), 0);
+    fn rows_summarise_their_samples_and_sizes_read_as_units() {
+        let mut r = Row::new("RDMA_WRITE", 8);
+        for us in 1..=100 {
+            r.add(Duration::from_micros(us));
+        }
+        let s = r.summary();
+        let near = |a: f64, b: f64| (a - b).abs() < b * 2e-3;
+        assert!(near(s.t.t_typical_us, 50.0) && near(s.t.p99_us, 99.0) && near(s.t.t_max_us, 100.0), "{s:?}");
+        assert_eq!((s.ops, s.total_bytes), (100, 800));
+        // ops/s over the time outstanding: 100 operations in 5050 µs.
+        assert!(near(s.ops_per_s, 100.0 / 5050e-6), "{s:?}");
+        let t = total(&[r.clone(), r]);
+        assert_eq!((t.ops, t.total_bytes), (200, 1600));
         assert_eq!(size_text(8), "8 B");
         assert_eq!(size_text(4096), "4 KiB");
         assert_eq!(size_text(1 << 20), "1 MiB");
