@@ -74,6 +74,31 @@ pub enum BenchError {
     /// Options that cannot run.
     #[error("{0}")]
     BadInput(String),
+    /// The transport refused (no GPU, NVRTC, a channel, a world).
+    #[error("{0}")]
+    Transport(#[from] marrow_transport::TransportError),
+    /// The copy-engine relay between two GPUs failed.
+    #[error("{0}")]
+    Relay(#[from] marrow_transport::p2p_relay::RelayError),
+    /// Writing the report, or talking to the other PE.
+    #[error("{0}")]
+    Output(#[from] std::io::Error),
+    /// A check failed: bytes that did not arrive, a thread's error code, a
+    /// value out of its bounds, said with the decoded state.
+    #[error("{0}")]
+    Check(String),
+}
+
+impl From<&str> for BenchError {
+    fn from(s: &str) -> Self {
+        BenchError::Check(s.into())
+    }
+}
+
+impl From<String> for BenchError {
+    fn from(s: String) -> Self {
+        BenchError::Check(s)
+    }
 }
 
 impl From<marrow_mmio::OutOfBounds> for BenchError {

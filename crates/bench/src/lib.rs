@@ -9,10 +9,15 @@
 //! - [`render`]: perftest-style text and CSV;
 //! - [`plot`]: latency and bandwidth against message size, floor and peers
 //!   on the same axes (SVG);
-//! - [`softnic`]: the device model's benchmarks (`marrow bench softnic`).
+//! - [`softnic`]: the device model's benchmarks (`marrow bench softnic`);
+//! - [`gpu`]: `marrow demo --gpu` and `marrow bench gpu`, the device code
+//!   in GPU threads against the softnic;
+//! - [`p2p`]: `marrow bench p2p`, transport P2P between two GPUs.
 
 pub mod error;
+pub mod gpu;
 pub mod latency;
+pub mod p2p;
 pub mod plot;
 pub mod render;
 pub mod report;

@@ -593,7 +593,7 @@ fn main() -> ExitCode {
             }
             let mut o = std::io::stdout().lock();
             writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
-            match marrow::p2p_bench::launcher(&mut o, sweep) {
+            match marrow_bench::p2p::launcher(&mut o, sweep) {
                 Ok(()) => {
                     let _ = writeln!(o, "all P2P checks passed");
                     ExitCode::SUCCESS
@@ -605,7 +605,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Bench(BenchCmd::P2pPe { rank, socket, sweep }) => match marrow::p2p_bench::pe(rank, &socket, sweep) {
+        Cmd::Bench(BenchCmd::P2pPe { rank, socket, sweep }) => match marrow_bench::p2p::pe(rank, &socket, sweep) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("PE {rank}: {e}");
@@ -617,7 +617,7 @@ fn main() -> ExitCode {
                 return code;
             }
             let mut o = std::io::stdout().lock();
-            match marrow::gpu_demo::bench(&mut o) {
+            match marrow_bench::gpu::bench(&mut o) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     let _ = o.flush();
@@ -830,10 +830,13 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
         }
         let result = match a.wire {
             Some(_) => match std::env::current_exe() {
-                Ok(exe) => marrow::gpu_demo::run_wire(&mut o, &exe, a.pcap.clone()),
-                Err(e) => Err(format!("finding this program to start the peer softnic: {e}")),
+                Ok(exe) => marrow_bench::gpu::run_wire(&mut o, &exe, a.pcap.clone()),
+                Err(e) => Err(marrow_bench::BenchError::Output(std::io::Error::new(
+                    e.kind(),
+                    format!("finding this program to start the peer softnic: {e}"),
+                ))),
             },
-            None => marrow::gpu_demo::run(&mut o),
+            None => marrow_bench::gpu::run(&mut o, &render_brief),
         };
         return match result {
             Ok(()) => ExitCode::SUCCESS,
@@ -1109,4 +1112,11 @@ fn run_decode(a: &DecodeArgs) -> ExitCode {
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+/// A register trace record as `trace show --brief` prints it: the GPU
+/// demo's fault checks show their traces this way.
+fn render_brief(i: usize, rec: &marrow_softnic::trace::Record) -> String {
+    let v = marrow::trace::view(rec, marrow::trace::Detail::Brief);
+    marrow::trace::render_record(i, rec, &v)
 }

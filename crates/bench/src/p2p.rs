@@ -5,6 +5,7 @@
 //! fetched values, then the 8-byte round trip and the bandwidth, each
 //! against its floor measured in the same run.
 
+use crate::error::BenchError;
 use marrow_softnic::Shm;
 use marrow_transport::gcrb_page;
 use marrow_transport::gpu::Gpu;
@@ -16,10 +17,11 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc;
 use std::time::Duration;
 
-type Res<T> = Result<T, String>;
+type Res<T> = Result<T, BenchError>;
 
-fn e(x: impl std::fmt::Display) -> String {
-    x.to_string()
+/// A failed check, said in words.
+fn check<T>(msg: String) -> Res<T> {
+    Err(BenchError::Check(msg))
 }
 
 /// Each PE's window: its put source, where the peer's puts land, flags.
@@ -62,15 +64,15 @@ fn pattern(len: u64, seed: u32) -> Vec<u8> {
 
 /// The launcher: both PEs, the rendezvous, the verdicts and the table.
 pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
-    let n = Gpu::count().map_err(e)?;
+    let n = Gpu::count()?;
     if n < 2 {
-        return Err(format!("transport P2P needs two GPUs; this machine has {n}"));
+        return check(format!("transport P2P needs two GPUs; this machine has {n}"));
     }
     let dir = std::env::temp_dir().join(format!("marrow-p2p-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(e)?;
+    std::fs::create_dir_all(&dir)?;
     let sock = dir.join("rendezvous.sock");
-    let listener = UnixListener::bind(&sock).map_err(e)?;
-    let exe = std::env::current_exe().map_err(e)?;
+    let listener = UnixListener::bind(&sock)?;
+    let exe = std::env::current_exe()?;
     let mut children = Vec::new();
     for rank in 0..2 {
         children.push(
@@ -78,8 +80,7 @@ pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
                 .args(["bench", "p2p-pe", "--rank", &rank.to_string(), "--socket"])
                 .arg(&sock)
                 .args(sweep.then_some("--sweep"))
-                .spawn()
-                .map_err(e)?,
+                .spawn()?,
         );
     }
     let res = serve(&listener, o);
@@ -100,16 +101,16 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut writers = Vec::new();
     for _ in 0..2 {
-        let (stream, _) = listener.accept().map_err(e)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120))).map_err(e)?;
+        let (stream, _) = listener.accept()?;
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
         let mut first = String::new();
-        let mut reader = BufReader::new(stream.try_clone().map_err(e)?);
-        reader.read_line(&mut first).map_err(e)?;
+        let mut reader = BufReader::new(stream.try_clone()?);
+        reader.read_line(&mut first)?;
         let mut it = first.split_whitespace();
         let (Some("hello"), Some(rank), Some(handle)) = (it.next(), it.next(), it.next()) else {
-            return Err(format!("a PE said {first:?} instead of hello"));
+            return check(format!("a PE said {first:?} instead of hello"));
         };
-        let rank: usize = rank.parse().map_err(e)?;
+        let rank: usize = rank.parse().map_err(|e| BenchError::Check(format!("a PE said rank {rank:?}: {e}")))?;
         writers.push((rank, stream, handle.to_string()));
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -132,7 +133,7 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
     }
     for i in 0..2 {
         let peer = writers[1 - i].2.clone();
-        writeln!(writers[i].1, "peer {peer}").map_err(e)?;
+        writeln!(writers[i].1, "peer {peer}")?;
     }
     let mut waiting: [Option<String>; 2] = [None, None];
     let mut olds: Vec<u64> = Vec::new();
@@ -155,18 +156,18 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
                 waiting[rank] = Some(rest.to_string());
                 if waiting[0].is_some() && waiting[0] == waiting[1] {
                     for w in &mut writers {
-                        writeln!(w.1, "go").map_err(e)?;
+                        writeln!(w.1, "go")?;
                     }
                     waiting = [None, None];
                 }
             }
-            "say" => writeln!(o, "  PE {rank}: {rest}").map_err(e)?,
+            "say" => writeln!(o, "  PE {rank}: {rest}")?,
             "fail" => {
-                writeln!(o, "  PE {rank} FAILED: {rest}").map_err(e)?;
+                writeln!(o, "  PE {rank} FAILED: {rest}")?;
                 failures.push(format!("PE {rank}: {rest}"));
             }
             "olds" => olds.extend(rest.split(',').filter(|s| !s.is_empty()).filter_map(|s| s.parse::<u64>().ok())),
-            _ => writeln!(o, "  PE {rank}: {line}").map_err(e)?,
+            _ => writeln!(o, "  PE {rank}: {line}")?,
         }
     }
     // Both PEs' fetch_adds on PE 0's counter: every value from 0 up exactly once.
@@ -183,16 +184,15 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
             "  fetch_add from both PEs at once: the {} fetched values are 0..{} each exactly once",
             olds.len(),
             olds.len() - 1
-        )
-        .map_err(e)?;
+        )?;
     }
-    if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
+    if failures.is_empty() { Ok(()) } else { check(failures.join("; ")) }
 }
 
 /// One PE: a process driving GPU `rank`.
 pub fn pe(rank: u32, socket: &std::path::Path, sweep: bool) -> Res<()> {
-    let stream = UnixStream::connect(socket).map_err(e)?;
-    let mut link = Link { out: stream.try_clone().map_err(e)?, inp: BufReader::new(stream) };
+    let stream = UnixStream::connect(socket)?;
+    let mut link = Link { out: stream.try_clone()?, inp: BufReader::new(stream) };
     let r = pe_run(rank, &mut link, sweep);
     if let Err(x) = &r {
         let _ = writeln!(link.out, "fail {x}");
@@ -207,15 +207,15 @@ struct Link {
 
 impl Link {
     fn say(&mut self, s: &str) -> Res<()> {
-        writeln!(self.out, "say {s}").map_err(e)
+        writeln!(self.out, "say {s}").map_err(BenchError::from)
     }
 
     fn barrier(&mut self, name: &str) -> Res<()> {
-        writeln!(self.out, "barrier {name}").map_err(e)?;
+        writeln!(self.out, "barrier {name}")?;
         let mut l = String::new();
-        self.inp.read_line(&mut l).map_err(e)?;
+        self.inp.read_line(&mut l)?;
         if l.trim() != "go" {
-            return Err(format!("barrier {name}: launcher said {l:?}"));
+            return check(format!("barrier {name}: launcher said {l:?}"));
         }
         Ok(())
     }
@@ -228,10 +228,11 @@ fn hex(h: &IpcHandle) -> String {
 fn unhex(s: &str) -> Res<IpcHandle> {
     let mut h = [0u8; 64];
     if s.len() != 128 {
-        return Err(format!("IPC handle of {} hex digits, not 128", s.len()));
+        return check(format!("IPC handle of {} hex digits, not 128", s.len()));
     }
     for (i, b) in h.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(e)?;
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+            .map_err(|e| BenchError::Check(format!("IPC handle digit pair {i}: {e}")))?;
     }
     Ok(h)
 }
@@ -240,54 +241,52 @@ fn ok(what: &str, rc: i32) -> Res<()> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(format!("{what}: device code returned {rc} ({})", marrow_transport::DeviceError(rc)))
+        check(format!("{what}: device code returned {rc} ({})", marrow_transport::DeviceError(rc)))
     }
 }
 
 fn pe_run(rank: u32, link: &mut Link, sweep: bool) -> Res<()> {
-    let gpu = Gpu::open_ordinal(rank as usize).map_err(e)?;
-    let win = gpu.window(WINDOW).map_err(e)?;
-    writeln!(link.out, "hello {rank} {}", hex(&gpu.export(&win).map_err(e)?)).map_err(e)?;
+    let gpu = Gpu::open_ordinal(rank as usize)?;
+    let win = gpu.window(WINDOW)?;
+    writeln!(link.out, "hello {rank} {}", hex(&gpu.export(&win)?))?;
     let mut l = String::new();
-    link.inp.read_line(&mut l).map_err(e)?;
+    link.inp.read_line(&mut l)?;
     let peer_hex = l.trim().strip_prefix("peer ").ok_or_else(|| format!("expected the peer's handle, got {l:?}"))?;
-    let peer = gpu.import(&unhex(peer_hex)?).map_err(e)?;
+    let peer = gpu.import(&unhex(peer_hex)?)?;
     let me = rank as usize;
     let mut keys = [(0u64, 0u64); 2];
     keys[me] = (win.addr, WINDOW as u64);
     keys[1 - me] = (peer.addr, WINDOW as u64);
-    let page_shm = Shm::create("p2p-gcrb", 4096).map_err(e)?;
+    let page_shm = Shm::create("p2p-gcrb", 4096)?;
     let page = page_shm.region();
     let setup = p2p::P2pSetup { local: (win.addr, WINDOW as u64), keys, timeout_ns: 10_000_000_000, relay: None };
-    p2p::fill(&page, &setup).map_err(e)?;
-    let gcrb = gpu.upload(&page).map_err(e)?;
+    p2p::fill(&page, &setup)?;
+    let gcrb = gpu.upload(&page)?;
     let pg = gcrb.addr;
     // A second GCRB on the same windows whose puts of 32 MiB and more go to
     // the copy-engine relay (crates/transport/src/p2p_relay.rs); smaller
     // ones are its threads' stores, as on the first.
-    let ring_shm = Shm::create("p2p-relay-ring", marrow_transport::p2p_relay::ring_bytes(RELAY_ENTRIES)).map_err(e)?;
-    gpu.register(&ring_shm.region()).map_err(e)?;
+    let ring_shm = Shm::create("p2p-relay-ring", marrow_transport::p2p_relay::ring_bytes(RELAY_ENTRIES))?;
+    gpu.register(&ring_shm.region())?;
     let relay =
         p2p::RelaySetup { ring: ring_shm.region().base_addr() as u64, entries: RELAY_ENTRIES, min_kib: RELAY_MIN_KIB };
-    let relay_page_shm = Shm::create("p2p-gcrb-relay", 4096).map_err(e)?;
+    let relay_page_shm = Shm::create("p2p-gcrb-relay", 4096)?;
     let relay_page = relay_page_shm.region();
-    p2p::fill(&relay_page, &p2p::P2pSetup { relay: Some(relay), ..setup }).map_err(e)?;
-    let relay_gcrb = gpu.upload(&relay_page).map_err(e)?;
+    p2p::fill(&relay_page, &p2p::P2pSetup { relay: Some(relay), ..setup })?;
+    let relay_gcrb = gpu.upload(&relay_page)?;
     let rpg = relay_gcrb.addr;
     let bounds = RelayBounds { src: (win.addr, WINDOW as u64), dst: keys.to_vec() };
-    let relay_thread =
-        Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg).map_err(e)?))
-            .map_err(e)?;
+    let relay_thread = Relay::start(ring_shm.region(), RELAY_ENTRIES, bounds, Box::new(gpu.relay_engine(rpg)?))?;
     let r = pe_checks_and_figures(rank, link, sweep, &gpu, &win, &peer, pg, rpg);
     let made = relay_thread.stop();
-    gpu.unregister(&ring_shm.region()).map_err(e)?;
+    gpu.unregister(&ring_shm.region())?;
     match (r, made) {
         (Ok(()), Ok(made)) => link.say(&format!("copy-engine relay: {made} copies made, none refused"))?,
         (r, made) => {
             // What the relay GCRB recorded (a RELAY wait's heads), and why the relay stopped.
             let report = gpu.download(&relay_gcrb, &relay_page).map(|_| gcrb_page::report(&relay_page));
-            let why = [r.err(), made.err().map(|m| m.to_string()), report.ok()];
-            return Err(why.into_iter().flatten().collect::<Vec<_>>().join("; "));
+            let why = [r.err().map(|e| e.to_string()), made.err().map(|m| m.to_string()), report.ok()];
+            return check(why.into_iter().flatten().collect::<Vec<_>>().join("; "));
         }
     }
     link.barrier("end")?;
@@ -318,7 +317,7 @@ fn pe_checks_and_figures(
     ))?;
 
     // Sources: 256 MiB of our seeded pattern (the largest bandwidth message).
-    gpu.write_window(win, SRC as usize, &pattern(256 << 20, rank)).map_err(e)?;
+    gpu.write_window(win, SRC as usize, &pattern(256 << 20, rank))?;
     link.barrier("filled")?;
 
     // Puts, by the threads' stores, by TMA bulk stores (with a size that
@@ -334,16 +333,16 @@ fn pe_checks_and_figures(
         };
         for &len in lens {
             let (page, grid) = if relayed { (rpg, Grid { blocks: 1, threads: 32 }) } else { (pg, bw_grid(len)) };
-            gpu.write_window(win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
+            gpu.write_window(win, DST as usize, &vec![0u8; len as usize])?;
             link.barrier(&format!("put {len} {how} cleared"))?;
-            let (_, rc) = gpu.p2p_put(page, other, DST, SRC, len, grid, 1, 1, tma).map_err(e)?;
+            let (_, rc) = gpu.p2p_put(page, other, DST, SRC, len, grid, 1, 1, tma)?;
             ok("put", rc)?;
             link.barrier(&format!("put {len} {how}"))?;
             let mut got = vec![0u8; len as usize];
-            gpu.read_window(win, DST as usize, &mut got).map_err(e)?;
+            gpu.read_window(win, DST as usize, &mut got)?;
             if got != pattern(len, other) {
                 let at = got.iter().zip(pattern(len, other)).position(|(a, b)| *a != b).unwrap_or(0);
-                return Err(format!("put of {len} B from PE {other} ({how}): byte {at} differs"));
+                return check(format!("put of {len} B from PE {other} ({how}): byte {at} differs"));
             }
             link.say(&format!(
                 "put {len:>9} B from PE {other} ({how}, grid {} x {}): every byte checked here",
@@ -355,12 +354,12 @@ fn pe_checks_and_figures(
 
     // Gets: the peer's SRC into our DST, one thread.
     for len in [8u32, 4096, 1 << 20] {
-        gpu.write_window(win, DST as usize, &vec![0u8; len as usize]).map_err(e)?;
-        ok("get", gpu.get_at(pg, other, SRC, DST, len).map_err(e)?)?;
+        gpu.write_window(win, DST as usize, &vec![0u8; len as usize])?;
+        ok("get", gpu.get_at(pg, other, SRC, DST, len)?)?;
         let mut got = vec![0u8; len as usize];
-        gpu.read_window(win, DST as usize, &mut got).map_err(e)?;
+        gpu.read_window(win, DST as usize, &mut got)?;
         if got != pattern(u64::from(len), other) {
-            return Err(format!("get of {len} B from PE {other}: bytes differ"));
+            return check(format!("get of {len} B from PE {other}: bytes differ"));
         }
         link.say(&format!("get {len:>9} B from PE {other}: every byte checked"))?;
     }
@@ -368,35 +367,35 @@ fn pe_checks_and_figures(
 
     // Atomics: both PEs add to PE 0's counter at once.
     let grid = Grid { blocks: 66, threads: 64 };
-    let (rcs, olds) = gpu.fetch_add(pg, 0, COUNTER, 2, RESULTS, grid).map_err(e)?;
+    let (rcs, olds) = gpu.fetch_add(pg, 0, COUNTER, 2, RESULTS, grid)?;
     if let Some(rc) = rcs.iter().find(|&&r| r != 0) {
         ok("fetch_add", *rc)?;
     }
-    writeln!(link.out, "olds {}", olds.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).map_err(e)?;
+    writeln!(link.out, "olds {}", olds.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","))?;
     link.barrier("fetch_add")?;
     if rank == 0 {
         let mut c = [0u8; 8];
-        gpu.read_window(win, COUNTER as usize, &mut c).map_err(e)?;
+        gpu.read_window(win, COUNTER as usize, &mut c)?;
         let want = 2 * grid.size() as u64 * 2;
         if u64::from_le_bytes(c) != want {
-            return Err(format!("PE 0's counter is {} after both PEs' {want} adds", u64::from_le_bytes(c)));
+            return check(format!("PE 0's counter is {} after both PEs' {want} adds", u64::from_le_bytes(c)));
         }
         link.say(&format!("fetch_add: counter {want} after {} adds from each PE", want / 2))?;
     } else {
-        let (rc, old) = gpu.compare_swap(pg, 0, CAS_WORD, 5, 9, SCRATCH).map_err(e)?;
+        let (rc, old) = gpu.compare_swap(pg, 0, CAS_WORD, 5, 9, SCRATCH)?;
         ok("compare_swap", rc)?;
-        let (rc2, old2) = gpu.compare_swap(pg, 0, CAS_WORD, 0, 77, SCRATCH).map_err(e)?;
+        let (rc2, old2) = gpu.compare_swap(pg, 0, CAS_WORD, 0, 77, SCRATCH)?;
         ok("compare_swap", rc2)?;
         if (old, old2) != (0, 0) {
-            return Err(format!("compare_swap on PE 0 fetched {old} and {old2}, expected 0 and 0"));
+            return check(format!("compare_swap on PE 0 fetched {old} and {old2}, expected 0 and 0"));
         }
     }
     link.barrier("cas")?;
     if rank == 0 {
         let mut c = [0u8; 8];
-        gpu.read_window(win, CAS_WORD as usize, &mut c).map_err(e)?;
+        gpu.read_window(win, CAS_WORD as usize, &mut c)?;
         if u64::from_le_bytes(c) != 77 {
-            return Err(format!("PE 1's compare_swaps left {} in PE 0's word, expected 77", u64::from_le_bytes(c)));
+            return check(format!("PE 1's compare_swaps left {} in PE 0's word, expected 77", u64::from_le_bytes(c)));
         }
         link.say("compare_swap from PE 1: a failed compare left 0, a hit swapped in 77")?;
     }
@@ -408,16 +407,18 @@ fn pe_checks_and_figures(
         [(1u64, pg, "thread stores", 1u64 << 20), (2, rpg, "copy-engine relay", u64::from(RELAY_MIN_KIB) << 10)]
     {
         if rank == 1 {
-            gpu.write_window(win, DST as usize, &vec![0u8; sig_len as usize]).map_err(e)?;
+            gpu.write_window(win, DST as usize, &vec![0u8; sig_len as usize])?;
         }
         link.barrier(&format!("signal {round}"))?;
         if rank == 0 {
-            ok("put_signal", gpu.put_signal(page, 1, DST, SRC, sig_len as u32, SIGNAL, 1, SCRATCH).map_err(e)?)?;
+            ok("put_signal", gpu.put_signal(page, 1, DST, SRC, sig_len as u32, SIGNAL, 1, SCRATCH)?)?;
         } else {
-            let (rc, bad) = gpu.p2p_wait_check(pg, SIGNAL, round, DST, sig_len, 0).map_err(e)?;
+            let (rc, bad) = gpu.p2p_wait_check(pg, SIGNAL, round, DST, sig_len, 0)?;
             ok("wait_until_ge", rc)?;
             if bad != 0 {
-                return Err(format!("put_signal ({how}): {bad} of {sig_len} bytes were not there when the signal was"));
+                return check(format!(
+                    "put_signal ({how}): {bad} of {sig_len} bytes were not there when the signal was"
+                ));
             }
             link.say(&format!("put_signal from PE 0 ({how}): all {} MiB there when the signal was (checked on the GPU after wait_until_ge)", sig_len >> 20))?;
         }
@@ -432,7 +433,7 @@ fn pe_checks_and_figures(
     for round in 0..6 {
         let floor = round % 2 == 0;
         link.barrier(&format!("pingpong {round}"))?;
-        let (rc, ns) = gpu.p2p_pingpong(pg, rank, PINGPONG, base, iters, floor).map_err(e)?;
+        let (rc, ns) = gpu.p2p_pingpong(pg, rank, PINGPONG, base, iters, floor)?;
         ok("pingpong", rc)?;
         base += u64::from(iters);
         let b = &mut best[usize::from(!floor)];
@@ -454,8 +455,8 @@ fn pe_checks_and_figures(
     if rank == 0 {
         for len in BW_SIZES {
             let grid = bw_grid(len);
-            gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 3).map_err(e)?;
-            let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20).map_err(e)?;
+            gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 3)?;
+            let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20)?;
             let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
             // Launched per put (thread stores, then TMA), and GPU-initiated as
             // NVSHMEM's shmem_put_bw measures: one launch puts the message 20
@@ -479,8 +480,8 @@ fn pe_checks_and_figures(
                 if page == rpg && len < u64::from(RELAY_MIN_KIB) << 10 {
                     continue;
                 }
-                gpu.p2p_put(page, 1, DST, SRC, len, grid, launches.min(3), inner.min(3), tma).map_err(e)?;
-                let (dt, rc) = gpu.p2p_put(page, 1, DST, SRC, len, grid, launches, inner, tma).map_err(e)?;
+                gpu.p2p_put(page, 1, DST, SRC, len, grid, launches.min(3), inner.min(3), tma)?;
+                let (dt, rc) = gpu.p2p_put(page, 1, DST, SRC, len, grid, launches, inner, tma)?;
                 ok("put (bandwidth)", rc)?;
                 let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                 link.say(&format!(
@@ -495,14 +496,14 @@ fn pe_checks_and_figures(
         }
         if sweep {
             for len in [16u64 << 20, 256 << 20] {
-                let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20).map_err(e)?;
+                let ft = gpu.copy_to_peer(peer, DST, win, SRC, len as usize, 20)?;
                 let floor = (len * 20) as f64 / ft.as_secs_f64() / 1e9;
                 for (blocks, threads) in
                     [(132u32, 1024u32), (264, 512), (264, 1024), (528, 256), (1056, 256), (1056, 512), (2112, 256)]
                 {
                     let grid = Grid { blocks, threads };
-                    gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3, 1, false).map_err(e)?;
-                    let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20, 1, false).map_err(e)?;
+                    gpu.p2p_put(pg, 1, DST, SRC, len, grid, 3, 1, false)?;
+                    let (dt, rc) = gpu.p2p_put(pg, 1, DST, SRC, len, grid, 20, 1, false)?;
                     ok("put (sweep)", rc)?;
                     let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                     link.say(&format!("sweep {len:>9} B grid {blocks:>4} x {threads:>4}: {bw:.1} GB/s; copy engine {floor:.1} GB/s; ratio {:.3}", bw / floor))?;
@@ -510,7 +511,7 @@ fn pe_checks_and_figures(
             }
         }
         let mut got = vec![0u8; 4096];
-        gpu.read_window(win, SRC as usize, &mut got).map_err(e)?;
+        gpu.read_window(win, SRC as usize, &mut got)?;
         if got != pattern(4096, 0) {
             return Err("PE 0's source changed during the bandwidth runs".into());
         }

@@ -4,13 +4,22 @@
 //! injected faults come back as errors with the GCRB decoded; latency and
 //! bandwidth are reported against floors measured in the same run.
 
+use crate::error::BenchError;
 use marrow_softnic::Faults;
 use marrow_transport::gpu::{DeviceGcrb, Gpu, Grid, RwKernel};
 use marrow_transport::{DeviceError, World, WorldConfig};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-type Res<T> = Result<T, String>;
+type Res<T> = Result<T, BenchError>;
+
+/// One register trace record as a line of text, for the fault checks' traces.
+pub type RenderRecord<'a> = &'a dyn Fn(usize, &marrow_softnic::trace::Record) -> String;
+
+/// A failed check, said in words.
+fn check<T>(msg: String) -> Res<T> {
+    Err(BenchError::Check(msg))
+}
 
 /// CQ entries for a 1024-WQEBB send queue. The softnic, like hardware,
 /// checks for overflow against the consumer index in the CQ doorbell
@@ -20,10 +29,6 @@ type Res<T> = Result<T, String>;
 /// 132 x 128 threads). NVSHMEM sidesteps it with collapsed, overrun-ignoring
 /// CQs; here the CQ is 4 times deeper.
 const CQ_DEPTH: u32 = 4096;
-
-fn e(x: impl std::fmt::Display) -> String {
-    x.to_string()
-}
 
 struct Rig<'g> {
     gpu: &'g Gpu,
@@ -38,7 +43,7 @@ struct Rig<'g> {
 }
 
 fn rig(gpu: &Gpu, cfg: WorldConfig) -> Res<Rig<'_>> {
-    rig_on(gpu, World::new(cfg).map_err(e)?, cfg.sq_wqebbs)
+    rig_on(gpu, World::new(cfg)?, cfg.sq_wqebbs)
 }
 
 /// The rig of a world already built (its channels of `sq_wqebbs` WQEBBs).
@@ -50,10 +55,10 @@ fn rig_on(gpu: &Gpu, world: World, sq_wqebbs: u32) -> Res<Rig<'_>> {
     }
     let registered = world.shared_regions();
     for r in &registered {
-        gpu.register(r).map_err(e)?;
+        gpu.register(r)?;
     }
-    let gcrb = gpu.upload(&world.channels[0].page()).map_err(e)?;
-    let more = world.more.iter().map(|c| gpu.upload(&c.page()).map_err(e)).collect::<Res<Vec<_>>>()?;
+    let gcrb = gpu.upload(&world.channels[0].page())?;
+    let more = world.more.iter().map(|c| gpu.upload(&c.page()).map_err(BenchError::from)).collect::<Res<Vec<_>>>()?;
     Ok(Rig { gpu, world, gcrb, more, registered, sq_wqebbs })
 }
 
@@ -76,7 +81,7 @@ impl Rig<'_> {
 
     /// Run an rw kernel from PE 0 to PE 1; the rc of every thread.
     fn launch_rw(&self, k: RwKernel, grid: u32, block: u32, len: u32, iters: u32) -> Res<Vec<i32>> {
-        self.gpu.rw(k, self.page(0), 1, len, iters, Grid { blocks: grid, threads: block }).map_err(e)
+        self.gpu.rw(k, self.page(0), 1, len, iters, Grid { blocks: grid, threads: block }).map_err(BenchError::from)
     }
 
     /// The GCRB, copied back from the GPU and decoded.
@@ -94,7 +99,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 fn check_rc(r: &Rig, what: &str, rc: &[i32]) -> Res<()> {
     if let Some((i, c)) = rc.iter().enumerate().find(|(_, c)| **c != 0) {
-        return Err(format!("{what}: thread {i} returned {} ({})\n{}", c, DeviceError(*c), r.report()));
+        return check(format!("{what}: thread {i} returned {} ({})\n{}", c, DeviceError(*c), r.report()));
     }
     Ok(())
 }
@@ -103,25 +108,24 @@ fn puts(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [8usize, 4096, 65536, 1 << 20, 64 << 20] {
         let data = pattern(len, len as u64);
-        a.write_bytes(0, &data).map_err(e)?;
-        b.fill(0, len, 0).map_err(e)?;
+        a.write_bytes(0, &data)?;
+        b.fill(0, len, 0)?;
         let t = Instant::now();
         let rc = r.launch_rw(RwKernel::Put, 1, 1, len as u32, 1)?;
         let dt = t.elapsed();
         check_rc(r, "put", &rc)?;
         let mut got = vec![0u8; len];
-        b.read_bytes(0, &mut got).map_err(e)?;
+        b.read_bytes(0, &mut got)?;
         if got != data {
             let at = got.iter().zip(&data).position(|(x, y)| x != y).unwrap_or(0);
-            return Err(format!("put of {len} B: byte {at} differs"));
+            return check(format!("put of {len} B: byte {at} differs"));
         }
         writeln!(
             o,
             "  put {:>9} B from 1 thread: every byte checked ({:.1} ms launch to sync)",
             len,
             dt.as_secs_f64() * 1e3
-        )
-        .map_err(e)?;
+        )?;
     }
     for (grid, block, kernel) in [
         (1u32, 1u32, RwKernel::Put),
@@ -136,25 +140,24 @@ fn puts(r: &Rig, o: &mut dyn Write) -> Res<()> {
         let (len, iters) = (64u32, 2u32);
         let total = (grid * block * iters * len) as usize;
         let data = pattern(total, grid as u64 * 7 + block as u64);
-        a.write_bytes(0, &data).map_err(e)?;
-        b.fill(0, total, 0).map_err(e)?;
+        a.write_bytes(0, &data)?;
+        b.fill(0, total, 0)?;
         let t = Instant::now();
         let rc = r.launch_rw(kernel, grid, block, len, iters)?;
         let dt = t.elapsed();
         let kernel = kernel.name();
         check_rc(r, kernel, &rc)?;
         let mut got = vec![0u8; total];
-        b.read_bytes(0, &mut got).map_err(e)?;
+        b.read_bytes(0, &mut got)?;
         if got != data {
-            return Err(format!("{kernel} {grid}x{block}: bytes differ"));
+            return check(format!("{kernel} {grid}x{block}: bytes differ"));
         }
         let wqes = grid * block * iters;
         writeln!(
             o,
             "  {kernel:<24} grid {grid:>3} x {block:>3}: {wqes:>6} puts of {len} B, every byte checked, {:.0} puts/s",
             wqes as f64 / dt.as_secs_f64()
-        )
-        .map_err(e)?;
+        )?;
     }
     Ok(())
 }
@@ -163,31 +166,30 @@ fn gets(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [8usize, 4096, 1 << 20, 64 << 20] {
         let data = pattern(len, 99 + len as u64);
-        b.write_bytes(0, &data).map_err(e)?;
-        a.fill(0, len, 0).map_err(e)?;
+        b.write_bytes(0, &data)?;
+        a.fill(0, len, 0)?;
         let rc = r.launch_rw(RwKernel::Get, 1, 1, len as u32, 1)?;
         check_rc(r, "get", &rc)?;
         let mut got = vec![0u8; len];
-        a.read_bytes(0, &mut got).map_err(e)?;
+        a.read_bytes(0, &mut got)?;
         if got != data {
-            return Err(format!("get of {len} B: bytes differ"));
+            return check(format!("get of {len} B: bytes differ"));
         }
-        writeln!(o, "  get {:>9} B from 1 thread: every byte checked", len).map_err(e)?;
+        writeln!(o, "  get {:>9} B from 1 thread: every byte checked", len)?;
     }
     let (len, iters, grid, block) = (256u32, 2u32, 132u32, 64u32);
     let total = (grid * block * iters * len) as usize;
     let data = pattern(total, 5);
-    b.write_bytes(0, &data).map_err(e)?;
-    a.fill(0, total, 0).map_err(e)?;
+    b.write_bytes(0, &data)?;
+    a.fill(0, total, 0)?;
     let rc = r.launch_rw(RwKernel::Get, grid, block, len, iters)?;
     check_rc(r, "get grid", &rc)?;
     let mut got = vec![0u8; total];
-    a.read_bytes(0, &mut got).map_err(e)?;
+    a.read_bytes(0, &mut got)?;
     if got != data {
         return Err("grid gets: bytes differ".into());
     }
-    writeln!(o, "  get grid {grid} x {block}: {} gets of {len} B, every byte checked", grid * block * iters)
-        .map_err(e)?;
+    writeln!(o, "  get grid {grid} x {block}: {} gets of {len} B, every byte checked", grid * block * iters)?;
     Ok(())
 }
 
@@ -196,35 +198,33 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let (grid, block, iters) = (66u32, 64u32, 2u32);
     let n = (grid * block * iters) as usize;
     let roff = 1u64 << 20;
-    b.write_bytes(roff as usize, &0u64.to_ne_bytes()).map_err(e)?;
+    b.write_bytes(roff as usize, &0u64.to_ne_bytes())?;
     let (page, pe, result_base) = (r.page(0), 1u32, 2u64 << 20);
-    let (rc, mut olds) =
-        r.gpu.fetch_add(page, pe, roff, iters, result_base, Grid { blocks: grid, threads: block }).map_err(e)?;
+    let (rc, mut olds) = r.gpu.fetch_add(page, pe, roff, iters, result_base, Grid { blocks: grid, threads: block })?;
     check_rc(r, "fetch_add", &rc)?;
     olds.sort_unstable();
     if olds != (0..n as u64).collect::<Vec<_>>() {
         return Err("fetch_add: the fetched values are not 0..n, each once".into());
     }
     let mut v = [0u8; 8];
-    b.read_bytes(roff as usize, &mut v).map_err(e)?;
+    b.read_bytes(roff as usize, &mut v)?;
     if u64::from_ne_bytes(v) != n as u64 {
-        return Err(format!("fetch_add: final value {} != {n}", u64::from_ne_bytes(v)));
+        return check(format!("fetch_add: final value {} != {n}", u64::from_ne_bytes(v)));
     }
-    writeln!(o, "  fetch_add grid {grid} x {block} x {iters}: every fetched value 0..{n} exactly once, final {n}")
-        .map_err(e)?;
+    writeln!(o, "  fetch_add grid {grid} x {block} x {iters}: every fetched value 0..{n} exactly once, final {n}")?;
 
     for (compare, expect_swap) in [(7u64, false), (n as u64, true)] {
         let (swap, loff) = (0xabcdu64, 3u64 << 20);
-        let (rc, old) = r.gpu.compare_swap(page, pe, roff, compare, swap, loff).map_err(e)?;
+        let (rc, old) = r.gpu.compare_swap(page, pe, roff, compare, swap, loff)?;
         check_rc(r, "compare_swap", &[rc])?;
-        b.read_bytes(roff as usize, &mut v).map_err(e)?;
+        b.read_bytes(roff as usize, &mut v)?;
         let now = u64::from_ne_bytes(v);
         let want = if expect_swap { swap } else { n as u64 };
         if old != n as u64 || now != want {
-            return Err(format!("compare_swap(compare {compare}): old {old}, memory {now}"));
+            return check(format!("compare_swap(compare {compare}): old {old}, memory {now}"));
         }
     }
-    writeln!(o, "  compare_swap: a failed compare leaves memory, a hit swaps; old values as computed").map_err(e)?;
+    writeln!(o, "  compare_swap: a failed compare leaves memory, a hit swaps; old values as computed")?;
     Ok(())
 }
 
@@ -245,9 +245,9 @@ fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()
     };
     let r = rig(gpu, cfg)?;
     let iters = 200u32;
-    let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters).map_err(e)?;
+    let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters)?;
     check_rc(&r, "put latency (traced)", &[rc])?;
-    r.gpu.download(&r.gcrb, &r.world.channels[0].page()).map_err(e)?;
+    r.gpu.download(&r.gcrb, &r.world.channels[0].page())?;
     let t = marrow_transport::gcrb_page::trace(&r.world.channels[0].page());
     let (mut sums, mut n) = ([0u64; 3], 0u64);
     for w in t.windows(4) {
@@ -271,8 +271,7 @@ fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()
         mean(sums[0]),
         mean(sums[1]),
         mean(sums[2])
-    )
-    .map_err(e)?;
+    )?;
     Ok(())
 }
 
@@ -281,18 +280,18 @@ fn latency(r: &Rig, o: &mut dyn Write) -> Res<(f64, f64)> {
     let iters = 2000u32;
     let mut put_ns = f64::MAX;
     for _ in 0..3 {
-        let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters).map_err(e)?;
+        let (rc, ns) = r.gpu.put_latency(r.page(0), 1, iters)?;
         check_rc(r, "put latency", &[rc])?;
         put_ns = put_ns.min(ns as f64 / iters as f64);
     }
 
     // Floor: ping-pong with a CPU thread through the same kind of memory.
-    let shm = marrow_softnic::Shm::create("pingpong", 4096).map_err(e)?;
+    let shm = marrow_softnic::Shm::create("pingpong", 4096)?;
     let region = shm.region();
-    r.gpu.register(&region).map_err(e)?;
+    r.gpu.register(&region)?;
     let _unregister = Unregister(r.gpu, region);
-    let ping = region.atomic_u64(0).map_err(e)?;
-    let pong = region.atomic_u64(64).map_err(e)?;
+    let ping = region.atomic_u64(0)?;
+    let pong = region.atomic_u64(64)?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut floors = [f64::MAX; 2];
     std::thread::scope(|s| -> Res<()> {
@@ -313,7 +312,7 @@ fn latency(r: &Rig, o: &mut dyn Write) -> Res<(f64, f64)> {
         let mut run = || -> Res<()> {
             for round in 0..6 {
                 let lean = round % 2 == 1;
-                let (rc, ns) = r.gpu.pingpong(pp, pg, iters, to, lean).map_err(e)?;
+                let (rc, ns) = r.gpu.pingpong(pp, pg, iters, to, lean)?;
                 if rc != 0 {
                     return Err("ping-pong floor timed out".into());
                 }
@@ -335,8 +334,7 @@ fn latency(r: &Rig, o: &mut dyn Write) -> Res<(f64, f64)> {
         floors[0] / 1e3,
         floors[1] / 1e3,
         put_ns / floor
-    )
-    .map_err(e)?;
+    )?;
     Ok((put_ns, floor))
 }
 
@@ -369,16 +367,16 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
         .sq_base();
     // Its doorbell record and doorbell are scratch words: the real ones
     // would be read by the engine.
-    let shm = marrow_softnic::Shm::create("floor", 64).map_err(e)?;
+    let shm = marrow_softnic::Shm::create("floor", 64)?;
     let region = shm.region();
-    r.gpu.register(&region).map_err(e)?;
+    r.gpu.register(&region)?;
     let _unregister = Unregister(r.gpu, region);
     let (dbrec, db) = (region.base_addr() as u64, region.base_addr() as u64 + 8);
     // The shared protocol's steps one at a time (an exclusive post has none of them).
     if !exclusive {
         let mut prof = [u64::MAX; 6];
         for _ in 0..3 {
-            for (p, v) in prof.iter_mut().zip(r.gpu.post_profile(base, wqebbs, dbrec, db, 256).map_err(e)?) {
+            for (p, v) in prof.iter_mut().zip(r.gpu.post_profile(base, wqebbs, dbrec, db, 256)?) {
                 *p = (*p).min(v);
             }
         }
@@ -386,8 +384,7 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
             o,
             "  post profile, 1 thread, ns per post: floor {}; + atomic add {}; + ready chain (relaxed store) {}; store a release {}; + snapshots {}; release before the doorbell record instead {}",
             prof[0], prof[1], prof[2], prof[3], prof[4], prof[5]
-        )
-        .map_err(e)?;
+        )?;
     }
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
@@ -408,20 +405,19 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
     for (label, grid, warp, iters, pages) in runs {
         let puts = grid.size() as u64 * u64::from(iters);
         if puts > u64::from(wqebbs) {
-            return Err(format!("rate run {label}: {puts} puts exceed the {wqebbs}-WQEBB send queue"));
+            return check(format!("rate run {label}: {puts} puts exceed the {wqebbs}-WQEBB send queue"));
         }
         // Best of 9 each, interleaved, so both see the same machine state:
         // single runs of either move by 5-10% between runs of the command.
         let (mut best, mut floor_best) = (u64::MAX, u64::MAX);
         // The floor walks the ring from run to run as the posts do.
         for trial in 0..9u64 {
-            let (rc, ns) = r.gpu.post_rate(pages, 1, iters, warp, grid).map_err(e)?;
+            let (rc, ns) = r.gpu.post_rate(pages, 1, iters, warp, grid)?;
             check_rc(r, "post rate", &rc)?;
             best = best.min(ns.max(1));
             let first = (trial * puts % u64::from(wqebbs)) as u32;
-            floor_best = floor_best.min(
-                r.gpu.store_floor(base, wqebbs, first, dbrec, db, iters, ring_every(grid), grid).map_err(e)?.max(1),
-            );
+            floor_best = floor_best
+                .min(r.gpu.store_floor(base, wqebbs, first, dbrec, db, iters, ring_every(grid), grid)?.max(1));
         }
         let rate = puts as f64 / (best as f64 / 1e9);
         let floor = puts as f64 / (floor_best as f64 / 1e9);
@@ -429,22 +425,25 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
             o,
             "  (a) 8 B put_nbi posting, {} channel, {label}: {rate:.3e} puts/s; floor (the same stores and fences, the WQEs into the same send queue{}, no protocol) {floor:.3e} /s; ratio {:.3} (target >= 0.8)",
             if exclusive { "exclusive" } else { "shared" },
-            if ring_every(grid) > 1 { ", fences and doorbell once per 32 WQEs as a lone lazy poster rings" } else { "" },
+            if ring_every(grid) > 1 {
+                ", fences and doorbell once per 32 WQEs as a lone lazy poster rings"
+            } else {
+                ""
+            },
             rate / floor
-        )
-        .map_err(e)?;
+        )?;
     }
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
         let iters = ((64usize << 20) / len).min(64) as u32;
         let t = Instant::now();
-        let rc = r.gpu.rw(RwKernel::Put, r.page(0), 1, len as u32, iters, Grid::ONE).map_err(e)?;
+        let rc = r.gpu.rw(RwKernel::Put, r.page(0), 1, len as u32, iters, Grid::ONE)?;
         let dt = t.elapsed();
         check_rc(r, "put bandwidth", &rc)?;
         let bw = (len * iters as usize) as f64 / dt.as_secs_f64();
         let mut best = Duration::MAX;
         for _ in 0..3 {
-            best = best.min(r.gpu.memcpy(&b, &a, len * iters as usize).map_err(e)?);
+            best = best.min(r.gpu.memcpy(&b, &a, len * iters as usize)?);
         }
         let floor = (len * iters as usize) as f64 / best.as_secs_f64();
         writeln!(
@@ -454,8 +453,7 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
             bw / 1e9,
             floor / 1e9,
             bw / floor
-        )
-        .map_err(e)?;
+        )?;
     }
     Ok(())
 }
@@ -472,7 +470,7 @@ fn loop_bench(r: &Rig, o: &mut dyn Write) -> Res<()> {
 
 fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
     let iters = 500u32;
-    let (rc, ns) = r.gpu.compute_put(r.page(0), 1, iters, work).map_err(e)?;
+    let (rc, ns) = r.gpu.compute_put(r.page(0), 1, iters, work)?;
     check_rc(r, "compute_put", &[rc])?;
     let per = |x: u64| x as f64 / iters as f64;
     let gpu_iter = per(ns[0]);
@@ -484,7 +482,7 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
     let t = Instant::now();
     for i in 0..iters as u64 {
         let off = (i % 1024) * 8;
-        r.gpu.compute_once(work, local + off).map_err(e)?;
+        r.gpu.compute_once(work, local + off)?;
         dev.put_nbi(0, off, off, 8).map_err(|x| format!("CPU put: {x}\n{}", r.world.channels[1].report()))?;
     }
     dev.quiet().map_err(|x| format!("CPU quiet: {x}\n{}", r.world.channels[1].report()))?;
@@ -497,12 +495,11 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
         per(ns[2]) / 1e3,
         cpu_iter / 1e3,
         cpu_iter / gpu_iter
-    )
-    .map_err(e)?;
+    )?;
     Ok(())
 }
 
-fn faults(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
+fn faults(gpu: &Gpu, o: &mut dyn Write, exclusive: bool, render: RenderRecord) -> Res<()> {
     let cases: [(&str, Faults); 4] = [
         ("dropped doorbell", Faults { drop_doorbells: 1, ..Faults::default() }),
         (
@@ -523,29 +520,28 @@ fn faults(gpu: &Gpu, o: &mut dyn Write, exclusive: bool) -> Res<()> {
         };
         let r = rig(gpu, cfg)?;
         r.world.nic.enable_trace(1 << 20);
-        r.world.set_faults(0, fault).map_err(e)?;
+        r.world.set_faults(0, fault)?;
         let rc = r.launch_rw(RwKernel::Put, 1, 1, 8, 1)?;
         if rc[0] == 0 {
-            return Err(format!("{what}: the kernel reported success"));
+            return check(format!("{what}: the kernel reported success"));
         }
-        writeln!(o, "  {what}: kernel returned {} ({}); host decoded:", rc[0], DeviceError(rc[0])).map_err(e)?;
+        writeln!(o, "  {what}: kernel returned {} ({}); host decoded:", rc[0], DeviceError(rc[0]))?;
         for line in r.report().lines() {
-            writeln!(o, "      {line}").map_err(e)?;
+            writeln!(o, "      {line}")?;
         }
         // And what the NIC saw: the softnic's register trace, decoded.
-        softnic_trace(&r, o)?;
+        softnic_trace(&r, o, render)?;
     }
     Ok(())
 }
 
 /// The softnic's register trace of `r`, decoded, one line a record.
-fn softnic_trace(r: &Rig, o: &mut dyn Write) -> Res<()> {
+fn softnic_trace(r: &Rig, o: &mut dyn Write, render: RenderRecord) -> Res<()> {
     let (recs, _) = marrow_softnic::trace::parse(&r.world.nic.trace_bytes().unwrap_or_default());
-    writeln!(o, "      softnic register trace ({} records):", recs.len()).map_err(e)?;
+    writeln!(o, "      softnic register trace ({} records):", recs.len())?;
     for (i, rec) in recs.iter().enumerate() {
-        let v = crate::trace::view(rec, crate::trace::Detail::Brief);
-        let line = crate::trace::render_record(i, rec, &v);
-        writeln!(o, "        {}", line.lines().next().unwrap_or("")).map_err(e)?;
+        let line = render(i, rec);
+        writeln!(o, "        {}", line.lines().next().unwrap_or(""))?;
     }
     Ok(())
 }
@@ -557,7 +553,7 @@ fn softnic_trace(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// 50 us, as on the H200 runs so far) finds one in the register, drops it,
 /// and the put ends in a decoded timeout. A NIC's UAR would see two writes
 /// either way. Both outcomes are right; anything else is an error.
-fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write, render: RenderRecord) -> Res<()> {
     let cfg = WorldConfig {
         buf_len: 1 << 20,
         sq_wqebbs: 64,
@@ -569,46 +565,44 @@ fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     };
     let r = rig(gpu, cfg)?;
     r.world.nic.enable_trace(1 << 20);
-    r.world.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).map_err(e)?;
+    r.world.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() })?;
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     let data = pattern(8, 0xEA);
-    a.write_bytes(0, &data).map_err(e)?;
-    b.fill(0, 8, 0).map_err(e)?;
+    a.write_bytes(0, &data)?;
+    b.fill(0, 8, 0)?;
     let rc = r.launch_rw(RwKernel::Put, 1, 1, 8, 1)?;
     match rc[0] {
         0 => {
             let mut got = [0u8; 8];
-            b.read_bytes(0, &mut got).map_err(e)?;
+            b.read_bytes(0, &mut got)?;
             if got[..] != data[..] {
-                return Err(format!(
+                return check(format!(
                     "early doorbell with the first dropped: the put completed but PE 1 holds {got:02x?}, not {data:02x?}"
                 ));
             }
             writeln!(
                 o,
                 "  first doorbell dropped: the second ring carried the put, which completed; the 8 bytes checked"
-            )
-            .map_err(e)?;
+            )?;
         }
         -110 => {
             writeln!(
                 o,
                 "  first doorbell dropped: the engine found one doorbell (both rings landed between two of its scans; an idle engine sleeps 50 us) and dropped it; host decoded:"
-            )
-            .map_err(e)?;
+            )?;
             for line in r.report().lines() {
-                writeln!(o, "      {line}").map_err(e)?;
+                writeln!(o, "      {line}")?;
             }
         }
         other => {
-            return Err(format!(
+            return check(format!(
                 "early doorbell with the first dropped: kernel returned {other} ({})\n{}",
                 DeviceError(other),
                 r.report()
             ));
         }
     }
-    softnic_trace(&r, o)
+    softnic_trace(&r, o, render)
 }
 
 /// Data buffers in GPU memory: the softnic reaches them through the GPU's
@@ -617,8 +611,8 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     use marrow_softnic::DeviceMemory;
     use std::sync::Arc;
     let len = 16usize << 20;
-    let b0 = Arc::new(gpu.buffer(len).map_err(e)?);
-    let b1 = Arc::new(gpu.buffer(len).map_err(e)?);
+    let b0 = Arc::new(gpu.buffer(len)?);
+    let b1 = Arc::new(gpu.buffer(len)?);
     let cfg = WorldConfig {
         buf_len: 4096,
         sq_wqebbs: 1024,
@@ -627,14 +621,13 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         ..WorldConfig::default()
     };
     let world =
-        World::with_device_buffers(cfg, [(b0.clone() as Arc<dyn DeviceMemory>, b0.addr), (b1.clone(), b1.addr)])
-            .map_err(e)?;
+        World::with_device_buffers(cfg, [(b0.clone() as Arc<dyn DeviceMemory>, b0.addr), (b1.clone(), b1.addr)])?;
     world.nic.set_idle_spin(Duration::from_secs(1));
     let registered = world.shared_regions();
     for reg in &registered {
-        gpu.register(reg).map_err(e)?;
+        gpu.register(reg)?;
     }
-    let gcrb = gpu.upload(&world.channels[0].page()).map_err(e)?;
+    let gcrb = gpu.upload(&world.channels[0].page())?;
     let r = Rig { gpu, world, gcrb, more: Vec::new(), registered, sq_wqebbs: cfg.sq_wqebbs };
     for size in [8usize, 4096, 1 << 20, 16 << 20] {
         let data = pattern(size, 77 + size as u64);
@@ -645,7 +638,7 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         let mut got = vec![0u8; size];
         b1.read(0, &mut got)?;
         if got != data {
-            return Err(format!("put of {size} B between GPU buffers: bytes differ"));
+            return check(format!("put of {size} B between GPU buffers: bytes differ"));
         }
         let back = pattern(size, 5 + size as u64);
         b1.write(0, &back)?;
@@ -653,9 +646,9 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         check_rc(&r, "get between GPU buffers", &rc)?;
         b0.read(0, &mut got)?;
         if got != back {
-            return Err(format!("get of {size} B between GPU buffers: bytes differ"));
+            return check(format!("get of {size} B between GPU buffers: bytes differ"));
         }
-        writeln!(o, "  put and get of {size:>8} B between GPU-memory buffers: every byte checked").map_err(e)?;
+        writeln!(o, "  put and get of {size:>8} B between GPU-memory buffers: every byte checked")?;
     }
     let (grid, block, plen, iters) = (8u32, 128u32, 64u32, 2u32);
     let total = (grid * block * iters * plen) as usize;
@@ -673,8 +666,7 @@ fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         o,
         "  grid {grid} x {block}: {} puts of {plen} B between GPU-memory buffers, every byte checked",
         grid * block * iters
-    )
-    .map_err(e)?;
+    )?;
     Ok(())
 }
 
@@ -686,31 +678,31 @@ fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [8usize, 4096, 1 << 20, 64 << 20] {
         let data = pattern(len, 11 + len as u64);
-        a.write_bytes(0, &data).map_err(e)?;
-        b.fill(0, len, 0).map_err(e)?;
+        a.write_bytes(0, &data)?;
+        b.fill(0, len, 0)?;
         check_rc(&r, "exclusive put", &r.launch_rw(RwKernel::Put, 1, 1, len as u32, 1)?)?;
         let mut got = vec![0u8; len];
-        b.read_bytes(0, &mut got).map_err(e)?;
+        b.read_bytes(0, &mut got)?;
         if got != data {
-            return Err(format!("exclusive put of {len} B: bytes differ"));
+            return check(format!("exclusive put of {len} B: bytes differ"));
         }
         let back = pattern(len, 12 + len as u64);
-        b.write_bytes(0, &back).map_err(e)?;
+        b.write_bytes(0, &back)?;
         check_rc(&r, "exclusive get", &r.launch_rw(RwKernel::Get, 1, 1, len as u32, 1)?)?;
-        a.read_bytes(0, &mut got).map_err(e)?;
+        a.read_bytes(0, &mut got)?;
         if got != back {
-            return Err(format!("exclusive get of {len} B: bytes differ"));
+            return check(format!("exclusive get of {len} B: bytes differ"));
         }
-        writeln!(o, "  put and get of {len:>8} B from 1 thread: every byte checked").map_err(e)?;
+        writeln!(o, "  put and get of {len:>8} B from 1 thread: every byte checked")?;
     }
     let (len, iters) = (64u32, 40u32);
     let total = (32 * iters * len) as usize;
     let data = pattern(total, 21);
-    a.write_bytes(0, &data).map_err(e)?;
-    b.fill(0, total, 0).map_err(e)?;
+    a.write_bytes(0, &data)?;
+    b.fill(0, total, 0)?;
     check_rc(&r, "exclusive put_nbi_warp", &r.launch_rw(RwKernel::PutWarp, 1, 32, len, iters)?)?;
     let mut got = vec![0u8; total];
-    b.read_bytes(0, &mut got).map_err(e)?;
+    b.read_bytes(0, &mut got)?;
     if got != data {
         return Err("exclusive put_nbi_warp: bytes differ".into());
     }
@@ -718,27 +710,25 @@ fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         o,
         "  put_nbi_warp, one warp x {iters}: {} puts of {len} B, every byte checked (the ring of 1024 wrapped)",
         32 * iters
-    )
-    .map_err(e)?;
+    )?;
     let roff = 1u64 << 20;
-    b.write_bytes(roff as usize, &0u64.to_ne_bytes()).map_err(e)?;
-    let (rc, olds) = r.gpu.fetch_add(r.page(0), 1, roff, 100, 2 << 20, Grid::ONE).map_err(e)?;
+    b.write_bytes(roff as usize, &0u64.to_ne_bytes())?;
+    let (rc, olds) = r.gpu.fetch_add(r.page(0), 1, roff, 100, 2 << 20, Grid::ONE)?;
     check_rc(&r, "exclusive fetch_add", &rc)?;
     if olds != (0..100u64).collect::<Vec<_>>() {
-        return Err(format!("exclusive fetch_add: fetched {:?}..., not 0..100 in order", &olds[..olds.len().min(4)]));
+        return check(format!("exclusive fetch_add: fetched {:?}..., not 0..100 in order", &olds[..olds.len().min(4)]));
     }
-    writeln!(o, "  fetch_add x 100 from 1 thread: fetched 0..100 in order").map_err(e)?;
+    writeln!(o, "  fetch_add x 100 from 1 thread: fetched 0..100 in order")?;
     lone_lane_check(gpu, o)?;
     // 20 lanes of one warp: a group that is not the whole warp.
     let rc = r.launch_rw(RwKernel::Put, 1, 20, 8, 1)?;
     if rc.iter().any(|c| *c != -22) {
-        return Err(format!("part of a warp on an exclusive channel: expected -22 on every lane, got {rc:?}"));
+        return check(format!("part of a warp on an exclusive channel: expected -22 on every lane, got {rc:?}"));
     }
     let report = bad_config_report(&r, "part of a warp on an exclusive channel")?;
-    writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:")
-        .map_err(e)?;
+    writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:")?;
     for line in report.lines() {
-        writeln!(o, "      {line}").map_err(e)?;
+        writeln!(o, "      {line}")?;
     }
     Ok(())
 }
@@ -751,11 +741,11 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     let r = rig(gpu, WorldConfig { exclusive: true, ..checked_config() })?;
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     let data = pattern(32 * 8, 31);
-    a.write_bytes(0, &data).map_err(e)?;
-    b.fill(0, data.len(), 0).map_err(e)?;
-    let rc = r.gpu.lone_lane(r.page(0), 1).map_err(e)?;
+    a.write_bytes(0, &data)?;
+    b.fill(0, data.len(), 0)?;
+    let rc = r.gpu.lone_lane(r.page(0), 1)?;
     if rc[32] != -22 {
-        return Err(format!(
+        return check(format!(
             "lane 0 alone on a warp's exclusive channel: expected -22, got {}\n{}",
             rc[32],
             r.report()
@@ -763,12 +753,15 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     }
     check_rc(&r, "the warp's put after the lone lane's refusal", &rc[..32])?;
     let mut got = vec![0u8; data.len()];
-    b.read_bytes(0, &mut got).map_err(e)?;
+    b.read_bytes(0, &mut got)?;
     if got != data {
         return Err("the warp's put after the lone lane's refusal: bytes differ".into());
     }
     bad_config_report(&r, "lane 0 alone on a warp's exclusive channel")?;
-    writeln!(o, "  lane 0 alone on its warp's channel: refused with -22 (EINVAL), nothing written; the warp's 32 puts after it: every byte checked").map_err(e)?;
+    writeln!(
+        o,
+        "  lane 0 alone on its warp's channel: refused with -22 (EINVAL), nothing written; the warp's 32 puts after it: every byte checked"
+    )?;
     Ok(())
 }
 
@@ -776,7 +769,7 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
 fn bad_config_report(r: &Rig, what: &str) -> Res<String> {
     let report = r.report();
     if !report.contains("BAD_CONFIG") {
-        return Err(format!("{what}: the GCRB does not say BAD_CONFIG:\n{report}"));
+        return check(format!("{what}: the GCRB does not say BAD_CONFIG:\n{report}"));
     }
     Ok(report)
 }
@@ -814,33 +807,33 @@ const RATE_CHANNELS: usize = 32;
 
 /// Puts, gets and atomics from PE 0 to PE 1, every byte and value checked.
 fn data_checks(r: &Rig, o: &mut dyn Write, path: &str) -> Res<()> {
-    writeln!(o, "puts (PE 0 -> PE 1 {path}):").map_err(e)?;
+    writeln!(o, "puts (PE 0 -> PE 1 {path}):")?;
     puts(r, o)?;
-    writeln!(o, "gets:").map_err(e)?;
+    writeln!(o, "gets:")?;
     gets(r, o)?;
-    writeln!(o, "atomics:").map_err(e)?;
+    writeln!(o, "atomics:")?;
     atomics(r, o)
 }
 
 /// Run everything; an error names what failed with the decoded GCRB.
-pub fn run(o: &mut dyn Write) -> Res<()> {
-    let gpu = Gpu::open().map_err(e)?;
-    writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch)
-        .map_err(e)?;
+/// `marrow demo --gpu`: every check, then the benchmarks; `render` prints
+/// one register trace record (the CLI's `trace show` line).
+pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<()> {
+    let gpu = Gpu::open()?;
+    writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch)?;
     data_checks(&rig(&gpu, checked_config())?, o, "through the softnic")?;
-    writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):").map_err(e)?;
+    writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):")?;
     gpu_memory(&gpu, o)?;
-    writeln!(o, "injected faults (each must come back as an error, never a hang):").map_err(e)?;
-    faults(&gpu, o, false)?;
-    writeln!(o, "exclusive channels (flags.exclusive):").map_err(e)?;
+    writeln!(o, "injected faults (each must come back as an error, never a hang):")?;
+    faults(&gpu, o, false, render)?;
+    writeln!(o, "exclusive channels (flags.exclusive):")?;
     exclusive_checks(&gpu, o)?;
-    writeln!(o, "injected faults on an exclusive channel:").map_err(e)?;
-    faults(&gpu, o, true)?;
-    writeln!(o, "a dropped doorbell on an exclusive channel with early doorbells (flags.early_doorbell rings twice):")
-        .map_err(e)?;
-    early_doorbell_covers_a_drop(&gpu, o)?;
+    writeln!(o, "injected faults on an exclusive channel:")?;
+    faults(&gpu, o, true, render)?;
+    writeln!(o, "a dropped doorbell on an exclusive channel with early doorbells (flags.early_doorbell rings twice):")?;
+    early_doorbell_covers_a_drop(&gpu, o, render)?;
     benchmarks(&gpu, o)?;
-    writeln!(o, "all GPU checks passed").map_err(e)?;
+    writeln!(o, "all GPU checks passed")?;
     Ok(())
 }
 
@@ -851,7 +844,7 @@ pub fn run(o: &mut dyn Write) -> Res<()> {
 /// (one softnic), same run. With `pcap`, PE 0's port is captured during the
 /// data checks.
 pub fn run_wire(o: &mut dyn Write, softnic_exe: &std::path::Path, pcap: Option<std::path::PathBuf>) -> Res<()> {
-    let gpu = Gpu::open().map_err(e)?;
+    let gpu = Gpu::open()?;
     let pid = std::process::id();
     let ip = std::net::Ipv4Addr::new(127, 78, (pid % 250) as u8, 2);
     let daemon = marrow_softnic::peer::PeerDaemon::start(softnic_exe, ip, 4791)?;
@@ -861,30 +854,28 @@ pub fn run_wire(o: &mut dyn Write, softnic_exe: &std::path::Path, pcap: Option<s
         gpu.name,
         gpu.arch,
         daemon.child.id()
-    )
-    .map_err(e)?;
+    )?;
     let peer = marrow_transport::WirePeer { socket: daemon.socket.clone(), ip };
     let wire = |pcap| marrow_transport::WireOptions { peer: Some(peer.clone()), pcap };
     let checked = checked_config();
-    let world = World::over_wire(checked, &wire(pcap.clone())).map_err(e)?;
-    world.enable_peer_trace(1 << 20).map_err(e)?;
+    let world = World::over_wire(checked, &wire(pcap.clone()))?;
+    world.enable_peer_trace(1 << 20)?;
     let r = rig_on(&gpu, world, checked.sq_wqebbs)?;
     data_checks(&r, o, "across the wire to the other process")?;
     peer_checks(&r, o)?;
     drop(r);
     if let Some(f) = &pcap {
-        writeln!(o, "  PE 0's port captured to {} (during the data checks)", f.display()).map_err(e)?;
+        writeln!(o, "  PE 0's port captured to {} (during the data checks)", f.display())?;
     }
     for wire_on in [false, true] {
-        writeln!(o, "{}:", if wire_on { "across the wire" } else { "local path (one softnic), for comparison" })
-            .map_err(e)?;
+        writeln!(o, "{}:", if wire_on { "across the wire" } else { "local path (one softnic), for comparison" })?;
         let cfg = bench_config();
         let world = if wire_on { World::over_wire(cfg, &wire(None)) } else { World::new(cfg) };
-        let r = rig_on(&gpu, world.map_err(e)?, cfg.sq_wqebbs)?;
+        let r = rig_on(&gpu, world?, cfg.sq_wqebbs)?;
         latency(&r, o)?;
         rates(&r, o, false, false)?;
     }
-    writeln!(o, "all GPU checks passed across the wire").map_err(e)?;
+    writeln!(o, "all GPU checks passed across the wire")?;
     Ok(())
 }
 
@@ -899,12 +890,12 @@ fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     let want = pattern(4096, 0x5eed);
     let off = 1 << 16;
-    b.write_bytes(off, &want).map_err(e)?;
+    b.write_bytes(off, &want)?;
     dev.put_nbi(0, off as u64, off as u64, want.len() as u32)
         .map_err(|x| format!("PE 1 put: {x}\n{}", r.world.channels[1].report()))?;
     dev.quiet().map_err(|x| format!("PE 1 quiet: {x}\n{}", r.world.channels[1].report()))?;
     let mut got = vec![0u8; want.len()];
-    a.read_bytes(off, &mut got).map_err(e)?;
+    a.read_bytes(off, &mut got)?;
     if got != want {
         return Err("PE 1 (the other process) put 4 KiB to PE 0: the bytes at PE 0 differ".into());
     }
@@ -914,7 +905,7 @@ fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
     let seen = |k| recs.iter().filter(|x| x.kind == k && x.qpn == qpn).count();
     let (rings, fetches) = (seen(marrow_softnic::trace::Kind::DOORBELL), seen(marrow_softnic::trace::Kind::WQE_FETCH));
     if rings == 0 || fetches == 0 {
-        return Err(format!(
+        return check(format!(
             "the peer softnic's register trace has {rings} doorbells and {fetches} WQE fetches on QP {qpn:#x} after its put"
         ));
     }
@@ -922,7 +913,7 @@ fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
         o,
         "  ok - PE 1's own channel (the other process's QP {qpn:#x}) put 4 KiB back across the wire, bytes checked; its trace: {rings} doorbell(s), {fetches} WQE fetch(es)"
     )
-    .map_err(e)
+    .map_err(BenchError::from)
 }
 
 /// The 8 B blocking put with 1, 32 and 256 QPs on the engine (the extra
@@ -930,42 +921,45 @@ fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// per peer): the engine's scan visits every QP, so this shows what each
 /// costs the one in use. Each ratio is to the 1-QP figure of the same run.
 fn engine_qps(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
-    writeln!(o, "the engine with many QPs (8 B blocking put on one, the rest idle; ratio to 1 QP, target <= 1.1):")
-        .map_err(e)?;
+    writeln!(o, "the engine with many QPs (8 B blocking put on one, the rest idle; ratio to 1 QP, target <= 1.1):")?;
     let mut one = None;
     for n in [1usize, 32, 256] {
         let cfg = WorldConfig { extra_channels: n - 1, sq_wqebbs: 1024, ncqe: 1024, ..bench_config() };
         let r = rig(gpu, cfg)?;
-        write!(o, "  {n:>3} QP(s): ").map_err(e)?;
+        write!(o, "  {n:>3} QP(s): ")?;
         let (put, _) = latency(&r, o)?;
         let base = *one.get_or_insert(put);
-        writeln!(o, "        {n} QPs / 1 QP = {:.2}", put / base).map_err(e)?;
+        writeln!(o, "        {n} QPs / 1 QP = {:.2}", put / base)?;
     }
     Ok(())
 }
 
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
-    writeln!(o, "shared channels (any thread posts; reservation atomic, ready chain, CQ lock):").map_err(e)?;
-    writeln!(o, "latency:").map_err(e)?;
+    writeln!(o, "shared channels (any thread posts; reservation atomic, ready chain, CQ lock):")?;
+    writeln!(o, "latency:")?;
     latency_breakdown(gpu, o, bench_config())?;
     let r = rig(gpu, bench_config())?;
     latency(&r, o)?;
     loop_bench(&r, o)?;
     drop(r);
     engine_qps(gpu, o)?;
-    writeln!(o, "rates:").map_err(e)?;
+    writeln!(o, "rates:")?;
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?;
     rates(&r, o, false, false)?;
     drop(r);
-    writeln!(o, "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):")
-        .map_err(e)?;
+    writeln!(
+        o,
+        "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):"
+    )?;
     let lazy = WorldConfig { lazy_nbi_doorbell: true, ..bench_config() };
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..lazy })?;
     rates(&r, o, false, true)?;
     drop(r);
     loop_bench(&rig(gpu, lazy)?, o)?;
-    writeln!(o, "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode):")
-        .map_err(e)?;
+    writeln!(
+        o,
+        "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode):"
+    )?;
     let exclusive = WorldConfig { exclusive: true, ..bench_config() };
     latency_breakdown(gpu, o, exclusive)?;
     let r = rig(gpu, exclusive)?;
@@ -976,8 +970,7 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     writeln!(
         o,
         "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):"
-    )
-    .map_err(e)?;
+    )?;
     let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
     loop_bench(&r, o)?;
     rates(&r, o, true, true)?;
@@ -985,22 +978,21 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     writeln!(
         o,
         "exclusive with early doorbells (flags.early_doorbell, DOCA's early ringing: doorbell once the WQE is fenced, then the record, a fence, the doorbell again):"
-    )
-    .map_err(e)?;
+    )?;
     let early = WorldConfig { early_doorbell: true, ..exclusive };
     latency_breakdown(gpu, o, early)?;
     let r = rig(gpu, early)?;
     latency(&r, o)?;
     rates(&r, o, true, false)?;
     drop(r);
-    writeln!(o, "shared with early doorbells:").map_err(e)?;
+    writeln!(o, "shared with early doorbells:")?;
     latency(&rig(gpu, WorldConfig { early_doorbell: true, ..bench_config() })?, o)?;
     Ok(())
 }
 
 /// `marrow bench gpu`: the GPU figures alone, each against its floor.
 pub fn bench(o: &mut dyn Write) -> Res<()> {
-    let gpu = Gpu::open().map_err(e)?;
-    writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch).map_err(e)?;
+    let gpu = Gpu::open()?;
+    writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch)?;
     benchmarks(&gpu, o)
 }
