@@ -162,9 +162,9 @@ pub(crate) fn sh(cmd: &mut Command) -> Result<()> {
 /// with both every minute instead, so a long build is never silent.
 pub(crate) fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
     let f = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let what = cmd.get_program().to_string_lossy().into_owned();
-    let first = cmd.get_args().next().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
-    eprintln!("   {what} {first}…: log {}", log.display());
+    // The log's name says the step (`kernel-build`, `guest-build`).
+    let step = log.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    eprintln!("   {step}: log {}", log.display());
     let mut child = cmd.stdout(f.try_clone()?).stderr(f).spawn().with_context(|| format!("running {cmd:?}"))?;
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
@@ -185,12 +185,12 @@ pub(crate) fn sh_logged(cmd: &mut Command, log: &Path) -> Result<()> {
             bar.tick();
         } else if start.elapsed().as_secs() / 60 > said {
             said = start.elapsed().as_secs() / 60;
-            eprintln!("   [{:>3} min] {what} {first}: {last}", said);
+            eprintln!("   [{said:>3} min] {step}: {last}");
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     bar.finish_and_clear();
-    eprintln!("   {what} {first}: {status} after {:.0?}", start.elapsed());
+    eprintln!("   {step}: {status} after {:.0?}", start.elapsed());
     if !status.success() {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
