@@ -76,6 +76,10 @@ pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
         CapId::VNDR => Some(&pci_vndr_cap::LAYOUT),
         CapId::SSVID => Some(&pci_ssvid_cap::LAYOUT),
         CapId::EA => Some(&pci_ea_cap::LAYOUT),
+        CapId::VPD => Some(&pci_vpd_cap::LAYOUT),
+        CapId::DBG => Some(&pci_dbg_cap::LAYOUT),
+        CapId::SATA => Some(&pci_sata_cap::LAYOUT),
+        CapId::AF => Some(&pci_af_cap::LAYOUT),
         _ => None,
     };
     let mut j = json!({ "offset": c.offset, "id": c.id.0, "name": c.id.to_string(), "next": c.next });
@@ -84,17 +88,17 @@ pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
         CapId::PM => power_management(o, cfg, c.offset),
         CapId::MSI => msi(o, cfg, c.offset),
         CapId::MSIX => msix(o, cfg, c.offset),
-        CapId::SSVID => match cfg.bridge_subsystem() {
-            Some(Ok(s)) => o.line(2, format!("Subsystem: {:04x}:{:04x}", s.vendor, s.device)),
-            Some(Err(e)) => o.error(2, e, Some(c.offset.into())),
-            None => {}
-        },
+        CapId::SSVID => crate::pcie_caps_more::ssvid(o, cfg, c.offset),
+        CapId::VPD => crate::pcie_caps_more::vpd(o, cfg, c.offset),
+        CapId::DBG => crate::pcie_caps_more::debug_port(o, cfg, c.offset),
+        CapId::SATA => crate::pcie_caps_more::sata(o, cfg, c.offset),
+        CapId::AF => crate::pcie_caps_more::advanced_features(o, cfg, c.offset),
         CapId::EA => {
             if let Some(e) = crate::pcie_express::enhanced_allocation(o, cfg) {
                 j["entries"] = e;
             }
         }
-        CapId::VNDR => crate::pcie_ext_dpc_sriov_phy::vendor_std(o, cfg, c.offset),
+        CapId::VNDR => crate::pcie_caps_more::vendor(o, cfg, c.offset, &mut j),
         _ => o.line(2, "marrow: registers not decoded"),
     }
     if let Some(l) = layout {
@@ -232,6 +236,8 @@ pub fn extended(o: &mut Out, cfg: &Config, c: &marrow_pcie::ExtCap) -> Value {
         ExtCapId::LMR => Some(&pci_lmr_cap::LAYOUT),
         ExtCapId::DEV3 => Some(&pci_dev3_cap::LAYOUT),
         ExtCapId::IDE => Some(&pci_ide_cap::LAYOUT),
+        ExtCapId::RCLD => Some(&pci_rcld_cap::LAYOUT),
+        ExtCapId::MCAST => Some(&pci_mcast_cap::LAYOUT),
         _ => None,
     };
     crate::pcie_ext::render(o, cfg, c, &mut j);

@@ -236,7 +236,19 @@ fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {
             Ok(c) => {
                 // These name themselves on this line with what they hold, as lspci's do.
                 use marrow_pcie::cap_id::CapId;
-                if ![CapId::EXP, CapId::PM, CapId::MSI, CapId::MSIX].contains(&c.id) {
+                const SELF_TITLED: [CapId; 10] = [
+                    CapId::EXP,
+                    CapId::PM,
+                    CapId::MSI,
+                    CapId::MSIX,
+                    CapId::VPD,
+                    CapId::DBG,
+                    CapId::SATA,
+                    CapId::AF,
+                    CapId::VNDR,
+                    CapId::SSVID,
+                ];
+                if !SELF_TITLED.contains(&c.id) {
                     o.line(1, format!("Capabilities: [{:02x}] {}", c.offset, c.id));
                 }
                 caps.push(crate::pcie_caps::standard(o, cfg, &c));

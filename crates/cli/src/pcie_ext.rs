@@ -214,6 +214,8 @@ pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, j: &mut Value) {
             }
         }
         ExtCapId::VC | ExtCapId::VC9 => vc(o, cfg, j),
+        ExtCapId::RCLD => crate::pcie_ext_rcld_mcast::rc_link(o, cfg, c, j),
+        ExtCapId::MCAST => crate::pcie_ext_rcld_mcast::multicast(o, cfg, c),
         ExtCapId::LMR => match cfg.lane_margining() {
             Some(Ok(m)) => {
                 spec_lines_of(o, &m.port);

@@ -444,11 +444,17 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
             match v {
                 Ok(v) => match v.body {
                     Ok(b) => {
-                        let _ =
-                            writeln!(o, "  Vendor Specific [{:02x}]: length {}, body {}", v.offset, v.len, hex_body(b));
+                        let _ = writeln!(
+                            o,
+                            "  marrow: Vendor Specific [{:02x}]: length {}, body {}",
+                            v.offset,
+                            v.len,
+                            hex_body(b)
+                        );
                     }
                     Err(e) => {
-                        let _ = writeln!(o, "  Vendor Specific [{:02x}]: length {}: error: {e}", v.offset, v.len);
+                        let _ =
+                            writeln!(o, "  marrow: Vendor Specific [{:02x}]: length {}: error: {e}", v.offset, v.len);
                     }
                 },
                 Err(e) => err(o, "Vendor Specific", &e),
@@ -462,7 +468,7 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
                     Ok(b) => {
                         let _ = writeln!(
                             o,
-                            "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}, body {}",
+                            "  marrow: VSEC [{:03x}]: ID {:04x} rev {} length {:#x}, body {}",
                             v.offset,
                             v.id,
                             v.rev,
@@ -473,7 +479,7 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
                     Err(e) => {
                         let _ = writeln!(
                             o,
-                            "  VSEC [{:03x}]: ID {:04x} rev {} length {:#x}: error: {e}",
+                            "  marrow: VSEC [{:03x}]: ID {:04x} rev {} length {:#x}: error: {e}",
                             v.offset, v.id, v.rev, v.len
                         );
                     }

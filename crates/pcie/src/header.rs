@@ -118,7 +118,14 @@ impl<'a> Config<'a> {
         let _ = (self.ptm(), self.ari(), self.dvsecs(), self.doe().count(), self.device3(), self.ide());
         let _ = (self.virtual_channel(), self.lane_margining(), self.enhanced_allocation(), self.bridge_subsystem());
         let _ = (self.expansion_rom(), self.bridge_windows(), self.header_block(), self.express_block());
-        let _ = (self.l1ss(), self.capabilities_not_dumped());
+        let _ = (self.l1ss(), self.capabilities_not_dumped(), self.first_rc_link());
+        for c in self.caps().filter_map(Result::ok) {
+            let at = c.offset;
+            let _ = (self.vpd(at), self.debug_port(at), self.sata(at), self.advanced_features(at), self.virtio_cap(at));
+        }
+        for c in self.ext_caps().filter_map(Result::ok) {
+            let _ = (self.rc_link(c.offset), self.multicast(c.offset));
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()

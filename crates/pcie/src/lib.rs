@@ -6,7 +6,9 @@
 //! PRI, PASID, LTR, DSN, Resizable BAR, DPC, SR-IOV, Secondary PCI Express,
 //! Data Link Feature, Physical Layer 16.0 and 32.0 GT/s, vendor-specific,
 //! PTM, ARI, DVSEC, DOE, Virtual Channel, L1 PM Substates, Lane Margining,
-//! Device 3, IDE, Enhanced Allocation, SSVID), the expansion ROM and bridge
+//! Device 3, IDE, Enhanced Allocation, SSVID, VPD, Debug Port, SATA, PCI
+//! Advanced Features, virtio structures, Root Complex Link Declaration,
+//! Multicast), the expansion ROM and bridge
 //! windows, every register also as named fields through the generated
 //! layouts (`registers`),
 //! and TLP headers (§2.2).
@@ -33,9 +35,11 @@ pub mod generated {
 
 pub mod acs;
 pub mod aer;
+pub mod af;
 pub mod ari;
 pub mod ats;
 pub mod cap_id;
+pub mod dbg;
 pub mod dev3;
 pub mod dlf;
 pub mod doe;
@@ -50,21 +54,26 @@ pub mod ide;
 pub mod l1ss;
 pub mod ltr_dsn;
 pub mod margining;
+pub mod mcast;
 pub mod msi;
 pub mod pl16;
 pub mod pl32;
 pub mod pm;
 pub mod ptm;
+pub mod rcld;
 pub mod rebar;
 pub mod registers;
 pub mod regs;
 pub mod rom;
+pub mod sata;
 pub mod secpci;
 pub mod sriov;
 pub mod ssvid;
 pub mod tlp;
 pub mod vc;
 pub mod vendor;
+pub mod virtio;
+pub mod vpd;
 pub mod walk;
 pub mod windows;
 

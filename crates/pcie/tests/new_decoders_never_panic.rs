@@ -1,4 +1,5 @@
-//! Never a panic from the decoders added for issue 21: arbitrary bytes with
+//! Never a panic from the decoders added for issue 21 (and VPD, Debug
+//! Port, SATA, AF, virtio, Root Complex Link and Multicast): arbitrary bytes with
 //! a header of any type, a capability of a chosen ID at an arbitrary
 //! pointer, and a chain of extended capabilities of the new IDs at
 //! arbitrary offsets with arbitrary next pointers, cut at lengths that end
@@ -29,13 +30,14 @@ struct Space {
 fn space() -> impl Strategy<Value = Space> {
     (
         prop::sample::select(vec![0u8, 1, 2, 0x81, 0x82, 0x7f]),
-        prop::sample::select(vec![0x14u8, 0x0d, 0x10, 0x01, 0x05, 0xff, 0x00]),
+        prop::sample::select(vec![0x14u8, 0x0d, 0x10, 0x01, 0x05, 0xff, 0x00, 0x03, 0x09, 0x0a, 0x12, 0x13]),
         any::<u8>(),
         any::<u8>(),
         proptest::collection::vec(
             (
                 prop::sample::select(vec![
                     0x001f_u16, 0x000e, 0x0023, 0x002e, 0x0002, 0x0009, 0x0027, 0x002f, 0x0030, 0x001e, 0x0001, 0x0000,
+                    0x0005, 0x0012,
                 ]),
                 0usize..0x3c0,
                 0u32..16,
@@ -130,6 +132,27 @@ proptest! {
             let _ = (w.io.is_open(), w.memory.is_open(), w.prefetchable.is_open());
         }
         let _ = (cfg.subsystem(), cfg.capabilities_not_dumped(), cfg.bars().count());
+        // VPD, Debug Port, SATA, AF, virtio: at every capability of the walk,
+        // and at the probed offset whatever is there.
+        let std_at: Vec<u16> = cfg.caps().filter_map(Result::ok).map(|c| c.offset).chain([u16::from(s.probe_std)]).collect();
+        for at in std_at {
+            for b in [cfg.vpd(at), cfg.debug_port(at), cfg.sata(at), cfg.advanced_features(at)].into_iter().flatten() {
+                prop_assert!(inside(&b, n));
+            }
+            if let Some(Ok(v)) = cfg.virtio_cap(at) {
+                prop_assert!(inside(&v.block, n) && v.notify_multiplier.iter().all(|m| inside(m, n)));
+            }
+        }
+        // Root Complex Link and Multicast: at every extended capability and the probed offset.
+        let ext_at: Vec<u16> = cfg.ext_caps().filter_map(Result::ok).map(|c| c.offset).chain([s.probe_ext]).collect();
+        for at in ext_at {
+            if let Ok(r) = cfg.rc_link(at) {
+                prop_assert!(inside(&r.header, n) && r.links.iter().all(|l| inside(l, n)));
+                prop_assert!(r.links.len() + r.links_missing <= 255);
+            }
+            if let Ok(m) = cfg.multicast(at) { prop_assert!(inside(&m, n)); }
+        }
+        let _ = marrow_pcie::rcld::config_address(u64::from(s.probe_ext) << 8 | u64::from(s.probe_std));
     }
 
     /// The helpers that turn fields into units take any field value.

@@ -87,6 +87,9 @@ static const struct marrow_pci_reg table[] = {
     R(PCI_REBAR_CTRL_NBAR_MASK), R(PCI_REBAR_CTRL_NBAR_SHIFT), R(PCI_REBAR_CTRL_BAR_SHIFT),
     R(PCI_MSI_ADDRESS_LO),
     R(PCI_ERR_COR_REP_TIMER), R(PCI_ERR_COR_ADV_NFAT), R(PCI_ERR_COR_INTERNAL), R(PCI_ERR_COR_LOG_OVER),
+    /* VPD, SATA, Advanced Features (hw-specs/pcie.toml pci_vpd_cap, pci_sata_cap, pci_af_cap). */
+    R(PCI_VPD_ADDR), R(PCI_VPD_DATA), R(PCI_SATA_REGS), R(PCI_AF_LENGTH), R(PCI_AF_CAP), R(PCI_AF_CTRL),
+    R(PCI_AF_STATUS),
 };
 
 const struct marrow_pci_reg *marrow_pci_regs(size_t *count) {
