@@ -17,8 +17,6 @@
 use crate::error::BenchError;
 use crate::latency::Latency;
 use crate::report::{BwRow, LatRow, MB, Report};
-use marrow_mlx5::raw::CompletionMode;
-use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_softnic::QpState;
 use marrow_softnic::cq::CqMode;
 use marrow_softnic::pair::{Pair, PairConfig};
@@ -121,15 +119,8 @@ fn check(p: &Pair, size: usize) -> Result<(), BenchError> {
 /// Post `n` WRITEs of `size` (the last signaled), ring once, and run the
 /// engine until all executed; the time from the first post.
 fn batch(p: &mut Pair, size: usize, n: usize, what: &str) -> Result<Duration, BenchError> {
-    let sgl = [Sge { addr: p.a.addr, length: size as u32, lkey: p.a.lkey }];
-    let op = WqeOp::RdmaWrite { remote: RemoteAddr { raddr: p.b.addr, rkey: p.b.rkey }, sgl: &sgl };
-    let quiet = CtrlParams { completion: CompletionMode::CQE_ON_CQE_ERROR, ..CtrlParams::signaled(0, 0) };
     let start = Instant::now();
-    for i in 0..n {
-        let c = if i + 1 == n { CtrlParams::signaled(0, 0) } else { quiet };
-        p.a.sq.post(c, &op).map_err(|e| BenchError::Post { what: what.into(), detail: format!("{e:?}") })?;
-    }
-    p.a.sq.ring().map_err(|e| BenchError::Post { what: format!("{what}: doorbell"), detail: format!("{e:?}") })?;
+    super::post_writes(p, size, n).map_err(|e| BenchError::Post { what: what.into(), detail: format!("{e:?}") })?;
     let target = p.a.sq.pi();
     loop {
         p.nic.scan();

@@ -18,8 +18,6 @@
 //! has its cores to itself.
 
 use super::figures::Figure;
-use marrow_mlx5::raw::CompletionMode;
-use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_roce::opcode::{Operation, position, request_opcode};
 use marrow_roce::packet::{Aeth, Packet, Reth};
 use marrow_roce::raw::BthOpcode;
@@ -51,15 +49,8 @@ fn pair(n: u8, batch: usize, size: usize, peer: Option<&PeerDaemon>) -> Pair {
 /// Post `batch` WRITEs of `size` bytes, the last one signaled, and time them
 /// until its CQE: every earlier one has been acknowledged by then.
 fn time_writes(p: &mut Pair, batch: usize, size: usize) -> Duration {
-    let sgl = [Sge { addr: p.a.addr, length: size as u32, lkey: p.a.lkey }];
-    let op = WqeOp::RdmaWrite { remote: RemoteAddr { raddr: p.b.addr, rkey: p.b.rkey }, sgl: &sgl };
-    let quiet = CtrlParams { completion: CompletionMode::CQE_ON_CQE_ERROR, ..CtrlParams::signaled(0, 0) };
     let start = Instant::now();
-    for i in 0..batch {
-        let c = if i + 1 == batch { CtrlParams::signaled(0, 0) } else { quiet };
-        p.a.sq.post(c, &op).expect("ring sized for the batch");
-    }
-    p.a.sq.ring().expect("doorbell");
+    super::post_writes(p, size, batch).expect("ring sized for the batch");
     // Poll with a nap between looks: a batch takes milliseconds, and on a
     // 2-core machine a spinning waiter takes a core from the ports (the
     // floor's receiver blocks in the kernel instead). Each look is a wakeup
