@@ -745,20 +745,7 @@ fn run_bench_softnic(
             }
             None => Report::default(),
         };
-        r.figures = [figures::engine_rate(4096, runs), figures::write_bandwidth(64 << 10, 256, runs)]
-            .iter()
-            .map(Into::into)
-            .collect();
-        let (off, on) = figures::trace_cost(4096, runs);
-        r.figures.push(marrow_bench::report::FigureRow {
-            name: "8 B RDMA_WRITE executed, trace on".into(),
-            measured: on,
-            floor: off,
-            ratio: on / off,
-            unit: "WQE/s".into(),
-            floor_name: "the same with the trace off".into(),
-            target: "-".into(),
-        });
+        r.figures = figures::rows(runs);
         Ok(r)
     })();
     let report = match report {

@@ -154,3 +154,21 @@ pub fn trace_cost(batch: usize, runs: usize) -> (f64, f64) {
     }
     (rates[0], rates[1])
 }
+
+/// `bench softnic`'s figures as report rows: the engine rate, the 64 KiB
+/// bandwidth and what tracing costs, each best of `runs`.
+pub fn rows(runs: usize) -> Vec<crate::report::FigureRow> {
+    let mut v: Vec<crate::report::FigureRow> =
+        [engine_rate(4096, runs), write_bandwidth(64 << 10, 256, runs)].iter().map(Into::into).collect();
+    let (off, on) = trace_cost(4096, runs);
+    v.push(crate::report::FigureRow {
+        name: "8 B RDMA_WRITE executed, trace on".into(),
+        measured: on,
+        floor: off,
+        ratio: on / off,
+        unit: "WQE/s".into(),
+        floor_name: "the same with the trace off".into(),
+        target: "-".into(),
+    });
+    v
+}
