@@ -76,6 +76,7 @@ void marrow_cpu_encode(uint8_t *page, uint64_t idx, uint8_t opcode, uint8_t opmo
     Channel ch{page};
     marrow::Op op{opcode, opmod, raddr, rkey, laddr, lkey, len, swap_add, compare, fm_ce_se};
     uint64_t ctrl = marrow::write_wqe(ch, idx, op, signaled != 0);
-    marrow::ring(ch, idx + 1, ctrl);
+    /* As a blocking call rings: with flags.early_doorbell, early. */
+    marrow::ring(ch, idx + 1, ctrl, true);
 }
 }

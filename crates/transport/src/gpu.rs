@@ -30,6 +30,29 @@ const SOURCES: &[(&str, &str)] = &[
 ];
 const KERNELS: &str = include_str!("../../../kernels/gpu/marrow_kernels.cu");
 
+/// The device code's tuning knobs from `MARROW_NVRTC_DEFINE`
+/// (`NAME=VALUE,NAME=VALUE`): `-D` options for NVRTC, so one binary can
+/// measure a knob's settings side by side (kernels/README.md lists them).
+/// Only `MARROW_` names with plain values are taken, so the variable cannot
+/// smuggle other compiler options in.
+fn tuning_defines(var: Option<&str>) -> Result<Vec<String>, TransportError> {
+    let Some(var) = var.filter(|v| !v.trim().is_empty()) else { return Ok(Vec::new()) };
+    var.split(',')
+        .map(|d| {
+            let d = d.trim();
+            let (name, value) = d.split_once('=').unwrap_or((d, "1"));
+            let plain = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if name.starts_with("MARROW_") && plain(name) && plain(value) {
+                Ok(format!("-D{name}={value}"))
+            } else {
+                Err(TransportError::Config(format!(
+                    "MARROW_NVRTC_DEFINE: {d:?} is not MARROW_NAME=VALUE (letters, digits, _)"
+                )))
+            }
+        })
+        .collect()
+}
+
 /// A GPU with marrow's kernels loaded.
 #[derive(Debug)]
 pub struct Gpu {
@@ -101,10 +124,12 @@ impl Gpu {
             std::fs::create_dir_all(p.parent().unwrap_or(&dir))?;
             std::fs::write(p, text)?;
         }
+        let mut options = vec!["--std=c++17".to_string()];
+        options.extend(tuning_defines(std::env::var("MARROW_NVRTC_DEFINE").ok().as_deref())?);
         let opts = CompileOptions {
             arch: Some(Box::leak(arch.clone().into_boxed_str())),
             include_paths: vec![dir.display().to_string()],
-            options: vec!["--std=c++17".into()],
+            options,
             ..Default::default()
         };
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(cuda)?;
@@ -559,6 +584,25 @@ impl marrow_softnic::DeviceMemory for GpuBuffer {
                 .result()
                 .map_err(|e| format!("{e:?}"))?;
             cu::cuStreamSynchronize(self.copy.cu_stream()).result().map_err(|e| format!("{e:?}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tuning_tests {
+    use super::tuning_defines;
+
+    #[test]
+    fn tuning_defines_take_marrow_names_and_refuse_anything_else() {
+        assert_eq!(tuning_defines(None).unwrap(), Vec::<String>::new());
+        assert_eq!(tuning_defines(Some(" ")).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            tuning_defines(Some("MARROW_READY_BACKOFF_NS=0, MARROW_X")).unwrap(),
+            ["-DMARROW_READY_BACKOFF_NS=0", "-DMARROW_X=1"]
+        );
+        for bad in ["READY=1", "MARROW_A=1 -I/tmp", "MARROW_A=$(x)", "MARROW_A="] {
+            let e = tuning_defines(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("MARROW_NVRTC_DEFINE"), "{bad}: {e}");
         }
     }
 }

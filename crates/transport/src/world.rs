@@ -32,9 +32,11 @@ pub struct WorldConfig {
     /// `flags.lazy_nbi_doorbell`: put_nbi rings only per batch (DeepEP's
     /// rule), quiet posts a NOP to ring the rest.
     pub lazy_nbi_doorbell: bool,
-    /// `flags.early_doorbell`: ring as soon as the WQEs are fenced, then
-    /// write the doorbell record and ring again (DOCA's early ringing), so
-    /// the NIC starts one system-scope fence sooner.
+    /// `flags.early_doorbell`: where a caller waits for the CQE, ring as
+    /// soon as the WQEs are fenced, then write the doorbell record and ring
+    /// again (DOCA's early ringing), so the NIC starts one system-scope
+    /// fence sooner. On by default: a blocking call then waits one fence
+    /// less for its CQE (`marrow bench gpu` measures both settings).
     pub early_doorbell: bool,
     /// More channels from PE 0 to PE 1 (QP pairs of their own, as NVSHMEM
     /// gives warps or CTAs QPs of their own), in [`World::more`].
@@ -75,7 +77,7 @@ impl Default for WorldConfig {
             timeout: Duration::from_secs(2),
             trace: true,
             lazy_nbi_doorbell: false,
-            early_doorbell: false,
+            early_doorbell: true,
             extra_channels: 0,
             exclusive: false,
             cq_overrun_ignore: true,

@@ -69,6 +69,61 @@ fn many_threads_put_in(w: &World) {
     assert!(nops == 0 || (lazy && nops <= n as u64 + 1), "{nops} extra WQEBBs");
     let all = total + nops;
     assert_eq!((h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()), (all, all, all, all));
+    assert_poll_state_agrees(&h);
+    if gcrb_page::config(&w.channels[0].page()).unwrap().cq_mode() == 0 {
+        // Every shared WQE is signaled: one CQE each.
+        assert_eq!(h.cq_ci(), all, "CQEs consumed");
+    }
+}
+
+/// The poller's word, freed, names the same position as the heads the
+/// host reads: cons_idx modulo 2^32 and the CQEs consumed modulo 2^31.
+fn assert_poll_state_agrees(h: &marrow_gcrb::gcrb_heads) {
+    let w = h.poll_state();
+    assert_eq!(w & 1, 0, "poll_state {w:#x} is still held");
+    assert_eq!(w >> 32, h.cons_idx() & 0xffff_ffff, "poll_state {w:#x}, cons_idx {}", h.cons_idx());
+    assert_eq!((w >> 1) & 0x7fff_ffff, h.cq_ci() & 0x7fff_ffff, "poll_state {w:#x}, cq_ci {}", h.cq_ci());
+}
+
+#[test]
+fn the_poll_word_widens_past_2_to_the_32_wqebbs_and_2_to_the_31_cqes() {
+    // The heads start 2^16 short of where poll_state's fields wrap (cons at
+    // 2^32, the CQEs at 2^31): a multiple of 2^16 and of the ring sizes,
+    // where the softnic's own 16-bit counters (which start at 0) line up.
+    let w = world_with(WorldConfig { sq_wqebbs: 64, ncqe: 64, ..WorldConfig::default() });
+    let (cons0, ci0) = ((1u64 << 32) - (1 << 16), (1u64 << 31) - (1 << 16));
+    let page = w.channels[0].page();
+    let heads = marrow_gcrb::GCRB_OFF_HEADS as usize;
+    let field = |name: &str| heads + marrow_gcrb::gcrb_heads::LAYOUT.field(name).unwrap().offset;
+    for name in ["resv_head", "ready_head", "prod_idx", "cons_idx"] {
+        page.write_8bytes(field(name), cons0.to_le_bytes()).unwrap();
+    }
+    page.write_8bytes(field("cq_ci"), ci0.to_le_bytes()).unwrap();
+    let word = ((cons0 & 0xffff_ffff) << 32) | ((ci0 & 0x7fff_ffff) << 1);
+    page.write_8bytes(field("poll_state"), word.to_le_bytes()).unwrap();
+    let dev = Device::new(&w.channels[0]);
+    dev.check_config().unwrap();
+    let (n, per) = (4usize, 17_000usize);
+    std::thread::scope(|s| {
+        for t in 0..n {
+            let dev = &dev;
+            let ch0 = &w.channels[0];
+            s.spawn(move || {
+                Device::set_thread(t as u32);
+                for i in 0..per {
+                    let slot = ((t * per + i) % 4096) as u64 * 8;
+                    let r = if i % 64 == 0 { dev.put(1, slot, slot, 8) } else { dev.put_nbi(1, slot, slot, 8) };
+                    r.unwrap_or_else(|e| panic!("thread {t} op {i}: {e}\n{}", ch0.report()));
+                }
+            });
+        }
+    });
+    dev.quiet().unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
+    let h = gcrb_page::heads(&page).unwrap();
+    let total = (n * per) as u64;
+    assert!(cons0 + total > 1 << 32 && ci0 + total > 1 << 31);
+    assert_eq!((h.resv_head(), h.cons_idx(), h.cq_ci()), (cons0 + total, cons0 + total, ci0 + total));
+    assert_poll_state_agrees(&h);
 }
 
 #[test]
@@ -177,7 +232,17 @@ const MODES: [bool; 2] = [false, true];
 #[test]
 fn a_dropped_doorbell_ends_in_a_decoded_timeout() {
     for exclusive in MODES {
-        let w = fast_timeout_world(exclusive);
+        // One ring per post: an early doorbell's repeat would cover the drop
+        // (the next test).
+        let w = World::new(WorldConfig {
+            sq_wqebbs: 4,
+            ncqe: 4,
+            timeout: Duration::from_millis(100),
+            exclusive,
+            early_doorbell: false,
+            ..WorldConfig::default()
+        })
+        .unwrap();
         w.set_faults(0, Faults { drop_doorbells: 1, ..Faults::default() }).unwrap();
         let dev = Device::new(&w.channels[0]);
         let e = dev.put(1, 0, 0, 8).unwrap_err();

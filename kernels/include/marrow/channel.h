@@ -172,7 +172,9 @@ MARROW_FN int check_config(const Channel &ch) {
     /* The rings are indexed with masks: their sizes must be powers of two
      * (as mlx5 makes them: log_wq_sz, log_cq_size). */
     uint32_t sq = ch.c.sq_wqebbs, cq = ch.c.cq_ncqe;
-    bool pow2 = sq && !(sq & (sq - 1)) && cq && !(cq & (cq - 1));
+    /* A shared poller keeps the CQEs consumed modulo 2^31 (poll_state.ci):
+     * enough for the slot and the owner bit of a CQ of up to 2^30. */
+    bool pow2 = sq && !(sq & (sq - 1)) && cq && !(cq & (cq - 1)) && cq <= (MARROW_GCRB_HEADS_CI_MASK + 1u) / 2;
     uint32_t re = ch.c.relay_entries;
     bool relay_ok = ch.c.relay_ring ? re && !(re & (re - 1)) && ch.c.transport == MARROW_GCRB_TRANSPORT_P2P : re == 0;
     if (ch.c.magic != MARROW_GCRB_MAGIC || ch.c.version != MARROW_GCRB_VERSION || !relay_ok ||

@@ -2,7 +2,7 @@
  * marrow device code: completions. The CQ walk by owner bit (or slot 0 of a
  * collapsed CQ, NVSHMEM's mode), the consumer index published in the CQ
  * doorbell record, and a shared channel's poll (one poller at a time,
- * under gcrb_heads.poll_lock) and wait. CQE fields as the PRM's
+ * under gcrb_heads.poll_state) and wait. CQE fields as the PRM's
  * mlx5_cqe64 and mlx5_err_cqe lay them out (marrow/generated/mlx5.h).
  */
 #ifndef MARROW_CQ_H
@@ -30,15 +30,34 @@ constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
  * array would need a loop that NVRTC keeps, and local memory with it. */
 constexpr uint64_t CQ_LOOKAHEAD = 8;
 
+/* The tail word of a CQE (bytes 60..63: wqe_counter, signature, op_own),
+ * what a poll reads first: one PCIe read instead of two (DOCA's pre-sm90
+ * poll). */
+MARROW_FN const uint32_t *cqe_tail(const marrow_gcrb_config *c, uint64_t ci) {
+    uint8_t *cq = (uint8_t *)c->cq_base;
+    return (const uint32_t *)(cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60);
+}
+
+/* A shared poller's progress for its waiters, who acquire cons_idx: a
+ * release fence then the store (poll_cq adds cq_ci and poll_state behind
+ * the same fence). */
+MARROW_FN void publish_cons(marrow_gcrb_heads *h, uint64_t cons) {
+    fence_release_gpu();
+    store_relaxed(&h->cons_idx, cons);
+}
+
 /* The walk itself, from the consumer state (cons, ci) its caller owns:
- * under the poll lock, or an exclusive channel's registers. The heads are
- * published as they move: with a release for the shared protocol, whose
- * waiters acquire cons_idx; relaxed for an exclusive owner, whose copy is
- * only for the host to decode. */
-MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci) {
+ * under the poll lock, or an exclusive channel's registers. With
+ * `prefetched`, `first` is the tail of slot ci, read by the caller already
+ * (a shared poller issues that PCIe read as soon as it holds the lock); by
+ * value, so nothing here has its address taken (local memory). An exclusive
+ * owner stores its heads as they move, relaxed: its copy is only for the
+ * host to decode. A shared poller publishes cons_idx (publish_cons) when it
+ * pauses with progress made, and its caller the rest when the walk ends. */
+MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci, bool prefetched = false,
+                      uint32_t first = 0) {
     marrow_gcrb_heads *h = ch.heads();
     const marrow_gcrb_config *c = ch.cfg();
-    uint8_t *cq = (uint8_t *)c->cq_base;
     /* Return slots to the NIC (rdma-core update_cons_index) every `batch`
      * CQEs: at most sq_wqebbs CQEs are ever outstanding, so a CQ deeper than
      * the send queue leaves slack for the doorbell record to lag by half of
@@ -54,21 +73,18 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
         /* A collapsed CQ has one slot; an owner-bit ring, the next n, but
          * only while CQEs keep coming: a poll that found nothing reads one
          * slot again, so waiting costs one PCIe read at a time, as before
-         * the look-ahead. One 32-bit load of {wqe_counter, signature,
-         * op_own} (CQE bytes 60..63) each: one PCIe read instead of two
-         * (DOCA's pre-sm90 poll). */
+         * the look-ahead. */
         uint64_t n = c->cq_mode || idle ? 1 : (upto - cons < CQ_LOOKAHEAD ? upto - cons : CQ_LOOKAHEAD);
-        auto tail_at = [&](uint64_t k) {
-            return k < n ? load_device_u32((const uint32_t *)(cq + (c->cq_mode ? 0 : ((ci + k) & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60))
-                         : 0u;
-        };
-        uint32_t w0 = tail_at(0), w1 = tail_at(1), w2 = tail_at(2), w3 = tail_at(3);
+        auto tail_at = [&](uint64_t k) { return k < n ? load_device_u32(cqe_tail(c, ci + k)) : 0u; };
+        /* The caller's read of the first slot stands for this pass's. */
+        uint32_t w0 = prefetched ? first : tail_at(0), w1 = tail_at(1), w2 = tail_at(2), w3 = tail_at(3);
+        prefetched = false;
         uint32_t w4 = tail_at(4), w5 = tail_at(5), w6 = tail_at(6), w7 = tail_at(7);
         uint64_t got = 0;
         for (; got < n; got++) {
             uint32_t tail = w0;
             w0 = w1, w1 = w2, w2 = w3, w3 = w4, w4 = w5, w5 = w6, w6 = w7, w7 = 0;
-            uint8_t *cqe = cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE);
+            const uint8_t *cqe = (const uint8_t *)cqe_tail(c, ci) - 60;
             uint8_t op_own = (uint8_t)(tail >> 24);
             uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
             uint16_t counter = be16((uint16_t)tail);
@@ -93,15 +109,12 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
             }
             if (!c->cq_mode) done = widen_from(cons, counter) + 1;
             trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
-            if (done > cons) {
-                cons = done;
-                if (ch.excl) {
-                    store_relaxed(&h->cons_idx, cons);
-                } else {
-                    store_release(&h->cons_idx, cons);
-                }
+            if (done > cons) cons = done;
+            ++ci;
+            if (ch.excl) {
+                store_relaxed(&h->cons_idx, cons);
+                store_relaxed(&h->cq_ci, ci);
             }
-            store_relaxed(&h->cq_ci, ++ci);
             /* A CQ that ignores overrun (flags.cq_overrun_ignore, DOCA's
              * CQs) reads no consumer index: no record to keep, and no
              * system-scope fence per batch for it. */
@@ -120,38 +133,86 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
             spin_pause();
             continue;
         }
+        /* Going on for more: the waiters of what came so far need not wait
+         * for the rest. */
+        if (!ch.excl && cons < upto && rc == OK) publish_cons(h, cons);
         idle = 0;
     }
     return rc;
 }
 
+/* poll_state: the lock bit, and where the walk goes on (cons_idx and the
+ * CQEs consumed, each modulo a power of two). */
+constexpr uint64_t POLL_HELD = (uint64_t)MARROW_GCRB_HEADS_HELD_MASK << MARROW_GCRB_HEADS_HELD_SHIFT;
+
+MARROW_FN uint64_t poll_state(uint64_t cons, uint64_t ci) {
+    return ((cons & MARROW_GCRB_HEADS_CONS_MASK) << MARROW_GCRB_HEADS_CONS_SHIFT) |
+           ((ci & MARROW_GCRB_HEADS_CI_MASK) << MARROW_GCRB_HEADS_CI_SHIFT);
+}
+
+/* The full index of poll_state.cons, from `near` within 2^31 of it. */
+MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
+    uint32_t lo = (uint32_t)((w >> MARROW_GCRB_HEADS_CONS_SHIFT) & MARROW_GCRB_HEADS_CONS_MASK);
+    uint32_t up = lo - (uint32_t)near; /* modulo 2^32: forward, or back when over 2^31 */
+    return up < 0x80000000u ? near + up : near - (uint32_t)(0u - up);
+}
+
 /* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
- * (the others return at once and look at cons_idx). While nothing new has
- * arrived the poller re-reads the CQE, up to POLL_SPINS times, keeping the
- * lock: a waiter then sees its CQE one PCIe read after it lands, not a lock
- * round trip later. Once `upto` is reached it leaves the rest of the CQ to
- * the next poller rather than spend a PCIe read looking for more. */
+ * (the others return at once and look at cons_idx). The lock and the
+ * walk's position are one word, gcrb_heads.poll_state: the atomic OR that
+ * takes the lock returns where the walk goes on, so the new holder reads
+ * the next CQE at once instead of first loading cons_idx and cq_ci (a
+ * round trip to L2 saved on every poll). Its target is one it reserved or
+ * read just now, within 2^31 WQEBBs of cons_idx: the widening's range. One
+ * release fence publishes cons_idx and cq_ci for waiters and the host, and
+ * the freed word for the next poller, which reads its position from the
+ * word alone. While nothing new has arrived the
+ * poller re-reads the CQE, up to POLL_SPINS times, keeping the lock: a
+ * waiter then sees its CQE one PCIe read after it lands, not a lock round
+ * trip later. Once `upto` is reached it leaves the rest of the CQ to the
+ * next poller rather than spend a PCIe read looking for more. */
 MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
     marrow_gcrb_heads *h = ch.heads();
     *reached = false;
-    if (!cas32_acquire(&h->poll_lock, 0, 1)) return sticky_error(ch);
-    /* cons_idx and cq_ci change only under this lock: two loads in flight at once. */
-    uint64_t cons = load_relaxed(&h->cons_idx), ci = load_relaxed(&h->cq_ci);
-    int rc = walk_cq(ch, upto, cons, ci);
-    store_release32(&h->poll_lock, 0);
+    uint64_t w = atomic_or_acquire(&h->poll_state, POLL_HELD);
+    if (w & POLL_HELD) return sticky_error(ch);
+    uint64_t ci = (w >> MARROW_GCRB_HEADS_CI_SHIFT) & MARROW_GCRB_HEADS_CI_MASK;
+    uint32_t first = load_device_u32(cqe_tail(ch.cfg(), ci));
+    uint64_t cons = widen_cons(upto, w);
+    /* cq_ci, the host's 64-bit count, widened from its last value; read
+     * while the CQE is on its way, and used only after the walk. */
+    uint64_t host_ci = load_relaxed(&h->cq_ci), ci_start = ci;
+    int rc = walk_cq(ch, upto, cons, ci, true, first);
+    host_ci += ((ci_start - host_ci) & MARROW_GCRB_HEADS_CI_MASK) + (ci - ci_start);
+    publish_cons(h, cons);
+    store_relaxed(&h->cq_ci, host_ci);
+    store_relaxed(&h->poll_state, poll_state(cons, ci));
     *reached = cons >= upto;
     /* Our own target reached without error: leave the sticky status to the
      * next call rather than spend a round trip on it now. */
     return rc != OK ? rc : (*reached ? OK : sticky_error(ch));
 }
 
+/* Whether a shared wait's first look polls at once (1) or reads cons_idx
+ * first (0), a tuning knob (kernels/README.md). Polling at once saves a
+ * round trip to L2 when the CQE is there already (every caller's target is
+ * one it has just reserved or read, so cons_idx is rarely past it); but a
+ * CQE read issued right after the doorbell mostly finds nothing, and on
+ * the H200 against the softnic the blocking put without early doorbells
+ * measured slower with it, and no faster with them (docs/PERFORMANCE.md). */
+#ifndef MARROW_WAIT_POLLS_FIRST
+#define MARROW_WAIT_POLLS_FIRST 0
+#endif
+
 /* Wait until the WQEBBs below `upto` completed, on a shared channel.
  * Whoever posted them rang for them, or left the ringing to a later holder
- * of the ready chain (ready_and_ring), so a waiter only polls. */
+ * of the ready chain (ready_and_ring), so a waiter only polls. Looks after
+ * the first read cons_idx first, so that waiters whose CQEs another poller
+ * consumed leave without touching the lock. */
 MARROW_FN int wait_shared(const Channel &ch, uint64_t upto, uint32_t wait) {
     Deadline d;
     marrow_gcrb_heads *h = ch.heads();
-    while (load_acquire(&h->cons_idx) < upto) {
+    for (bool first = MARROW_WAIT_POLLS_FIRST; first || load_acquire(&h->cons_idx) < upto; first = false) {
         bool reached;
         int rc = poll_cq(ch, upto, &reached);
         if (rc != OK) return rc;

@@ -244,13 +244,8 @@ MARROW_FN int quiet(const Channel &ch) {
         int rc = post(ch, nop, &idx, true);
         return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
     }
-    Deadline d;
-    while (load_acquire(&h->ready_head) < target) {
-        int rc = sticky_error(ch);
-        if (rc != OK) return rc;
-        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
-    }
-    return wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
+    int rc = wait_ready(ch, target);
+    return rc != OK ? rc : wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
 }
 
 /* An 8-byte value put (NVSHMEM's nvshmem_uint64_p): with P2P one store.

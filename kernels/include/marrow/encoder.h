@@ -80,20 +80,24 @@ constexpr uint64_t RING_BATCH = 32;
 
 /* Doorbell record, then doorbell, for the WQEBBs below `end`; the caller
  * has ordered their WQE stores before this (to_device). `last_ctrl` is the
- * last WQE's first 8 bytes, the doorbell with flags.db_ctrl_bytes. */
-MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl) {
+ * last WQE's first 8 bytes, the doorbell with flags.db_ctrl_bytes.
+ * `waited_for`: a caller waits for this ring's last CQE (a blocking call,
+ * quiet's NOP), the rings flags.early_doorbell makes early. */
+MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool waited_for) {
     uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
     uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
                       ? last_ctrl
                       : (uint64_t)be32((uint32_t)(end & MARROW_MLX5_UAR_DB_WQE_INDEX_MASK) << MARROW_MLX5_UAR_DB_WQE_INDEX_SHIFT) |
                             ((uint64_t)be32(ch.c.qpn << MARROW_MLX5_UAR_DB_QPN_SHIFT) << 32);
-    if (ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT)) {
+    if (waited_for && ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT)) {
         /* DOCA's early ringing (doca_gpu_dev_verbs_submit_db): the WQEs are
          * fenced already, and the doorbell itself says how far to go, so
          * the NIC can start one system-scope fence sooner. The record and
          * the second ring below cover a NIC that reads the record instead
          * (doorbell recovery); a NIC that already went that far ignores
-         * the repeat. */
+         * the repeat. Only where someone waits for the CQE: a put_nbi's
+         * ring is waited for by nobody, and a second MMIO store per ring
+         * would cost its posting rate for no latency anyone sees. */
         mmio_store64((uint64_t *)ch.c.db_addr, db);
     }
     store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & MARROW_MLX5_QP_DBREC_SEND_WQE_COUNTER_MASK));

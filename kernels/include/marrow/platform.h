@@ -137,17 +137,31 @@ MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #endif
 }
 
-/* The poll lock: acquire, so the holder's reads of cq_ci and cons_idx see
- * what the previous holder wrote before its release. */
-MARROW_FN bool cas32_acquire(uint32_t *p, uint32_t expected, uint32_t desired) {
+/* Take a bit of *p, returning the word before: acquire, so a holder that
+ * found the bit clear reads what the previous holder wrote before it freed
+ * the word (cq.h's poll_state). */
+MARROW_FN uint64_t atomic_or_acquire(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
-    uint32_t old;
-    asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(expected), "r"(desired) : "memory");
-    return old == expected;
+    uint64_t old;
+    asm volatile("atom.acquire.gpu.global.or.b64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+    return old;
 #else
-    return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    return __atomic_fetch_or(p, v, __ATOMIC_ACQUIRE);
 #endif
 }
+
+/* A release fence for the GCRB's counters: the relaxed stores after it are
+ * each a release (PTX: a fence.acq_rel then a strong store is a release
+ * pattern; C++: a release fence then an atomic store), so several words
+ * are published for the price of one fence. */
+MARROW_FN void fence_release_gpu() {
+#if MARROW_GPU
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
 MARROW_FN uint64_t load_acquire(const uint64_t *p) {
 #if MARROW_GPU
     uint64_t v;

@@ -120,7 +120,7 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
         to_device();
-        ring(ch, end, ctrl);
+        ring(ch, end, ctrl, force_ring);
     }
     if (idx_out) *idx_out = idx;
     return OK;
@@ -161,7 +161,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         to_device();
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
-        if (g.leader()) ring(ch, end, last_ctrl);
+        if (g.leader()) ring(ch, end, last_ctrl, (news & 1u) != 0);
         o.prod = end;
     } else {
         /* The WQE stores stay unfenced until a ring: the ringer's fence

@@ -78,6 +78,44 @@ MARROW_FN ChainView chain_view(const Channel &ch) {
     return ChainView{load_relaxed(&h->ready_head), load_relaxed(&h->resv_head), load_relaxed(&h->cons_idx)};
 }
 
+/* Polls of ready_head between two looks at the sticky status and the
+ * clock: each look is a round trip of its own, which would otherwise
+ * double the time a waiter takes to see its turn come. */
+constexpr uint32_t READY_POLLS_PER_LOOK = 16;
+
+/* A waiter this many groups or more from its turn sleeps between polls,
+ * for about a turn's hand-off per group ahead of it (proportional backoff,
+ * as in Mellor-Crummey and Scott's ticket lock): a whole GPU queued on one
+ * channel then polls ready_head's line far less often, and the holder's
+ * store and the next waiter's load meet less traffic there. In ns per
+ * group ahead; 0 polls without sleeping. */
+#ifndef MARROW_READY_BACKOFF_NS
+#define MARROW_READY_BACKOFF_NS 200
+#endif
+constexpr uint64_t READY_BACKOFF_MAX_NS = 4000;
+
+/* Wait until ready_head reaches `target`: a holder's turn (only the holder
+ * can move it past its own index), or quiet's target. */
+MARROW_FN int wait_ready(const Channel &ch, uint64_t target) {
+    marrow_gcrb_heads *h = ch.heads();
+    Deadline d;
+    for (uint32_t polls = 1;; polls++) {
+        uint64_t ready = load_acquire(&h->ready_head);
+        if (ready >= target) return OK;
+#if MARROW_GPU
+        uint64_t groups = (target - ready) / MAX_GROUP;
+        if (MARROW_READY_BACKOFF_NS && groups > 1) {
+            uint64_t ns = (groups - 1) * MARROW_READY_BACKOFF_NS;
+            __nanosleep((unsigned)(ns < READY_BACKOFF_MAX_NS ? ns : READY_BACKOFF_MAX_NS));
+        }
+#endif
+        if (polls % READY_POLLS_PER_LOOK) continue;
+        int rc = sticky_error(ch);
+        if (rc != OK) return rc;
+        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+    }
+}
+
 /* `v` was loaded before the caller's to_device() fence, which makes the
  * relaxed load of ready_head an acquire: if it already showed our turn,
  * there is nothing to wait for (only we can move it on). */
@@ -86,12 +124,8 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
                              ChainView v) {
     marrow_gcrb_heads *h = ch.heads();
     if (v.ready != idx) {
-        Deadline d;
-        while (load_acquire(&h->ready_head) != idx) {
-            int rc = sticky_error(ch);
-            if (rc != OK) return rc;
-            if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
-        }
+        int rc = wait_ready(ch, idx);
+        if (rc != OK) return rc;
     }
     uint64_t resv = v.resv, cons = v.cons;
     uint64_t end = idx + n;
@@ -107,7 +141,7 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
         /* Every poster fenced (to_device) its WQE stores before its turn,
          * and our acquire of ready_head saw theirs: the WQEs are ordered
          * before this doorbell record. */
-        ring(ch, end, last_ctrl);
+        ring(ch, end, last_ctrl, force);
 #if MARROW_GPU
         /* The ring's wc_start (fence.acq_rel.sys) came after every WQE
          * store this turn hands on: the group's (the warp barrier), the
@@ -124,6 +158,22 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
     return OK;
 }
 
+/* post_shared for a thread posting alone, in straight-line code: no warp
+ * instruction and no branch on the group, each of which the compiler must
+ * treat as divergent (post_own_solo is the exclusive twin). */
+MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
+    uint64_t idx;
+    int rc = reserve(ch, 1, &idx);
+    if (rc != OK) return rc;
+    ChainView view = chain_view(ch);
+    uint64_t ctrl = write_wqe(ch, idx, op);
+    /* Our WQE stores before any holder of the chain rings past them. */
+    to_device();
+    rc = ready_and_ring(ch, idx, 1, force_ring, lazy, ctrl, view);
+    if (idx_out) *idx_out = idx;
+    return rc;
+}
+
 /* Post one WQE per calling thread. On the GPU the threads of a warp that
  * call together on one channel post as a group (warp-aggregated): the
  * leader reserves for all, each writes its own WQE, the leader takes the
@@ -131,6 +181,7 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * most one doorbell per warp instead of per thread. */
 MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     Group g = group_of(ch.page);
+    if (g.solo()) return post_shared_solo(ch, op, idx_out, force_ring, lazy);
     int rc = OK;
     uint64_t base = 0;
     ChainView view{~0ull, 0, 0};
