@@ -8,7 +8,7 @@
 //! errors with their offsets; `--json` gives every register with its
 //! fields (`pcie_json`). TLP headers go to `pcie_tlp`.
 
-use crate::pcie_caps::{Out, flags};
+use crate::pcie_caps::Out;
 use marrow_pcie::dump::{DumpedFunction, parse_lspci_text};
 use marrow_pcie::{Bar, Config};
 use serde_json::{Value, json};
@@ -81,7 +81,7 @@ pub fn bar_text(bar: &Bar) -> String {
     }
 }
 
-fn bar_json(bar: &Bar) -> Value {
+pub fn bar_json(bar: &Bar) -> Value {
     let (kind, pf) = match *bar {
         Bar::Io { .. } => ("io", false),
         Bar::Mem32 { prefetchable, .. } => ("mem32", prefetchable),
@@ -104,60 +104,12 @@ pub fn size_text(b: u64) -> String {
     }
 }
 
-fn header_lines(o: &mut Out, cfg: &Config, j: &mut Value) {
-    let h = cfg.header_block();
-    o.line(
-        1,
-        format!(
-            "Control: {}",
-            flags(
-                &h,
-                &[
-                    ("I/O", "command_io"),
-                    ("Mem", "command_memory"),
-                    ("BusMaster", "command_master"),
-                    ("SpecCycle", "command_special"),
-                    ("MemWINV", "command_invalidate"),
-                    ("VGASnoop", "command_vga_palette"),
-                    ("ParErr", "command_parity"),
-                    ("Stepping", "command_wait"),
-                    ("SERR", "command_serr"),
-                    ("FastB2B", "command_fast_back"),
-                    ("DisINTx", "command_intx_disable"),
-                ]
-            )
-        ),
-    );
-    // The CardBus layout names no Status bits: read them as type 0's.
-    let st = cfg.status();
-    let sb = |bit: u32| crate::pcie_caps::pm(st >> bit & 1 != 0);
-    o.line(
-        1,
-        format!(
-            "Status: Cap{} 66MHz{} UDF{} FastB2B{} ParErr{} DEVSEL={} >TAbort{} <TAbort{} <MAbort{} >SERR{} <PERR{} INTx{}",
-            sb(4),
-            sb(5),
-            sb(6),
-            sb(7),
-            sb(8),
-            ["fast", "medium", "slow", "??"][usize::from(st >> 9 & 3)],
-            sb(11),
-            sb(12),
-            sb(13),
-            sb(14),
-            sb(15),
-            sb(3)
-        ),
-    );
-    j["header"] = crate::pcie_json::block(&h);
-}
-
 fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {
     o.line(0, format!("{} {}", f.address, crate::print::escape(&f.title)));
     o.line(
         1,
         format!(
-            "Vendor {:04x} Device {:04x}, class {:06x} rev {:02x}, header type {}{}, {} bytes",
+            "marrow: Vendor {:04x} Device {:04x}, class {:06x} rev {:02x}, header type {}{}, {} bytes",
             cfg.vendor_id(),
             cfg.device_id(),
             cfg.class(),
@@ -172,58 +124,8 @@ fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {
         "vendor_id": cfg.vendor_id(), "device_id": cfg.device_id(), "class": cfg.class(),
         "revision": cfg.revision(), "header_type": cfg.header_type(), "multifunction": cfg.is_multifunction(),
     });
-    if let Some((v, d)) = cfg.subsystem() {
-        o.line(1, format!("Subsystem: {v:04x}:{d:04x}"));
-        j["subsystem"] = json!({ "vendor_id": v, "device_id": d });
-    }
-    header_lines(o, cfg, &mut j);
-    let ea = cfg.enhanced_allocation().and_then(Result::ok);
-    let mut bars = Vec::new();
-    for bar in cfg.bars() {
-        let from_ea = ea.as_ref().and_then(|e| e.entries.iter().find(|x| x.bar() == Some(bar.index())));
-        let text = match from_ea {
-            // §6.9 (EA ECN): the BAR reads 0; the resource is the EA entry's.
-            Some(e) if bar.address() == Some(0) => {
-                format!("Memory at {:x} [enhanced allocation], size {}", e.base, size_text(e.max_offset + 1))
-            }
-            _ => bar_text(&bar),
-        };
-        if text.starts_with("error: ") {
-            o.errors.push((text.trim_start_matches("error: ").to_string(), Some(0x10 + 4 * u64::from(bar.index()))));
-        }
-        o.line(1, format!("Region {}: {text}", bar.index()));
-        bars.push(bar_json(&bar));
-    }
-    j["bars"] = Value::Array(bars);
-    if let Some(r) = cfg.expansion_rom() {
-        o.line(1, format!("Expansion ROM at {:08x} [{}]", r.address, if r.enabled { "enabled" } else { "disabled" }));
-        j["expansion_rom"] = json!({ "offset": r.register, "address": r.address, "enabled": r.enabled });
-    }
-    if let Some((p, s, sub)) = cfg.bus_numbers() {
-        o.line(1, format!("Bus: primary={p:02x}, secondary={s:02x}, subordinate={sub:02x}"));
-        j["buses"] = json!({ "primary": p, "secondary": s, "subordinate": sub });
-    }
-    if let Some(w) = cfg.bridge_windows() {
-        let win = |name: &str, w: &marrow_pcie::windows::Window, digits: usize, o: &mut Out| {
-            if w.is_open() {
-                o.line(
-                    1,
-                    format!(
-                        "{name} behind bridge: {:0digits$x}-{:0digits$x} [size={}]",
-                        w.base,
-                        w.limit,
-                        size_text(w.limit - w.base + 1)
-                    ),
-                );
-            } else {
-                o.line(1, format!("{name} behind bridge: [disabled]"));
-            }
-        };
-        win("I/O", &w.io, if w.io.wide { 8 } else { 4 }, o);
-        win("Memory", &w.memory, 8, o);
-        win("Prefetchable memory", &w.prefetchable, if w.prefetchable.wide { 16 } else { 8 }, o);
-        let wj = |w: &marrow_pcie::windows::Window| json!({ "base": w.base, "limit": w.limit, "open": w.is_open(), "wide": w.wide });
-        j["windows"] = json!({ "io": wj(&w.io), "memory": wj(&w.memory), "prefetchable": wj(&w.prefetchable) });
+    if !crate::pcie_header::header(o, cfg, &mut j) {
+        o.line(1, "marrow: capabilities read from 0x34, as in a type 0 header");
     }
     let mut caps = Vec::new();
     if cfg.capabilities_not_dumped() {
