@@ -676,7 +676,7 @@ pub fn record_json(index: usize, r: &Record, v: &View) -> Json {
 /// the file's size, and reading stops once [`Filter::limit`] records are
 /// shown. The damage of a malformed file is returned, not printed (in JSON it
 /// also ends the output as `{"error", "offset"}`).
-pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
+pub fn show(src: impl std::io::BufRead, opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
     let mut s = Shown { total: 0, shown: 0, matched: 0, damage: None, bytes: 0, limited: false };
     let mut reader = match st::Reader::new(src) {
         Ok(r) => r,
@@ -698,7 +698,7 @@ pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) ->
             s.limited = true;
             break;
         }
-        match reader.next_into(&mut r) {
+        match reader.next_into_buffered(&mut r) {
             Ok(true) => {}
             Ok(false) => break,
             Err(e) => {

@@ -5,7 +5,7 @@
 //! line. A long trace is mostly doorbells, doorbell records, healthy WQEs
 //! and CQEs, and receive WQEs; those are written here. Everything else (rare
 //! kinds, malformed or failing WQEs and CQEs, non-zero reserved bits,
-//! `--full`) is left to the general path: [`write_record`] then returns
+//! error CQEs under `--full`) is left to the general path: [`write_record`] then returns
 //! `None` and leaves the buffer as it found it. The tests hold both paths to
 //! the same bytes.
 
@@ -17,9 +17,9 @@ use marrow_mlx5::cqe::{Completion, decode_cqe};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
 use marrow_mlx5::raw::{
     CqeOpcode, MLX5_INVALID_LKEY, MLX5_SEND_WQE_BB, MLX5_SEND_WQE_DS, WqeOpcode, mlx5_cqe64, mlx5_qp_dbrec,
-    mlx5_wqe_atomic_seg, mlx5_wqe_ctrl_seg, mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg, mlx5_wqe_masked_atomic_cs32_seg,
-    mlx5_wqe_masked_atomic_cs64_data_seg, mlx5_wqe_masked_atomic_cs64_mask_seg, mlx5_wqe_masked_atomic_fa32_seg,
-    mlx5_wqe_masked_atomic_fa64_seg, mlx5_wqe_raddr_seg,
+    mlx5_uar_db, mlx5_wqe_atomic_seg, mlx5_wqe_ctrl_seg, mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg,
+    mlx5_wqe_masked_atomic_cs32_seg, mlx5_wqe_masked_atomic_cs64_data_seg, mlx5_wqe_masked_atomic_cs64_mask_seg,
+    mlx5_wqe_masked_atomic_fa32_seg, mlx5_wqe_masked_atomic_fa64_seg, mlx5_wqe_raddr_seg,
 };
 use marrow_mlx5::wqe::inline_seg_bytes;
 use marrow_mlx5::wqe_decode::{CtrlFields, Segment, WqeDecodeError, WqeView};
@@ -43,15 +43,12 @@ pub(crate) fn write_record(o: &mut Vec<u8>, index: usize, r: &Record, detail: De
 }
 
 fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Option<Facts> {
-    if detail == Detail::Full {
-        return None;
-    }
-    let normal = detail == Detail::Normal;
+    let full = detail == Detail::Full;
     match r.kind {
         Kind::DOORBELL | Kind::DOORBELL_DROPPED => {
             let arr = <[u8; 8]>::try_from(&r.bytes[..]).ok()?;
             header(o, index, r);
-            doorbell(o, r.kind == Kind::DOORBELL_DROPPED, arr)
+            doorbell(o, r.kind == Kind::DOORBELL_DROPPED, arr, full)
         }
         Kind::DBREC_READ => {
             let rec = mlx5_qp_dbrec::read_from_bytes(&r.bytes[..]).ok()?;
@@ -61,11 +58,23 @@ fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Opt
             o.extend_from_slice(b", send_wqe_counter ");
             hex(o, u64::from(rec.send_wqe_counter()), 4);
             o.push(b'\n');
+            if full {
+                let layout = &mlx5_qp_dbrec::LAYOUT;
+                node_line(o, 1, 0, layout.name);
+                struct_fields(o, 2, layout, &r.bytes, 0)?;
+                o.extend_from_slice(b"\tsend_wqe_counter ");
+                hex(o, u64::from(rec.send_wqe_counter()), 4);
+                o.extend_from_slice(
+                    b": the next free WQEBB (producer index after the last posted WQE, mod 2^16); rcv_wqe_counter ",
+                );
+                hex(o, u64::from(rec.rcv_wqe_counter()), 4);
+                o.extend_from_slice(b": receive queue head\n");
+            }
             Some(Facts::default())
         }
         Kind::WQE_FETCH | Kind::BLUEFLAME => {
             header(o, index, r);
-            wqe(o, &r.bytes, normal)?;
+            wqe(o, &r.bytes, detail != Detail::Brief)?;
             Some(Facts { wqe_opcode: (r.bytes.len() >= 4).then(|| WqeOpcode(r.bytes[3])), ..Facts::default() })
         }
         Kind::CQE_WRITE => {
@@ -73,11 +82,11 @@ fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Opt
                 return None;
             }
             header(o, index, r);
-            cqe(o, &r.bytes, normal)
+            cqe(o, &r.bytes, detail)
         }
         Kind::RECV_WQE_FETCH => {
             header(o, index, r);
-            recv(o, &r.bytes, normal);
+            recv(o, &r.bytes, detail)?;
             Some(Facts::default())
         }
         _ => None,
@@ -86,60 +95,106 @@ fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Opt
 
 // ------------------------------------------------------------- numbers
 
+// The number writers below work out all digits at once in a register (no
+// loop of dependent divisions), copy a fixed 16 bytes and cut the vector
+// back to the digits: a copy of a few bytes of unknown length is a call to
+// memmove, pushing byte by byte re-checks the capacity each time, and
+// digits stored byte by byte into an array then copied wide stall on store
+// forwarding.
+
+const BYTES_01: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
+
 /// `v` as `{:#0w$x}` formats it with `w = digits + 2`: `0x`, then at least `digits` hex digits.
 fn hex(o: &mut Vec<u8>, v: u64, digits: usize) {
-    let mut buf = [0u8; 16];
-    let mut i = buf.len();
-    let mut x = v;
-    loop {
-        i -= 1;
-        buf[i] = HEX[(x & 0xf) as usize];
-        x >>= 4;
-        if x == 0 {
-            break;
-        }
+    let n = ((64 - v.leading_zeros()).div_ceil(4).max(1) as usize).max(digits);
+    if n > 16 {
+        o.extend_from_slice(b"0x");
+        o.extend(std::iter::repeat_n(b'0', n - 16));
+        let at = o.len();
+        hex(o, v, 16);
+        o.drain(at..at + 2);
+        return;
     }
+    // Nibble i of `v` to byte i, in four spreading steps.
+    let mut x = u128::from(v);
+    x = (x | (x << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff_0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff_00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f;
+    // Most significant digit first in memory, then each nibble to its
+    // character: '0' + d, and 'a' - 10 + d for d >= 10 (d + 6 carries into bit 4).
+    x = x.swap_bytes();
+    let letters = ((x + 6 * BYTES_01) >> 4) & BYTES_01;
+    x += 0x30 * BYTES_01 + letters * 0x27;
+    let at = o.len();
     o.extend_from_slice(b"0x");
-    let have = buf.len() - i;
-    o.extend(std::iter::repeat_n(b'0', digits.saturating_sub(have)));
-    o.extend_from_slice(&buf[i..]);
+    o.extend_from_slice(&(x >> (8 * (16 - n))).to_le_bytes());
+    o.truncate(at + 2 + n);
 }
 
-/// The decimal digits of `v`, in `buf`'s tail; returns where they start.
-fn dec_digits(v: u64, buf: &mut [u8; 20]) -> usize {
-    let mut i = buf.len();
-    let mut x = v;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (x % 10) as u8;
-        x /= 10;
-        if x == 0 {
-            return i;
-        }
+/// The 8 decimal digits of `y < 10^8` (leading zeros included), one a
+/// byte, most significant first in memory, as numbers 0 to 9.
+fn digits8(y: u64) -> u64 {
+    // Halves of 4 digits in the two 32-bit lanes, then pairs in 16-bit
+    // lanes, then digits in bytes; each step divides every lane at once by
+    // a multiplication that is exact for the lane's range.
+    let mut x = (y / 10_000) | ((y % 10_000) << 32);
+    let q = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    x = q | ((x - q * 100) << 16);
+    let q = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
+    q | ((x - q * 10) << 8)
+}
+
+/// The decimal digits of `v` as characters, most significant first in
+/// memory, and how many; `None` past 16 digits.
+fn dec_digits(v: u64) -> Option<(u128, usize)> {
+    if v >= 10_000_000_000_000_000 {
+        return None;
     }
+    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
+    if n <= 8 {
+        let x = u128::from(digits8(v)) + 0x30 * BYTES_01;
+        return Some((x >> (8 * (8 - n)), n));
+    }
+    let x = u128::from(digits8(v / 100_000_000)) | (u128::from(digits8(v % 100_000_000)) << 64);
+    Some(((x + 0x30 * BYTES_01) >> (8 * (16 - n)), n))
 }
 
 /// `v` as `{}` formats it.
 fn dec(o: &mut Vec<u8>, v: u64) {
-    let mut buf = [0u8; 20];
-    let i = dec_digits(v, &mut buf);
-    o.extend_from_slice(&buf[i..]);
+    match dec_digits(v) {
+        Some((w, n)) => {
+            let at = o.len();
+            o.extend_from_slice(&w.to_le_bytes());
+            o.truncate(at + n);
+        }
+        None => o.extend_from_slice(v.to_string().as_bytes()),
+    }
 }
 
 /// `v` as `{:<width}` formats it.
 fn dec_left(o: &mut Vec<u8>, v: u64, width: usize) {
-    let mut buf = [0u8; 20];
-    let i = dec_digits(v, &mut buf);
-    o.extend_from_slice(&buf[i..]);
-    o.extend(std::iter::repeat_n(b' ', width.saturating_sub(buf.len() - i)));
+    let at = o.len();
+    dec(o, v);
+    spaces(o, width.saturating_sub(o.len() - at));
 }
 
 /// `v` as `{:>width}` formats it.
 fn dec_right(o: &mut Vec<u8>, v: u64, width: usize) {
-    let mut buf = [0u8; 20];
-    let i = dec_digits(v, &mut buf);
-    o.extend(std::iter::repeat_n(b' ', width.saturating_sub(buf.len() - i)));
-    o.extend_from_slice(&buf[i..]);
+    let n = dec_digits(v).map_or(20, |(_, n)| n);
+    spaces(o, width.saturating_sub(n));
+    dec(o, v);
+}
+
+/// `n` spaces.
+fn spaces(o: &mut Vec<u8>, n: usize) {
+    if n <= 16 {
+        let at = o.len();
+        o.extend_from_slice(&[b' '; 16]);
+        o.truncate(at + n);
+    } else {
+        o.extend(std::iter::repeat_n(b' ', n));
+    }
 }
 
 /// [`crate::fields::enum_text`]: `NAME (0x08)`, or `unknown 0x42`.
@@ -172,7 +227,7 @@ fn opcode_name(o: &mut Vec<u8>, name: Option<&str>, v: u8) {
 /// Spaces after what was appended since `from`, up to `width` bytes (the
 /// columns hold ASCII only, so bytes are characters).
 fn pad(o: &mut Vec<u8>, from: usize, width: usize) {
-    o.extend(std::iter::repeat_n(b' ', width.saturating_sub(o.len() - from)));
+    spaces(o, width.saturating_sub(o.len() - from));
 }
 
 fn tabs(o: &mut Vec<u8>, depth: usize) {
@@ -183,20 +238,14 @@ fn tabs(o: &mut Vec<u8>, depth: usize) {
 
 /// The columns before the summary ([`crate::trace::render_record_into`]'s).
 fn header(o: &mut Vec<u8>, index: usize, r: &Record) {
+    // Room for the columns and a summary, so that the pushes below do not grow it.
+    o.reserve(256);
     o.push(b'#');
     dec_left(o, index as u64, 6);
     o.push(b' ');
     dec_right(o, r.t_ns, 12);
     o.extend_from_slice(b" ns  ");
-    let at = o.len();
-    if KINDS.contains(&r.kind) {
-        o.extend_from_slice(r.kind.name().as_bytes());
-    } else {
-        o.extend_from_slice(b"kind-");
-        hex(o, u64::from(r.kind.0), 2);
-    }
-    pad(o, at, 16);
-    o.push(b' ');
+    o.extend_from_slice(&kind_column(r.kind));
     let at = o.len();
     if r.qpn == u32::MAX {
         o.extend_from_slice(b"QP -");
@@ -210,6 +259,32 @@ fn header(o: &mut Vec<u8>, index: usize, r: &Record) {
     place(o, r);
     pad(o, at, 14);
     o.push(b' ');
+}
+
+/// The kind column and the space after it, for every kind byte, worked
+/// out once: a fixed-size copy per record instead of a name and its padding.
+fn kind_column(k: Kind) -> [u8; 17] {
+    static COLUMNS: std::sync::OnceLock<Vec<[u8; 17]>> = std::sync::OnceLock::new();
+    let cols = COLUMNS.get_or_init(|| {
+        (0..=u8::MAX)
+            .map(|k| {
+                let mut v = Vec::new();
+                if KINDS.contains(&Kind(k)) {
+                    v.extend_from_slice(Kind(k).name().as_bytes());
+                } else {
+                    v.extend_from_slice(b"kind-");
+                    hex(&mut v, u64::from(k), 2);
+                }
+                pad(&mut v, 0, 16);
+                let mut col = [b' '; 17];
+                // Every name fits the 16 columns (a test checks).
+                let n = v.len().min(16);
+                col[..n].copy_from_slice(&v[..n]);
+                col
+            })
+            .collect()
+    });
+    cols[usize::from(k.0)]
 }
 
 /// [`crate::trace::place`].
@@ -253,7 +328,8 @@ fn place(o: &mut Vec<u8>, r: &Record) {
 
 // ------------------------------------------------------------ doorbells
 
-fn doorbell(o: &mut Vec<u8>, dropped: bool, arr: [u8; 8]) -> Option<Facts> {
+/// A doorbell's line and, at [`Detail::Full`], its fields and the decoder's note.
+fn doorbell(o: &mut Vec<u8>, dropped: bool, arr: [u8; 8], full: bool) -> Option<Facts> {
     if dropped {
         o.extend_from_slice(b"dropped by fault injection: ");
     }
@@ -271,6 +347,28 @@ fn doorbell(o: &mut Vec<u8>, dropped: bool, arr: [u8; 8]) -> Option<Facts> {
             o.extend_from_slice(b" (rdma-core style: the last WQE's control bytes)\n");
         }
         DoorbellStyle::IndexAndQpn => o.extend_from_slice(b" (NVSHMEM/DOCA style: next free WQEBB)\n"),
+    }
+    if full {
+        let layout = &mlx5_uar_db::LAYOUT;
+        node_line(o, 1, 0, layout.name);
+        struct_fields(o, 2, layout, &arr, 0)?;
+        match u.style {
+            DoorbellStyle::IndexAndQpn => {
+                o.extend_from_slice(b"\tDoorbell: NVSHMEM/DOCA style {BE32(pi << 8), BE32(qpn << 8)}: producer index ");
+                hex(o, u64::from(u.wqe_index), 4);
+            }
+            DoorbellStyle::RdmaCore => {
+                o.extend_from_slice(b"\tDoorbell: rdma-core style (first 8 bytes of the last WQE's control segment): ");
+                enum_text(o, u.opcode.name(), u64::from(u.opcode.0), 2);
+                o.extend_from_slice(b" ds ");
+                dec(o, u64::from(u.ds));
+                o.extend_from_slice(b", wqe_index ");
+                hex(o, u64::from(u.wqe_index), 4);
+            }
+        }
+        o.extend_from_slice(b" on QPN ");
+        hex(o, u64::from(u.qpn), 6);
+        o.push(b'\n');
     }
     Some(Facts { is_error: dropped, ..Facts::default() })
 }
@@ -569,7 +667,7 @@ fn struct_fields(
 
 /// A CQE's line and, at [`Detail::Normal`], the decoder's summary and
 /// completion line. `None` for CQEs without a completion to word them by.
-fn cqe(o: &mut Vec<u8>, bytes: &[u8], normal: bool) -> Option<Facts> {
+fn cqe(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<Facts> {
     let op_own = bytes[63];
     let owner = u64::from(op_own & 1);
     let cqe_opcode = CqeOpcode(op_own >> 4);
@@ -619,7 +717,7 @@ fn cqe(o: &mut Vec<u8>, bytes: &[u8], normal: bool) -> Option<Facts> {
     if matches!(cqe_opcode, CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR) {
         facts.is_error = true;
     }
-    if normal {
+    if detail != Detail::Brief {
         let q = mlx5_cqe64::read_from_bytes(bytes).ok()?;
         let (op, fmt) = (q.opcode(), q.format());
         o.extend_from_slice(b"\tCQE: ");
@@ -633,7 +731,18 @@ fn cqe(o: &mut Vec<u8>, bytes: &[u8], normal: bool) -> Option<Facts> {
         o.extend_from_slice(b", wqe_counter ");
         hex(o, u64::from(q.wqe_counter()), 4);
         o.push(b'\n');
-        if matches!(op, CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR) {
+        let err_layout = matches!(op, CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR);
+        if detail == Detail::Full {
+            // The error layout's syndrome is named through an enumeration
+            // of the whole field, which the general path prints.
+            if err_layout {
+                return None;
+            }
+            let layout = &mlx5_cqe64::LAYOUT;
+            node_line(o, 1, 0, layout.name);
+            struct_fields(o, 2, layout, bytes, 0)?;
+        }
+        if err_layout {
             o.extend_from_slice(b"\top_own.opcode is ");
             opcode_name(o, op.name(), op.0);
             o.extend_from_slice(b": fields shown with the mlx5_err_cqe layout\n");
@@ -680,8 +789,9 @@ fn completion(o: &mut Vec<u8>, c: &Completion) {
 
 // -------------------------------------------------------- receive WQEs
 
-/// A receive WQE's line and, at [`Detail::Normal`], its scatter entries.
-fn recv(o: &mut Vec<u8>, bytes: &[u8], normal: bool) {
+/// A receive WQE's line and, at [`Detail::Normal`], its scatter entries
+/// (at [`Detail::Full`], field by field).
+fn recv(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<()> {
     let field = |seg: &[u8], at: usize| u32::from_be_bytes([seg[at], seg[at + 1], seg[at + 2], seg[at + 3]]);
     let entries = || bytes.chunks_exact(16).take_while(|seg| field(seg, 4) != MLX5_INVALID_LKEY);
     let (n, total) = entries().fold((0u64, 0u64), |(n, t), seg| (n + 1, t + u64::from(field(seg, 0))));
@@ -690,10 +800,16 @@ fn recv(o: &mut Vec<u8>, bytes: &[u8], normal: bool) {
     o.extend_from_slice(if n == 1 { b" scatter entry, " } else { b" scatter entries, " });
     dec(o, total);
     o.extend_from_slice(b" bytes\n");
-    if !normal {
-        return;
+    if detail == Detail::Brief {
+        return Some(());
     }
     for (i, seg) in entries().enumerate() {
+        if detail == Detail::Full {
+            let layout = &mlx5_wqe_data_seg::LAYOUT;
+            node_line(o, 1, i * 16, layout.name);
+            struct_fields(o, 2, layout, seg, i * 16)?;
+            continue;
+        }
         let addr = (u64::from(field(seg, 8)) << 32) | u64::from(field(seg, 12));
         o.extend_from_slice(b"\t[");
         hex(o, (i * 16) as u64, 3);
@@ -704,5 +820,59 @@ fn recv(o: &mut Vec<u8>, bytes: &[u8], normal: bool) {
         o.extend_from_slice(b", lkey ");
         hex(o, u64::from(field(seg, 4)), 8);
         o.push(b'\n');
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_as_format_writes_them() {
+        let edges = [9_999_999_999_999_999, 10_000_000_000_000_000, 10_000_000_000_000_001];
+        for v in [0u64, 1, 9, 10, 15, 16, 255, 256, 0xfff, 0x1000, 99_999, 1 << 40, u64::MAX - 1, u64::MAX]
+            .into_iter()
+            .chain(edges)
+        {
+            for digits in [1usize, 2, 3, 4, 6, 8, 16, 18] {
+                let mut o = b"x".to_vec();
+                hex(&mut o, v, digits);
+                assert_eq!(String::from_utf8(o).unwrap(), format!("x{v:#0w$x}", w = digits + 2));
+            }
+            for width in [0usize, 6, 12, 25] {
+                let (mut l, mut r, mut d) = (Vec::new(), Vec::new(), Vec::new());
+                dec_left(&mut l, v, width);
+                dec_right(&mut r, v, width);
+                dec(&mut d, v);
+                assert_eq!(String::from_utf8(l).unwrap(), format!("{v:<width$}"));
+                assert_eq!(String::from_utf8(r).unwrap(), format!("{v:>width$}"));
+                assert_eq!(String::from_utf8(d).unwrap(), format!("{v}"));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_number_as_format_writes_it(v in proptest::num::u64::ANY, small in 0u64..100_000_000, digits in 1usize..17, width in 0usize..20) {
+            for v in [v, small, v >> (v % 64)] {
+                let (mut h, mut l, mut r) = (Vec::new(), Vec::new(), Vec::new());
+                hex(&mut h, v, digits);
+                dec_left(&mut l, v, width);
+                dec_right(&mut r, v, width);
+                proptest::prop_assert_eq!(String::from_utf8(h).unwrap(), format!("{v:#0w$x}", w = digits + 2));
+                proptest::prop_assert_eq!(String::from_utf8(l).unwrap(), format!("{v:<width$}"));
+                proptest::prop_assert_eq!(String::from_utf8(r).unwrap(), format!("{v:>width$}"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_kind_name_fits_its_column() {
+        for k in 0..=u8::MAX {
+            let col = kind_column(Kind(k));
+            let name = if KINDS.contains(&Kind(k)) { Kind(k).name().to_owned() } else { format!("kind-{k:#04x}") };
+            assert_eq!(String::from_utf8(col.to_vec()).unwrap(), format!("{name:<16} "));
+        }
     }
 }
