@@ -162,6 +162,10 @@ fn dec_digits(v: u64) -> Option<(u128, usize)> {
 
 /// `v` as `{}` formats it.
 fn dec(o: &mut Vec<u8>, v: u64) {
+    if v < 10 {
+        o.push(b'0' + v as u8);
+        return;
+    }
     match dec_digits(v) {
         Some((w, n)) => {
             let at = o.len();
@@ -181,7 +185,7 @@ fn dec_left(o: &mut Vec<u8>, v: u64, width: usize) {
 
 /// `v` as `{:>width}` formats it.
 fn dec_right(o: &mut Vec<u8>, v: u64, width: usize) {
-    let n = dec_digits(v).map_or(20, |(_, n)| n);
+    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
     spaces(o, width.saturating_sub(n));
     dec(o, v);
 }
