@@ -115,6 +115,22 @@ fn hex(o: &mut Vec<u8>, v: u64, digits: usize) {
         o.drain(at..at + 2);
         return;
     }
+    if n <= 8 {
+        // Most values (QPNs, indices, offsets) fit 32 bits: the same steps in one register.
+        let mut x = v;
+        x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+        x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+        x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+        x = x.swap_bytes();
+        let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+        x += 0x3030_3030_3030_3030 + letters * 0x27;
+        // "0x", then the digits: one 16-byte copy.
+        let text = u128::from(u16::from_le_bytes(*b"0x")) | (u128::from(x >> (8 * (8 - n))) << 16);
+        let at = o.len();
+        o.extend_from_slice(&text.to_le_bytes());
+        o.truncate(at + 2 + n);
+        return;
+    }
     // Nibble i of `v` to byte i, in four spreading steps.
     let mut x = u128::from(v);
     x = (x | (x << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
@@ -153,8 +169,8 @@ fn dec_digits(v: u64) -> Option<(u128, usize)> {
     }
     let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
     if n <= 8 {
-        let x = u128::from(digits8(v)) + 0x30 * BYTES_01;
-        return Some((x >> (8 * (8 - n)), n));
+        let x = digits8(v) + 0x3030_3030_3030_3030;
+        return Some((u128::from(x >> (8 * (8 - n))), n));
     }
     let x = u128::from(digits8(v / 100_000_000)) | (u128::from(digits8(v % 100_000_000)) << 64);
     Some(((x + 0x30 * BYTES_01) >> (8 * (16 - n)), n))
