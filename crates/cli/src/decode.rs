@@ -452,10 +452,15 @@ fn wqe_summary(c: &CtrlFields, base: usize) -> String {
 /// out without building its decode tree; `None` when the WQE has an error or
 /// is longer than one read of the decoder (then only [`decode`] says the same).
 pub fn wqe_line(bytes: &[u8]) -> Option<String> {
+    wqe_line_fields(bytes).map(|c| wqe_summary(&c, 0))
+}
+
+/// The control fields [`wqe_line`] words its line from, under the same
+/// conditions (`None` when it gives `None`).
+pub fn wqe_line_fields(bytes: &[u8]) -> Option<CtrlFields> {
     if bytes.len() > WQE_LOOKAHEAD {
         return None;
     }
-    let (ctrl, _) = mlx5_wqe_ctrl_seg::read_from_prefix(bytes).ok()?;
     let view = WqeView::new(bytes).ok()?;
     if view.segments().any(|s| s.is_err()) {
         return None;
@@ -464,7 +469,7 @@ pub fn wqe_line(bytes: &[u8]) -> Option<String> {
         Ok(_) | Err(WqeDecodeError::UnsupportedOpcode { .. }) => {}
         Err(_) => return None,
     }
-    Some(wqe_summary(&CtrlFields::from_seg(&ctrl), 0))
+    Some(view.ctrl_fields())
 }
 
 /// Decode the WQE at the start of `bytes` (input offset `base`).

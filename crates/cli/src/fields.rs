@@ -11,7 +11,7 @@ use marrow_mlx5::raw::{
 /// Whole-byte fields whose value is one of the spec's enumerations. The spec
 /// attaches enumerations to bit fields only; these fields have none, so the
 /// link is made here (layout, field, enumeration).
-const FIELD_ENUMS: &[(&str, &str, &str)] = &[("mlx5_err_cqe", "syndrome", "Syndrome")];
+pub(crate) const FIELD_ENUMS: &[(&str, &str, &str)] = &[("mlx5_err_cqe", "syndrome", "Syndrome")];
 
 /// The layout generated for `name`.
 pub fn layout_by_name(name: &str) -> Option<&'static StructLayout> {

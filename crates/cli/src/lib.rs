@@ -38,3 +38,4 @@ pub mod pcie_tlp;
 pub mod print;
 pub mod trace;
 pub mod trace_stats;
+mod trace_text;

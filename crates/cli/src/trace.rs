@@ -214,6 +214,17 @@ pub fn qp_state_name(v: u8) -> String {
     }
 }
 
+/// What the filter's tests that need the decoded record look at (a [`View`]'s flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Facts {
+    /// [`View::is_error`].
+    pub is_error: bool,
+    /// [`View::wqe_opcode`].
+    pub wqe_opcode: Option<WqeOpcode>,
+    /// [`View::cqe_opcode`].
+    pub cqe_opcode: Option<CqeOpcode>,
+}
+
 /// One record, decoded.
 #[derive(Clone, Debug)]
 pub struct View {
@@ -234,6 +245,10 @@ pub struct View {
 }
 
 impl View {
+    fn facts(&self) -> Facts {
+        Facts { is_error: self.is_error, wqe_opcode: self.wqe_opcode, cqe_opcode: self.cqe_opcode }
+    }
+
     fn new(summary: String) -> Self {
         View {
             summary,
@@ -570,11 +585,11 @@ fn kind_text(k: Kind) -> String {
 
 /// Whether `r` (decoded as `v`) passes `f` (all but the limit).
 pub fn matches(f: &Filter, index: usize, r: &Record, v: &View) -> bool {
-    f.header_passes(index, r) && view_passes(f, r, v)
+    f.header_passes(index, r) && view_passes(f, r, v.facts())
 }
 
 /// The tests of `f` that need the decoded record.
-fn view_passes(f: &Filter, r: &Record, v: &View) -> bool {
+fn view_passes(f: &Filter, r: &Record, v: Facts) -> bool {
     if f.errors && !v.is_error {
         return false;
     }
@@ -661,7 +676,7 @@ pub fn record_json(index: usize, r: &Record, v: &View) -> Json {
 /// the file's size, and reading stops once [`Filter::limit`] records are
 /// shown. The damage of a malformed file is returned, not printed (in JSON it
 /// also ends the output as `{"error", "offset"}`).
-pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
+pub fn show(src: impl std::io::BufRead, opts: &ShowOptions, out: &mut dyn Write) -> std::io::Result<Shown> {
     let mut s = Shown { total: 0, shown: 0, matched: 0, damage: None, bytes: 0, limited: false };
     let mut reader = match st::Reader::new(src) {
         Ok(r) => r,
@@ -673,6 +688,9 @@ pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) ->
     let f = &opts.filter;
     // `--tail`: the last N records that passed, kept raw and decoded only when printed.
     let mut ring: std::collections::VecDeque<(usize, Record)> = std::collections::VecDeque::new();
+    // Records are written into `buf` and it into `out` in blocks: one call
+    // through `out` per block instead of one per record.
+    let mut buf: Vec<u8> = Vec::with_capacity(OUT_BLOCK + (OUT_BLOCK >> 2));
     let mut text = String::new();
     let mut r = Record { t_ns: 0, kind: Kind(0), qpn: 0, obj: 0, addr: 0, bytes: Vec::new() };
     while f.limit.is_none_or(|l| s.shown < l) {
@@ -680,7 +698,7 @@ pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) ->
             s.limited = true;
             break;
         }
-        match reader.next_into(&mut r) {
+        match reader.next_into_buffered(&mut r) {
             Ok(true) => {}
             Ok(false) => break,
             Err(e) => {
@@ -695,7 +713,7 @@ pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) ->
         }
         match opts.tail {
             Some(n) => {
-                if f.needs_view() && !view_passes(f, &r, &view_line(&r)) {
+                if f.needs_view() && !view_passes(f, &r, view_line(&r).facts()) {
                     continue;
                 }
                 s.matched += 1;
@@ -709,20 +727,29 @@ pub fn show(src: impl std::io::Read, opts: &ShowOptions, out: &mut dyn Write) ->
                 ring.push_back((index, slot));
             }
             None => {
-                let v = if opts.detail == Detail::Brief && !opts.json { view_line(&r) } else { view(&r, opts.detail) };
-                if view_passes(f, &r, &v) {
+                let at = buf.len();
+                if view_passes(f, &r, print_record(index, &r, opts, &mut buf, &mut text)) {
                     s.matched += 1;
                     s.shown += 1;
-                    print_record(index, &r, &v, opts, out, &mut text)?;
+                    if buf.len() >= OUT_BLOCK {
+                        out.write_all(&buf)?;
+                        buf.clear();
+                    }
+                } else {
+                    buf.truncate(at);
                 }
             }
         }
     }
     for (index, r) in &ring {
-        let v = if opts.detail == Detail::Brief && !opts.json { view_line(r) } else { view(r, opts.detail) };
-        print_record(*index, r, &v, opts, out, &mut text)?;
+        print_record(*index, r, opts, &mut buf, &mut text);
         s.shown += 1;
+        if buf.len() >= OUT_BLOCK {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
     }
+    out.write_all(&buf)?;
     s.bytes = reader.offset();
     s.limited |= s.damage.is_none() && f.limit.is_some_and(|l| s.shown >= l);
     finish(opts, out, s)
@@ -756,21 +783,29 @@ fn copy_record(from: &Record, to: &mut Record) {
     to.bytes.extend_from_slice(&from.bytes);
 }
 
-fn print_record(
-    index: usize,
-    r: &Record,
-    v: &View,
-    opts: &ShowOptions,
-    out: &mut dyn Write,
-    text: &mut String,
-) -> std::io::Result<()> {
+/// Bytes of output gathered before they are written.
+const OUT_BLOCK: usize = 64 << 10;
+
+/// Append record `index` as [`show`] prints it to `buf` and return the
+/// flags the filter tests. Text goes through [`crate::trace_text`] where it
+/// covers the record, else through [`view`] and [`render_record_into`]
+/// (`text` is their reused buffer).
+fn print_record(index: usize, r: &Record, opts: &ShowOptions, buf: &mut Vec<u8>, text: &mut String) -> Facts {
+    if !opts.json
+        && let Some(facts) = crate::trace_text::write_record(buf, index, r, opts.detail)
+    {
+        return facts;
+    }
+    let v = if opts.detail == Detail::Brief && !opts.json { view_line(r) } else { view(r, opts.detail) };
     if opts.json {
-        writeln!(out, "{}", record_json(index, r, v))
+        // Writing into a Vec cannot fail.
+        let _ = writeln!(buf, "{}", record_json(index, r, &v));
     } else {
         text.clear();
-        render_record_into(text, index, r, v);
-        out.write_all(text.as_bytes())
+        render_record_into(text, index, r, &v);
+        buf.extend_from_slice(text.as_bytes());
     }
+    v.facts()
 }
 
 fn finish(opts: &ShowOptions, out: &mut dyn Write, s: Shown) -> std::io::Result<Shown> {
@@ -875,8 +910,160 @@ mod tests {
         }
     }
 
+    /// Where [`crate::trace_text`] writes a record, it writes what the
+    /// general path prints, and the same flags.
+    fn text_is_the_general_text(index: usize, r: &Record) -> Result<(), TestCaseError> {
+        for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
+            let mut buf = b"before".to_vec();
+            let v = if detail == Detail::Brief { view_line(r) } else { view(r, detail) };
+            match crate::trace_text::write_record(&mut buf, index, r, detail) {
+                Some(facts) => {
+                    prop_assert_eq!(String::from_utf8(buf).unwrap(), format!("before{}", render_record(index, r, &v)));
+                    prop_assert_eq!(facts, v.facts());
+                }
+                None => prop_assert_eq!(&buf[..], b"before"),
+            }
+        }
+        Ok(())
+    }
+
+    /// WQEs of every opcode the builder makes, CQEs of every completion,
+    /// doorbells and receive WQEs: records the direct writer takes.
+    fn healthy_record() -> impl Strategy<Value = Record> {
+        use marrow_mlx5::prelude::*;
+        let wqe =
+            (0usize..14, any::<u16>(), 0u32..0x0100_0000, any::<u64>(), proptest::collection::vec(any::<u8>(), 1..120))
+                .prop_map(|(op, idx, qpn, x, data)| {
+                    let sge = [
+                        Sge { addr: x, length: 8, lkey: x as u32 },
+                        Sge { addr: !x, length: data.len() as u32, lkey: 7 },
+                    ];
+                    let remote = RemoteAddr { raddr: x.rotate_left(7), rkey: (x >> 9) as u32 };
+                    let local = Sge { addr: x, length: 8, lkey: 3 };
+                    let local4 = Sge { addr: x, length: 4, lkey: 3 };
+                    let (a, b) = (x as u32, (x >> 32) as u32);
+                    let ops = [
+                        WqeOp::Nop,
+                        WqeOp::RdmaWrite { remote, sgl: &sge },
+                        WqeOp::RdmaWriteImm { remote, sgl: &sge[..1], imm: a },
+                        WqeOp::RdmaWriteInline { remote, data: &data },
+                        WqeOp::Send { sgl: &sge },
+                        WqeOp::SendImm { sgl: &sge, imm: b },
+                        WqeOp::SendInline { data: &data },
+                        WqeOp::RdmaRead { remote, sgl: &sge[..1] },
+                        WqeOp::AtomicCs { remote, local, compare: x, swap: !x },
+                        WqeOp::AtomicFa { remote, local, add: x },
+                        WqeOp::MaskedCs32 {
+                            remote,
+                            local: local4,
+                            swap: a,
+                            compare: b,
+                            swap_mask: !a,
+                            compare_mask: !b,
+                        },
+                        WqeOp::MaskedFa32 { remote, local: local4, add: a, field_boundary: b },
+                        WqeOp::MaskedCs64 {
+                            remote,
+                            local,
+                            swap: x,
+                            compare: !x,
+                            swap_mask: x >> 3,
+                            compare_mask: x << 5,
+                        },
+                        WqeOp::MaskedFa64 { remote, local, add: x, field_boundary: !x },
+                    ];
+                    let mut out = vec![0u8; 1024];
+                    let bytes = match build_wqe(&CtrlParams::signaled(idx, qpn), &ops[op], &mut out) {
+                        Ok(b) => out[..usize::from(b.ds) * 16].to_vec(),
+                        Err(_) => out[..64].to_vec(),
+                    };
+                    Record { t_ns: x >> 20, kind: Kind::WQE_FETCH, qpn, obj: 0, addr: u64::from(idx) * 64, bytes }
+                });
+        let cqe = (0usize..3, any::<u16>(), 0u32..0x0100_0000, any::<u32>(), any::<u8>(), any::<bool>()).prop_map(
+            |(which, counter, qpn, n, op, owner)| {
+                let c = match which {
+                    0 => Completion::Requester {
+                        wqe_opcode: WqeOpcode(op % 0x20),
+                        qpn,
+                        wqe_counter: counter,
+                        byte_cnt: n,
+                        timestamp: u64::from(n) << 7,
+                    },
+                    1 => Completion::Responder {
+                        opcode: [CqeOpcode::RESP_SEND, CqeOpcode::RESP_SEND_IMM, CqeOpcode::RESP_WR_IMM]
+                            [usize::from(op % 3)],
+                        qpn,
+                        wqe_counter: counter,
+                        byte_cnt: n,
+                        imm: Some(n.rotate_left(3)),
+                    },
+                    _ => Completion::Error(ErrorCompletion {
+                        opcode: if op & 1 == 0 { CqeOpcode::REQ_ERR } else { CqeOpcode::RESP_ERR },
+                        syndrome: Syndrome(op),
+                        vendor_err_synd: op ^ 0x5a,
+                        hw_err_synd: 0,
+                        hw_synd_type: 0,
+                        wqe_opcode: WqeOpcode(op >> 3),
+                        qpn,
+                        wqe_counter: counter,
+                    }),
+                };
+                let bytes = encode_cqe(&c, owner).map(|b| b.to_vec()).unwrap_or_default();
+                Record {
+                    t_ns: u64::from(n),
+                    kind: Kind::CQE_WRITE,
+                    qpn,
+                    obj: 0x80,
+                    addr: u64::from(counter) * 64,
+                    bytes,
+                }
+            },
+        );
+        let other = (
+            prop_oneof![
+                Just(Kind::DOORBELL),
+                Just(Kind::DOORBELL_DROPPED),
+                Just(Kind::DBREC_READ),
+                Just(Kind::RECV_WQE_FETCH)
+            ],
+            any::<[u8; 8]>(),
+            0usize..4,
+            any::<u64>(),
+        )
+            .prop_map(|(kind, db, entries, x)| {
+                let bytes = if kind == Kind::RECV_WQE_FETCH {
+                    let mut b = Vec::new();
+                    for i in 0..entries {
+                        b.extend_from_slice(&(x as u32 >> i).to_be_bytes());
+                        b.extend_from_slice(&(0x11 + i as u32).to_be_bytes());
+                        b.extend_from_slice(&x.rotate_left(i as u32).to_be_bytes());
+                    }
+                    b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 0]);
+                    b.resize(64, 0);
+                    b
+                } else {
+                    db.to_vec()
+                };
+                Record { t_ns: x, kind, qpn: x as u32 & 0xffff, obj: 0, addr: 0x800, bytes }
+            });
+        prop_oneof![wqe, cqe, other]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn direct_text_is_the_general_text(r in healthy_record(), index in 0usize..10_000_000, flip in proptest::option::of((any::<prop::sample::Index>(), any::<u8>()))) {
+            text_is_the_general_text(index, &r)?;
+            // A changed byte somewhere makes some records malformed or
+            // warned about: either path must still print the same.
+            if let (Some((at, x)), false) = (flip, r.bytes.is_empty()) {
+                let mut r = r;
+                let i = at.index(r.bytes.len());
+                r.bytes[i] ^= x;
+                text_is_the_general_text(index, &r)?;
+            }
+        }
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
@@ -891,6 +1078,9 @@ mod tests {
         #[test]
         fn arbitrary_records_never_panic(recs in proptest::collection::vec(any_record(), 0..12), cut in any::<prop::sample::Index>()) {
             let f = file(&recs);
+            for (i, r) in st::parse(&f).0.iter().enumerate() {
+                text_is_the_general_text(i, r)?;
+            }
             for r in st::parse(&f).0 {
                 let (line, full) = (view_line(&r), view(&r, Detail::Brief));
                 prop_assert_eq!(&line.summary, &full.summary);

@@ -169,6 +169,24 @@ fn brief_lines_are_the_lines_of_the_full_decode() {
 }
 
 #[test]
+fn show_prints_each_record_as_its_view_renders_it() {
+    // `show` writes most records without the decode tree; what it prints
+    // must be what the decode tree of each record renders, at every detail.
+    use marrow::trace::{Detail, ShowOptions, render_record, show, view};
+    for p in [demo(), failing()] {
+        let bytes = std::fs::read(p).unwrap();
+        let (records, damage) = marrow_softnic::trace::parse(&bytes);
+        assert!(damage.is_none() && !records.is_empty());
+        for detail in [Detail::Brief, Detail::Normal, Detail::Full] {
+            let mut out = Vec::new();
+            show(&bytes[..], &ShowOptions { detail, ..ShowOptions::default() }, &mut out).unwrap();
+            let want: String = records.iter().enumerate().map(|(i, r)| render_record(i, r, &view(r, detail))).collect();
+            assert!(String::from_utf8(out).unwrap() == want, "{detail:?} differs for {}", p.display());
+        }
+    }
+}
+
+#[test]
 fn tail_shows_the_last_records_that_pass() {
     let p = s(demo());
     let all = marrow(&["trace", "show", p, "--brief"]);

@@ -8,7 +8,7 @@
 //!           reserved:u32le addr:u64le bytes[len]          (32-byte header)
 //! ```
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"MRWTRACE";
@@ -254,6 +254,33 @@ impl<R: Read> Reader<R> {
         rec.qpn = u32le(12);
         rec.obj = u32le(16);
         rec.addr = u64le(24);
+        Ok(true)
+    }
+}
+
+impl<R: BufRead> Reader<R> {
+    /// [`Reader::next_into`] for a buffered source: a record that lies whole
+    /// in the source's buffer is parsed there and its bytes copied once,
+    /// instead of going through [`Read`] twice and zeroing the payload first;
+    /// any other is read as [`Reader::next_into`] reads it. Nothing is read
+    /// that `next_into` would not read.
+    pub fn next_into_buffered(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
+        if self.done {
+            return Ok(false);
+        }
+        let Ok(buf) = self.src.fill_buf() else { return self.next_into(rec) };
+        let Some(h) = buf.first_chunk::<HEADER>() else { return self.next_into(rec) };
+        let len = usize::from(u16::from_le_bytes([h[10], h[11]]));
+        let Some(bytes) = buf.get(HEADER..HEADER + len) else { return self.next_into(rec) };
+        rec.t_ns = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+        rec.kind = Kind(h[8]);
+        rec.qpn = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+        rec.obj = u32::from_le_bytes([h[16], h[17], h[18], h[19]]);
+        rec.addr = u64::from_le_bytes([h[24], h[25], h[26], h[27], h[28], h[29], h[30], h[31]]);
+        rec.bytes.clear();
+        rec.bytes.extend_from_slice(bytes);
+        self.src.consume(HEADER + len);
+        self.offset += HEADER + len;
         Ok(true)
     }
 }

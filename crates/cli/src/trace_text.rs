@@ -1,0 +1,898 @@
+//! The text of `marrow trace show`, written straight into one byte buffer
+//! that is reused for every record: the same bytes that rendering
+//! [`crate::trace::view`] with [`crate::trace::render_record_into`] gives,
+//! without building the decode tree, a `String` per field or a `String` per
+//! line. A long trace is mostly doorbells, doorbell records, healthy WQEs
+//! and CQEs, and receive WQEs; those are written here. Everything else (rare
+//! kinds, malformed or failing WQEs and CQEs, non-zero reserved bits,
+//! error CQEs under `--full`) is left to the general path: [`write_record`] then returns
+//! `None` and leaves the buffer as it found it. The tests hold both paths to
+//! the same bytes.
+
+use crate::fields::FIELD_ENUMS;
+use crate::fields::{enum_lookup, hex_digits};
+use crate::trace::{Detail, Facts, KINDS};
+use marrow_layout::{StructLayout, low_mask};
+use marrow_mlx5::cqe::{Completion, decode_cqe};
+use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
+use marrow_mlx5::raw::{
+    CqeOpcode, MLX5_INVALID_LKEY, MLX5_SEND_WQE_BB, MLX5_SEND_WQE_DS, WqeOpcode, mlx5_cqe64, mlx5_qp_dbrec,
+    mlx5_uar_db, mlx5_wqe_atomic_seg, mlx5_wqe_ctrl_seg, mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg,
+    mlx5_wqe_masked_atomic_cs32_seg, mlx5_wqe_masked_atomic_cs64_data_seg, mlx5_wqe_masked_atomic_cs64_mask_seg,
+    mlx5_wqe_masked_atomic_fa32_seg, mlx5_wqe_masked_atomic_fa64_seg, mlx5_wqe_raddr_seg,
+};
+use marrow_mlx5::wqe::inline_seg_bytes;
+use marrow_mlx5::wqe_decode::{CtrlFields, Segment, WqeDecodeError, WqeView};
+use marrow_softnic::trace::{Kind, Record};
+use zerocopy::FromBytes;
+
+const BB: usize = MLX5_SEND_WQE_BB as usize;
+const DS: usize = MLX5_SEND_WQE_DS as usize;
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Append record `index` as `trace show` prints it at `detail` to `o` and
+/// return what the filter needs to know of it; `None`, with `o` as it was,
+/// when the record is one for the general path.
+pub(crate) fn write_record(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Option<Facts> {
+    let start = o.len();
+    let facts = write_inner(o, index, r, detail);
+    if facts.is_none() {
+        o.truncate(start);
+    }
+    facts
+}
+
+fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Option<Facts> {
+    let full = detail == Detail::Full;
+    match r.kind {
+        Kind::DOORBELL | Kind::DOORBELL_DROPPED => {
+            let arr = <[u8; 8]>::try_from(&r.bytes[..]).ok()?;
+            header(o, index, r);
+            doorbell(o, r.kind == Kind::DOORBELL_DROPPED, arr, full)
+        }
+        Kind::DBREC_READ => {
+            let rec = mlx5_qp_dbrec::read_from_bytes(&r.bytes[..]).ok()?;
+            header(o, index, r);
+            o.extend_from_slice(b"QP doorbell record: rcv_wqe_counter ");
+            hex(o, u64::from(rec.rcv_wqe_counter()), 4);
+            o.extend_from_slice(b", send_wqe_counter ");
+            hex(o, u64::from(rec.send_wqe_counter()), 4);
+            o.push(b'\n');
+            if full {
+                let layout = &mlx5_qp_dbrec::LAYOUT;
+                node_line(o, 1, 0, layout.name);
+                struct_fields(o, 2, layout, &r.bytes, 0)?;
+                o.extend_from_slice(b"\tsend_wqe_counter ");
+                hex(o, u64::from(rec.send_wqe_counter()), 4);
+                o.extend_from_slice(
+                    b": the next free WQEBB (producer index after the last posted WQE, mod 2^16); rcv_wqe_counter ",
+                );
+                hex(o, u64::from(rec.rcv_wqe_counter()), 4);
+                o.extend_from_slice(b": receive queue head\n");
+            }
+            Some(Facts::default())
+        }
+        Kind::WQE_FETCH | Kind::BLUEFLAME => {
+            header(o, index, r);
+            wqe(o, &r.bytes, detail != Detail::Brief)?;
+            Some(Facts { wqe_opcode: (r.bytes.len() >= 4).then(|| WqeOpcode(r.bytes[3])), ..Facts::default() })
+        }
+        Kind::CQE_WRITE => {
+            if r.bytes.len() != 64 {
+                return None;
+            }
+            header(o, index, r);
+            cqe(o, &r.bytes, detail)
+        }
+        Kind::RECV_WQE_FETCH => {
+            header(o, index, r);
+            recv(o, &r.bytes, detail)?;
+            Some(Facts::default())
+        }
+        _ => None,
+    }
+}
+
+// ------------------------------------------------------------- numbers
+
+// The number writers below work out all digits at once in a register (no
+// loop of dependent divisions), copy a fixed 16 bytes and cut the vector
+// back to the digits: a copy of a few bytes of unknown length is a call to
+// memmove, pushing byte by byte re-checks the capacity each time, and
+// digits stored byte by byte into an array then copied wide stall on store
+// forwarding.
+
+const BYTES_01: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
+
+/// `v` as `{:#0w$x}` formats it with `w = digits + 2`: `0x`, then at least `digits` hex digits.
+fn hex(o: &mut Vec<u8>, v: u64, digits: usize) {
+    let n = ((64 - v.leading_zeros()).div_ceil(4).max(1) as usize).max(digits);
+    if n > 16 {
+        o.extend_from_slice(b"0x");
+        o.extend(std::iter::repeat_n(b'0', n - 16));
+        let at = o.len();
+        hex(o, v, 16);
+        o.drain(at..at + 2);
+        return;
+    }
+    if n <= 8 {
+        // Most values (QPNs, indices, offsets) fit 32 bits: the same steps in one register.
+        let mut x = v;
+        x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+        x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+        x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+        x = x.swap_bytes();
+        let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+        x += 0x3030_3030_3030_3030 + letters * 0x27;
+        // "0x", then the digits: one 16-byte copy.
+        let text = u128::from(u16::from_le_bytes(*b"0x")) | (u128::from(x >> (8 * (8 - n))) << 16);
+        let at = o.len();
+        o.extend_from_slice(&text.to_le_bytes());
+        o.truncate(at + 2 + n);
+        return;
+    }
+    // Nibble i of `v` to byte i, in four spreading steps.
+    let mut x = u128::from(v);
+    x = (x | (x << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff_0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff_00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f;
+    // Most significant digit first in memory, then each nibble to its
+    // character: '0' + d, and 'a' - 10 + d for d >= 10 (d + 6 carries into bit 4).
+    x = x.swap_bytes();
+    let letters = ((x + 6 * BYTES_01) >> 4) & BYTES_01;
+    x += 0x30 * BYTES_01 + letters * 0x27;
+    let at = o.len();
+    o.extend_from_slice(b"0x");
+    o.extend_from_slice(&(x >> (8 * (16 - n))).to_le_bytes());
+    o.truncate(at + 2 + n);
+}
+
+/// The 8 decimal digits of `y < 10^8` (leading zeros included), one a
+/// byte, most significant first in memory, as numbers 0 to 9.
+fn digits8(y: u64) -> u64 {
+    // Halves of 4 digits in the two 32-bit lanes, then pairs in 16-bit
+    // lanes, then digits in bytes; each step divides every lane at once by
+    // a multiplication that is exact for the lane's range.
+    let mut x = (y / 10_000) | ((y % 10_000) << 32);
+    let q = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    x = q | ((x - q * 100) << 16);
+    let q = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
+    q | ((x - q * 10) << 8)
+}
+
+/// The decimal digits of `v` as characters, most significant first in
+/// memory, and how many; `None` past 16 digits.
+fn dec_digits(v: u64) -> Option<(u128, usize)> {
+    if v >= 10_000_000_000_000_000 {
+        return None;
+    }
+    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
+    if n <= 8 {
+        let x = digits8(v) + 0x3030_3030_3030_3030;
+        return Some((u128::from(x >> (8 * (8 - n))), n));
+    }
+    let x = u128::from(digits8(v / 100_000_000)) | (u128::from(digits8(v % 100_000_000)) << 64);
+    Some(((x + 0x30 * BYTES_01) >> (8 * (16 - n)), n))
+}
+
+/// `v` as `{}` formats it.
+fn dec(o: &mut Vec<u8>, v: u64) {
+    if v < 10 {
+        o.push(b'0' + v as u8);
+        return;
+    }
+    match dec_digits(v) {
+        Some((w, n)) => {
+            let at = o.len();
+            o.extend_from_slice(&w.to_le_bytes());
+            o.truncate(at + n);
+        }
+        None => o.extend_from_slice(v.to_string().as_bytes()),
+    }
+}
+
+/// `v` as `{:<width}` formats it.
+fn dec_left(o: &mut Vec<u8>, v: u64, width: usize) {
+    let at = o.len();
+    dec(o, v);
+    spaces(o, width.saturating_sub(o.len() - at));
+}
+
+/// `v` as `{:>width}` formats it.
+fn dec_right(o: &mut Vec<u8>, v: u64, width: usize) {
+    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
+    spaces(o, width.saturating_sub(n));
+    dec(o, v);
+}
+
+/// `n` spaces.
+fn spaces(o: &mut Vec<u8>, n: usize) {
+    if n <= 16 {
+        let at = o.len();
+        o.extend_from_slice(&[b' '; 16]);
+        o.truncate(at + n);
+    } else {
+        o.extend(std::iter::repeat_n(b' ', n));
+    }
+}
+
+/// [`crate::fields::enum_text`]: `NAME (0x08)`, or `unknown 0x42`.
+fn enum_text(o: &mut Vec<u8>, name: Option<&str>, v: u64, digits: usize) {
+    match name {
+        Some(n) => {
+            o.extend_from_slice(n.as_bytes());
+            o.extend_from_slice(b" (");
+            hex(o, v, digits);
+            o.push(b')');
+        }
+        None => {
+            o.extend_from_slice(b"unknown ");
+            hex(o, v, 2);
+        }
+    }
+}
+
+/// An opcode as its `Display` writes it: the name, or `unknown 0x42`.
+fn opcode_name(o: &mut Vec<u8>, name: Option<&str>, v: u8) {
+    match name {
+        Some(n) => o.extend_from_slice(n.as_bytes()),
+        None => {
+            o.extend_from_slice(b"unknown ");
+            hex(o, u64::from(v), 2);
+        }
+    }
+}
+
+/// Spaces after what was appended since `from`, up to `width` bytes (the
+/// columns hold ASCII only, so bytes are characters).
+fn pad(o: &mut Vec<u8>, from: usize, width: usize) {
+    spaces(o, width.saturating_sub(o.len() - from));
+}
+
+fn tabs(o: &mut Vec<u8>, depth: usize) {
+    o.extend(std::iter::repeat_n(b'\t', depth));
+}
+
+// -------------------------------------------------------------- columns
+
+/// The columns before the summary ([`crate::trace::render_record_into`]'s).
+fn header(o: &mut Vec<u8>, index: usize, r: &Record) {
+    // Room for the columns and a summary, so that the pushes below do not grow it.
+    o.reserve(256);
+    o.push(b'#');
+    dec_left(o, index as u64, 6);
+    o.push(b' ');
+    dec_right(o, r.t_ns, 12);
+    o.extend_from_slice(b" ns  ");
+    o.extend_from_slice(&kind_column(r.kind));
+    let at = o.len();
+    if r.qpn == u32::MAX {
+        o.extend_from_slice(b"QP -");
+    } else {
+        o.extend_from_slice(b"QP ");
+        hex(o, u64::from(r.qpn), 6);
+    }
+    pad(o, at, 11);
+    o.push(b' ');
+    let at = o.len();
+    place(o, r);
+    pad(o, at, 14);
+    o.push(b' ');
+}
+
+/// The kind column and the space after it, for every kind byte, worked
+/// out once: a fixed-size copy per record instead of a name and its padding.
+fn kind_column(k: Kind) -> [u8; 17] {
+    static COLUMNS: std::sync::OnceLock<Vec<[u8; 17]>> = std::sync::OnceLock::new();
+    let cols = COLUMNS.get_or_init(|| {
+        (0..=u8::MAX)
+            .map(|k| {
+                let mut v = Vec::new();
+                if KINDS.contains(&Kind(k)) {
+                    v.extend_from_slice(Kind(k).name().as_bytes());
+                } else {
+                    v.extend_from_slice(b"kind-");
+                    hex(&mut v, u64::from(k), 2);
+                }
+                pad(&mut v, 0, 16);
+                let mut col = [b' '; 17];
+                // Every name fits the 16 columns (a test checks).
+                let n = v.len().min(16);
+                col[..n].copy_from_slice(&v[..n]);
+                col
+            })
+            .collect()
+    });
+    cols[usize::from(k.0)]
+}
+
+/// [`crate::trace::place`].
+fn place(o: &mut Vec<u8>, r: &Record) {
+    match r.kind {
+        Kind::DOORBELL | Kind::DOORBELL_DROPPED | Kind::BLUEFLAME => {
+            o.extend_from_slice(b"uar+");
+            hex(o, r.addr, 3);
+        }
+        Kind::DBREC_READ => {
+            o.extend_from_slice(b"dbrec+");
+            hex(o, r.addr, 1);
+        }
+        Kind::WQE_FETCH => {
+            o.extend_from_slice(b"sq+");
+            hex(o, r.addr, 4);
+        }
+        Kind::RECV_WQE_FETCH => {
+            o.extend_from_slice(b"rq+");
+            hex(o, r.addr, 4);
+        }
+        Kind::CQE_WRITE => {
+            o.extend_from_slice(b"cq ");
+            hex(o, u64::from(r.obj), 1);
+            o.push(b'+');
+            hex(o, r.addr, 4);
+        }
+        Kind::CQ_OVERFLOW => {
+            o.extend_from_slice(b"cq ");
+            hex(o, u64::from(r.obj), 1);
+        }
+        Kind::QP_STATE | Kind::FAULT | Kind::WQE_ERROR => o.push(b'-'),
+        _ => {
+            o.extend_from_slice(b"obj ");
+            hex(o, u64::from(r.obj), 1);
+            o.extend_from_slice(b" addr ");
+            hex(o, r.addr, 1);
+        }
+    }
+}
+
+// ------------------------------------------------------------ doorbells
+
+/// A doorbell's line and, at [`Detail::Full`], its fields and the decoder's note.
+fn doorbell(o: &mut Vec<u8>, dropped: bool, arr: [u8; 8], full: bool) -> Option<Facts> {
+    if dropped {
+        o.extend_from_slice(b"dropped by fault injection: ");
+    }
+    let u = decode_uar_doorbell(arr);
+    o.extend_from_slice(b"QPN ");
+    hex(o, u64::from(u.qpn), 6);
+    o.extend_from_slice(b", wqe_index ");
+    hex(o, u64::from(u.wqe_index), 4);
+    match u.style {
+        DoorbellStyle::RdmaCore => {
+            o.extend_from_slice(b", ");
+            enum_text(o, u.opcode.name(), u64::from(u.opcode.0), 2);
+            o.extend_from_slice(b" ds ");
+            dec(o, u64::from(u.ds));
+            o.extend_from_slice(b" (rdma-core style: the last WQE's control bytes)\n");
+        }
+        DoorbellStyle::IndexAndQpn => o.extend_from_slice(b" (NVSHMEM/DOCA style: next free WQEBB)\n"),
+    }
+    if full {
+        let layout = &mlx5_uar_db::LAYOUT;
+        node_line(o, 1, 0, layout.name);
+        struct_fields(o, 2, layout, &arr, 0)?;
+        match u.style {
+            DoorbellStyle::IndexAndQpn => {
+                o.extend_from_slice(b"\tDoorbell: NVSHMEM/DOCA style {BE32(pi << 8), BE32(qpn << 8)}: producer index ");
+                hex(o, u64::from(u.wqe_index), 4);
+            }
+            DoorbellStyle::RdmaCore => {
+                o.extend_from_slice(b"\tDoorbell: rdma-core style (first 8 bytes of the last WQE's control segment): ");
+                enum_text(o, u.opcode.name(), u64::from(u.opcode.0), 2);
+                o.extend_from_slice(b" ds ");
+                dec(o, u64::from(u.ds));
+                o.extend_from_slice(b", wqe_index ");
+                hex(o, u64::from(u.wqe_index), 4);
+            }
+        }
+        o.extend_from_slice(b" on QPN ");
+        hex(o, u64::from(u.qpn), 6);
+        o.push(b'\n');
+    }
+    Some(Facts { is_error: dropped, ..Facts::default() })
+}
+
+// ----------------------------------------------------------------- WQEs
+
+/// [`crate::decode`]'s WQE summary line of a WQE at input offset 0.
+fn wqe_summary(o: &mut Vec<u8>, c: &CtrlFields) {
+    let ds = usize::from(c.ds);
+    o.extend_from_slice(b"WQE: ");
+    enum_text(o, c.opcode.name(), u64::from(c.opcode.0), 2);
+    o.extend_from_slice(b", ds ");
+    dec(o, ds as u64);
+    o.extend_from_slice(b" (");
+    dec(o, (ds * DS) as u64);
+    o.extend_from_slice(b" bytes), ");
+    let n = (ds * DS).div_ceil(BB);
+    dec(o, n as u64);
+    o.extend_from_slice(if n == 1 { b" WQEBB" } else { b" WQEBBs" });
+    o.extend_from_slice(b", QPN ");
+    hex(o, u64::from(c.qpn), 6);
+    o.extend_from_slice(b", wqe_index ");
+    hex(o, u64::from(c.wqe_index), 4);
+    if c.opmod != 0 {
+        o.extend_from_slice(b", opmod ");
+        hex(o, u64::from(c.opmod), 2);
+    }
+}
+
+/// A fetched WQE: its summary and, at [`Detail::Normal`], its segments
+/// WQEBB by WQEBB, as `marrow decode` prints them. `None` for a WQE the
+/// decoder reports an error for or warns about.
+fn wqe(o: &mut Vec<u8>, bytes: &[u8], normal: bool) -> Option<()> {
+    let c = if normal {
+        let (ctrl, _) = mlx5_wqe_ctrl_seg::read_from_prefix(bytes).ok()?;
+        CtrlFields::from_seg(&ctrl)
+    } else {
+        crate::decode::wqe_line_fields(bytes)?
+    };
+    wqe_summary(o, &c);
+    o.push(b'\n');
+    if !normal {
+        return Some(());
+    }
+    let view = WqeView::new(bytes).ok()?;
+    let wqe = view.bytes();
+    let mut next_bb = 0;
+    let mut prev: Option<usize> = None;
+    for item in view.segments() {
+        let (off, seg) = item.ok()?;
+        let bb = off / BB;
+        while next_bb <= bb {
+            wqebb_line(o, next_bb);
+            if next_bb < bb {
+                continuation(o, prev);
+            }
+            next_bb += 1;
+        }
+        segment(o, off, &seg, wqe)?;
+        prev = Some(off);
+    }
+    let count = view.wqebbs().max(next_bb);
+    while next_bb < count {
+        wqebb_line(o, next_bb);
+        continuation(o, prev);
+        next_bb += 1;
+    }
+    match view.parse() {
+        Ok(_) => {}
+        Err(WqeDecodeError::UnsupportedOpcode { opcode }) => {
+            o.extend_from_slice(b"\topcode ");
+            opcode_name(o, opcode.name(), opcode.0);
+            if opcode.is_known() {
+                o.extend_from_slice(b": the segments after the control segment are not decoded (shown raw)\n");
+            } else {
+                o.extend_from_slice(
+                    b" is not a send WQE opcode the spec names: the segments after the control segment are shown raw\n",
+                );
+            }
+        }
+        Err(_) => return None,
+    }
+    let length = bytes.len().min(view.wqebbs() * BB);
+    if length > wqe.len() {
+        o.extend_from_slice(b"\t");
+        dec(o, (length - wqe.len()) as u64);
+        o.extend_from_slice(b" trailing bytes ignored (beyond ds)\n");
+    }
+    Some(())
+}
+
+fn wqebb_line(o: &mut Vec<u8>, bb: usize) {
+    o.extend_from_slice(b"\tWQEBB ");
+    dec(o, bb as u64);
+    o.extend_from_slice(b" [");
+    hex(o, (bb * BB) as u64, 3);
+    o.push(b'-');
+    hex(o, (bb * BB + BB - 1) as u64, 3);
+    o.extend_from_slice(b"]\n");
+}
+
+fn continuation(o: &mut Vec<u8>, prev: Option<usize>) {
+    if let Some(p) = prev {
+        o.extend_from_slice(b"\t\t(continuation of the segment at ");
+        hex(o, p as u64, 3);
+        o.extend_from_slice(b")\n");
+    }
+}
+
+/// The generated layout of a segment the walk names by a layout.
+fn segment_layout(seg: &Segment<'_>) -> Option<&'static StructLayout> {
+    Some(match seg {
+        Segment::Ctrl(_) => &mlx5_wqe_ctrl_seg::LAYOUT,
+        Segment::RemoteAddr(_) => &mlx5_wqe_raddr_seg::LAYOUT,
+        Segment::Atomic(_) => &mlx5_wqe_atomic_seg::LAYOUT,
+        Segment::MaskedCs32(_) => &mlx5_wqe_masked_atomic_cs32_seg::LAYOUT,
+        Segment::MaskedFa32(_) => &mlx5_wqe_masked_atomic_fa32_seg::LAYOUT,
+        Segment::MaskedCs64Data(_) => &mlx5_wqe_masked_atomic_cs64_data_seg::LAYOUT,
+        Segment::MaskedCs64Mask(_) => &mlx5_wqe_masked_atomic_cs64_mask_seg::LAYOUT,
+        Segment::MaskedFa64(_) => &mlx5_wqe_masked_atomic_fa64_seg::LAYOUT,
+        Segment::Data(_) => &mlx5_wqe_data_seg::LAYOUT,
+        Segment::Inline { .. } | Segment::Opaque(_) => return None,
+    })
+}
+
+/// The bytes of `layout` at `off` in `wqe`, cut at its end.
+fn layout_bytes<'a>(layout: &StructLayout, wqe: &'a [u8], off: usize) -> &'a [u8] {
+    let end = off.saturating_add(layout.size).min(wqe.len());
+    wqe.get(off..end).unwrap_or(&[])
+}
+
+/// One segment at depth 2, as [`crate::print`] prints its node.
+fn segment(o: &mut Vec<u8>, off: usize, seg: &Segment<'_>, wqe: &[u8]) -> Option<()> {
+    node_line(o, 2, off, seg.layout_name());
+    match *seg {
+        Segment::Inline { data, .. } => {
+            let layout = &mlx5_wqe_inl_data_seg::LAYOUT;
+            struct_fields(o, 3, layout, layout_bytes(layout, wqe, off), off)?;
+            let hdr = layout.size;
+            let seg_len = inline_seg_bytes(data.len());
+            let padding = wqe.get(off + hdr + data.len()..off + seg_len).unwrap_or(&[]);
+            if padding.iter().any(|b| *b != 0) {
+                return None;
+            }
+            payload(o, 3, off + hdr, data);
+            tabs(o, 3);
+            o.extend_from_slice(b"inline data: ");
+            dec(o, data.len() as u64);
+            o.extend_from_slice(b" bytes; segment ");
+            dec(o, seg_len as u64);
+            o.extend_from_slice(b" bytes [");
+            hex(o, off as u64, 3);
+            o.push(b'-');
+            hex(o, (off + seg_len - 1) as u64, 3);
+            o.extend_from_slice(b"]\n");
+            let (first, last) = (off / BB, (off + seg_len - 1) / BB);
+            if last != first {
+                tabs(o, 3);
+                o.extend_from_slice(b"spans WQEBB ");
+                dec(o, first as u64);
+                o.extend_from_slice(b" to WQEBB ");
+                dec(o, last as u64);
+                o.push(b'\n');
+            }
+        }
+        Segment::Opaque(raw) => payload(o, 3, off, raw),
+        _ => {
+            let layout = segment_layout(seg)?;
+            struct_fields(o, 3, layout, layout_bytes(layout, wqe, off), off)?;
+        }
+    }
+    Some(())
+}
+
+fn node_line(o: &mut Vec<u8>, depth: usize, offset: usize, layout: &str) {
+    tabs(o, depth);
+    o.push(b'[');
+    hex(o, offset as u64, 3);
+    o.extend_from_slice(b"] ");
+    o.extend_from_slice(layout.as_bytes());
+    o.push(b'\n');
+}
+
+fn payload(o: &mut Vec<u8>, depth: usize, offset: usize, bytes: &[u8]) {
+    tabs(o, depth);
+    o.extend_from_slice(b"payload (");
+    dec(o, bytes.len() as u64);
+    o.extend_from_slice(b" bytes at ");
+    hex(o, offset as u64, 3);
+    o.extend_from_slice(b"):\n");
+    dump(o, depth + 1, offset, bytes);
+}
+
+/// [`crate::print`]'s hex dump: 16 bytes a line, offsets from `start`.
+fn dump(o: &mut Vec<u8>, depth: usize, start: usize, bytes: &[u8]) {
+    if !bytes.is_empty() && bytes.iter().all(|b| *b == 0) && bytes.len() > 16 {
+        tabs(o, depth);
+        hex(o, start as u64, 3);
+        o.extend_from_slice(b": ");
+        dec(o, bytes.len() as u64);
+        o.extend_from_slice(b" zero bytes\n");
+        return;
+    }
+    for (i, chunk) in bytes.chunks(16).enumerate() {
+        tabs(o, depth);
+        hex(o, (start + i * 16) as u64, 3);
+        o.extend_from_slice(b": ");
+        let at = o.len();
+        for (j, b) in chunk.iter().enumerate() {
+            if j > 0 {
+                o.push(b' ');
+            }
+            o.push(HEX[usize::from(b >> 4)]);
+            o.push(HEX[usize::from(b & 0xf)]);
+        }
+        pad(o, at, 47);
+        o.extend_from_slice(b"  ");
+        o.extend(chunk.iter().map(|&b| if b.is_ascii_graphic() || b == b' ' { b } else { b'.' }));
+        o.push(b'\n');
+    }
+}
+
+/// The fields of `layout` read from `bytes` (the structure's own bytes),
+/// at `depth`, as [`crate::print`] prints [`crate::fields::struct_node`]'s
+/// node. `None` where that node would carry a warning (a field the bytes
+/// do not cover, non-zero reserved bits), which the general path prints.
+fn struct_fields(
+    o: &mut Vec<u8>,
+    depth: usize,
+    layout: &'static StructLayout,
+    bytes: &[u8],
+    offset: usize,
+) -> Option<()> {
+    for f in layout.fields {
+        let raw = bytes.get(f.offset..f.offset.checked_add(f.size)?)?;
+        if f.reserved {
+            // Printed nowhere; only its warning would be, for non-zero bits.
+            if raw.iter().any(|b| *b != 0) {
+                return None;
+            }
+            continue;
+        }
+        let Some(v) = f.read(bytes) else {
+            tabs(o, depth);
+            o.extend_from_slice(f.name.as_bytes());
+            o.extend_from_slice(b" (");
+            dec(o, f.size as u64);
+            if raw.iter().all(|b| *b == 0) {
+                o.extend_from_slice(b" bytes, all zero)\n");
+            } else {
+                o.extend_from_slice(b" bytes):\n");
+                dump(o, depth + 1, offset + f.offset, raw);
+            }
+            continue;
+        };
+        if f.bits.is_empty() && FIELD_ENUMS.iter().any(|(l, n, _)| *l == layout.name && *n == f.name) {
+            return None;
+        }
+        tabs(o, depth);
+        o.extend_from_slice(f.name.as_bytes());
+        o.push(b' ');
+        hex(o, v, f.size * 2);
+        o.push(b'\n');
+        let mut covered = 0u64;
+        for b in f.bits {
+            let bv = b.extract(v);
+            covered |= low_mask(b.width()) << b.lo;
+            if b.name.starts_with("reserved") {
+                if bv != 0 {
+                    return None;
+                }
+                continue;
+            }
+            tabs(o, depth + 1);
+            o.extend_from_slice(b.name.as_bytes());
+            o.push(b' ');
+            let digits = hex_digits(b.width());
+            match b.enumeration.and_then(|e| enum_lookup(e, bv)) {
+                Some(Some(n)) if !n.starts_with("unknown ") => enum_text(o, Some(n), bv, digits),
+                Some(Some(n)) => o.extend_from_slice(n.as_bytes()),
+                Some(None) => enum_text(o, None, bv, digits),
+                None if b.width() == 1 => dec(o, bv),
+                None => hex(o, bv, digits),
+            }
+            o.push(b'\n');
+        }
+        let width = (f.size * 8).min(64) as u32;
+        if !f.bits.is_empty() && v & low_mask(width) & !covered != 0 {
+            return None;
+        }
+    }
+    Some(())
+}
+
+// ----------------------------------------------------------------- CQEs
+
+/// A CQE's line and, at [`Detail::Normal`], the decoder's summary and
+/// completion line. `None` for CQEs without a completion to word them by.
+fn cqe(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<Facts> {
+    let op_own = bytes[63];
+    let owner = u64::from(op_own & 1);
+    let cqe_opcode = CqeOpcode(op_own >> 4);
+    let c = decode_cqe(bytes).ok()?;
+    let mut facts = Facts { cqe_opcode: Some(cqe_opcode), ..Facts::default() };
+    match c {
+        Completion::Requester { wqe_opcode, wqe_counter, byte_cnt, .. } => {
+            facts.wqe_opcode = Some(wqe_opcode);
+            o.extend_from_slice(b"CQE REQ: ");
+            enum_text(o, wqe_opcode.name(), u64::from(wqe_opcode.0), 2);
+            o.extend_from_slice(b" completed, wqe_counter ");
+            hex(o, u64::from(wqe_counter), 4);
+            o.extend_from_slice(b", byte_cnt ");
+            dec(o, u64::from(byte_cnt));
+        }
+        Completion::Responder { opcode, wqe_counter, byte_cnt, imm, .. } => {
+            o.extend_from_slice(b"CQE ");
+            opcode_name(o, opcode.name(), opcode.0);
+            o.extend_from_slice(b": receive WQE ");
+            hex(o, u64::from(wqe_counter), 4);
+            o.extend_from_slice(b", byte_cnt ");
+            dec(o, u64::from(byte_cnt));
+            if let Some(imm) = imm {
+                o.extend_from_slice(b", imm ");
+                hex(o, u64::from(imm), 8);
+            }
+        }
+        Completion::Error(e) => {
+            facts.wqe_opcode = Some(e.wqe_opcode);
+            facts.is_error = true;
+            o.extend_from_slice(b"CQE ");
+            opcode_name(o, e.opcode.name(), e.opcode.0);
+            o.extend_from_slice(b": ");
+            enum_text(o, e.wqe_opcode.name(), u64::from(e.wqe_opcode.0), 2);
+            o.extend_from_slice(b" failed, syndrome ");
+            enum_text(o, e.syndrome.name(), u64::from(e.syndrome.0), 2);
+            o.extend_from_slice(b", vendor_err_synd ");
+            hex(o, u64::from(e.vendor_err_synd), 2);
+            o.extend_from_slice(b", wqe_counter ");
+            hex(o, u64::from(e.wqe_counter), 4);
+        }
+        Completion::Other { .. } => return None,
+    }
+    o.extend_from_slice(b", owner ");
+    dec(o, owner);
+    o.push(b'\n');
+    if matches!(cqe_opcode, CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR) {
+        facts.is_error = true;
+    }
+    if detail != Detail::Brief {
+        let q = mlx5_cqe64::read_from_bytes(bytes).ok()?;
+        let (op, fmt) = (q.opcode(), q.format());
+        o.extend_from_slice(b"\tCQE: ");
+        enum_text(o, op.name(), u64::from(op.0), 1);
+        o.extend_from_slice(b", format ");
+        enum_text(o, fmt.name(), u64::from(fmt.0), 1);
+        o.extend_from_slice(b", owner ");
+        dec(o, u64::from(u8::from(q.owner())));
+        o.extend_from_slice(b", QPN ");
+        hex(o, u64::from(q.qpn()), 6);
+        o.extend_from_slice(b", wqe_counter ");
+        hex(o, u64::from(q.wqe_counter()), 4);
+        o.push(b'\n');
+        let err_layout = matches!(op, CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR);
+        if detail == Detail::Full {
+            // The error layout's syndrome is named through an enumeration
+            // of the whole field, which the general path prints.
+            if err_layout {
+                return None;
+            }
+            let layout = &mlx5_cqe64::LAYOUT;
+            node_line(o, 1, 0, layout.name);
+            struct_fields(o, 2, layout, bytes, 0)?;
+        }
+        if err_layout {
+            o.extend_from_slice(b"\top_own.opcode is ");
+            opcode_name(o, op.name(), op.0);
+            o.extend_from_slice(b": fields shown with the mlx5_err_cqe layout\n");
+        }
+        o.push(b'\t');
+        completion(o, &c);
+        o.push(b'\n');
+    }
+    Some(facts)
+}
+
+/// [`crate::decode::completion_line`].
+fn completion(o: &mut Vec<u8>, c: &Completion) {
+    match *c {
+        Completion::Requester { wqe_opcode, qpn, wqe_counter, byte_cnt, timestamp } => {
+            o.extend_from_slice(b"Completion: requester, WQE ");
+            enum_text(o, wqe_opcode.name(), u64::from(wqe_opcode.0), 2);
+            o.extend_from_slice(b" on QPN ");
+            hex(o, u64::from(qpn), 6);
+            o.extend_from_slice(b" at wqe_counter ");
+            hex(o, u64::from(wqe_counter), 4);
+            o.extend_from_slice(b", byte_cnt ");
+            dec(o, u64::from(byte_cnt));
+            o.extend_from_slice(b", timestamp ");
+            hex(o, timestamp, 1);
+        }
+        Completion::Responder { opcode, qpn, wqe_counter, byte_cnt, imm } => {
+            o.extend_from_slice(b"Completion: responder ");
+            opcode_name(o, opcode.name(), opcode.0);
+            o.extend_from_slice(b" on QPN ");
+            hex(o, u64::from(qpn), 6);
+            o.extend_from_slice(b", wqe_counter ");
+            hex(o, u64::from(wqe_counter), 4);
+            o.extend_from_slice(b", byte_cnt ");
+            dec(o, u64::from(byte_cnt));
+            if let Some(imm) = imm {
+                o.extend_from_slice(b", imm ");
+                hex(o, u64::from(imm), 8);
+            }
+        }
+        _ => o.extend_from_slice(crate::decode::completion_line(c).as_bytes()),
+    }
+}
+
+// -------------------------------------------------------- receive WQEs
+
+/// A receive WQE's line and, at [`Detail::Normal`], its scatter entries
+/// (at [`Detail::Full`], field by field).
+fn recv(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<()> {
+    let field = |seg: &[u8], at: usize| u32::from_be_bytes([seg[at], seg[at + 1], seg[at + 2], seg[at + 3]]);
+    let entries = || bytes.chunks_exact(16).take_while(|seg| field(seg, 4) != MLX5_INVALID_LKEY);
+    let (n, total) = entries().fold((0u64, 0u64), |(n, t), seg| (n + 1, t + u64::from(field(seg, 0))));
+    o.extend_from_slice(b"receive WQE: ");
+    dec(o, n);
+    o.extend_from_slice(if n == 1 { b" scatter entry, " } else { b" scatter entries, " });
+    dec(o, total);
+    o.extend_from_slice(b" bytes\n");
+    if detail == Detail::Brief {
+        return Some(());
+    }
+    for (i, seg) in entries().enumerate() {
+        if detail == Detail::Full {
+            let layout = &mlx5_wqe_data_seg::LAYOUT;
+            node_line(o, 1, i * 16, layout.name);
+            struct_fields(o, 2, layout, seg, i * 16)?;
+            continue;
+        }
+        let addr = (u64::from(field(seg, 8)) << 32) | u64::from(field(seg, 12));
+        o.extend_from_slice(b"\t[");
+        hex(o, (i * 16) as u64, 3);
+        o.extend_from_slice(b"] addr ");
+        hex(o, addr, 16);
+        o.extend_from_slice(b", byte_count ");
+        dec(o, u64::from(field(seg, 0)));
+        o.extend_from_slice(b", lkey ");
+        hex(o, u64::from(field(seg, 4)), 8);
+        o.push(b'\n');
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_as_format_writes_them() {
+        let edges = [9_999_999_999_999_999, 10_000_000_000_000_000, 10_000_000_000_000_001];
+        for v in [0u64, 1, 9, 10, 15, 16, 255, 256, 0xfff, 0x1000, 99_999, 1 << 40, u64::MAX - 1, u64::MAX]
+            .into_iter()
+            .chain(edges)
+        {
+            for digits in [1usize, 2, 3, 4, 6, 8, 16, 18] {
+                let mut o = b"x".to_vec();
+                hex(&mut o, v, digits);
+                assert_eq!(String::from_utf8(o).unwrap(), format!("x{v:#0w$x}", w = digits + 2));
+            }
+            for width in [0usize, 6, 12, 25] {
+                let (mut l, mut r, mut d) = (Vec::new(), Vec::new(), Vec::new());
+                dec_left(&mut l, v, width);
+                dec_right(&mut r, v, width);
+                dec(&mut d, v);
+                assert_eq!(String::from_utf8(l).unwrap(), format!("{v:<width$}"));
+                assert_eq!(String::from_utf8(r).unwrap(), format!("{v:>width$}"));
+                assert_eq!(String::from_utf8(d).unwrap(), format!("{v}"));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_number_as_format_writes_it(v in proptest::num::u64::ANY, small in 0u64..100_000_000, digits in 1usize..17, width in 0usize..20) {
+            for v in [v, small, v >> (v % 64)] {
+                let (mut h, mut l, mut r) = (Vec::new(), Vec::new(), Vec::new());
+                hex(&mut h, v, digits);
+                dec_left(&mut l, v, width);
+                dec_right(&mut r, v, width);
+                proptest::prop_assert_eq!(String::from_utf8(h).unwrap(), format!("{v:#0w$x}", w = digits + 2));
+                proptest::prop_assert_eq!(String::from_utf8(l).unwrap(), format!("{v:<width$}"));
+                proptest::prop_assert_eq!(String::from_utf8(r).unwrap(), format!("{v:>width$}"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_kind_name_fits_its_column() {
+        for k in 0..=u8::MAX {
+            let col = kind_column(Kind(k));
+            let name = if KINDS.contains(&Kind(k)) { Kind(k).name().to_owned() } else { format!("kind-{k:#04x}") };
+            assert_eq!(String::from_utf8(col.to_vec()).unwrap(), format!("{name:<16} "));
+        }
+    }
+}
