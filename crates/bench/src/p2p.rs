@@ -3,9 +3,12 @@
 //! p2p-pe`), hands them each other's CUDA IPC handle over a Unix socket,
 //! relays barriers, and checks what they report: every operation's bytes or
 //! fetched values, then the 8-byte round trip and the bandwidth, each
-//! against its floor measured in the same run.
+//! against its floor measured in the same run. PE 0 sends each figure to
+//! the launcher as a typed row too (a `row` line of JSON), for `--json` and
+//! `--csv`.
 
 use crate::error::BenchError;
+use crate::figure_report::{Collect, FigureReport, MEASURED_OVER_FLOOR, Row, Target};
 use marrow_softnic::Shm;
 use marrow_transport::gcrb_page;
 use marrow_transport::gpu::Gpu;
@@ -36,6 +39,8 @@ const CAS_WORD: u64 = FLAGS + 192;
 const SCRATCH: u64 = FLAGS + 256;
 const RESULTS: u64 = FLAGS + 4096;
 const BW_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
+/// The bandwidth figures' floor.
+const COPY_ENGINE: &str = "copy engine into the peer's window (cudaMemcpyPeer's path)";
 /// Descriptors in the relay GCRB's ring.
 const RELAY_ENTRIES: u32 = 64;
 /// The smallest put the relay GCRB hands to the relay.
@@ -62,8 +67,9 @@ fn pattern(len: u64, seed: u32) -> Vec<u8> {
     (0..len).map(|i| byte(i, seed)).collect()
 }
 
-/// The launcher: both PEs, the rendezvous, the verdicts and the table.
-pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
+/// The launcher: both PEs, the rendezvous, the verdicts and the table; the
+/// text goes to `o`, the figures come back as rows.
+pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<FigureReport> {
     let n = Gpu::count()?;
     if n < 2 {
         return check(format!("transport P2P needs two GPUs; this machine has {n}"));
@@ -83,7 +89,8 @@ pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
                 .spawn()?,
         );
     }
-    let res = serve(&listener, o);
+    let mut c = Collect::new("bench p2p", String::new());
+    let res = serve(&listener, o, &mut c);
     for mut c in children {
         if res.is_err() {
             let _ = c.kill();
@@ -91,13 +98,13 @@ pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
         let _ = c.wait();
     }
     let _ = std::fs::remove_dir_all(&dir);
-    res
+    res.map(|()| c.report)
 }
 
 /// A line from a PE, tagged with its rank; None when it hung up.
 type Msg = (usize, Option<String>);
 
-fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
+fn serve(listener: &UnixListener, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut writers = Vec::new();
     for _ in 0..2 {
@@ -139,6 +146,7 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
     let mut olds: Vec<u64> = Vec::new();
     let mut done = [false; 2];
     let mut failures = Vec::new();
+    let mut devices = [String::new(), String::new()];
     while !(done[0] && done[1]) {
         let (rank, line) =
             rx.recv_timeout(Duration::from_secs(180)).map_err(|_| "a PE went silent for 180 s".to_string())?;
@@ -166,10 +174,16 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
                 writeln!(o, "  PE {rank} FAILED: {rest}")?;
                 failures.push(format!("PE {rank}: {rest}"));
             }
+            "row" => match serde_json::from_str::<Row>(rest) {
+                Ok(row) => c.add(row),
+                Err(e) => failures.push(format!("PE {rank} sent a row that does not parse ({e}): {rest}")),
+            },
+            "device" => devices[rank] = rest.to_string(),
             "olds" => olds.extend(rest.split(',').filter(|s| !s.is_empty()).filter_map(|s| s.parse::<u64>().ok())),
             _ => writeln!(o, "  PE {rank}: {line}")?,
         }
     }
+    c.report.device = format!("GPU 0: {}; GPU 1: {}", devices[0], devices[1]);
     // Both PEs' fetch_adds on PE 0's counter: every value from 0 up exactly once.
     olds.sort_unstable();
     if olds.is_empty() || olds.iter().enumerate().any(|(i, &v)| v != i as u64) {
@@ -208,6 +222,13 @@ struct Link {
 impl Link {
     fn say(&mut self, s: &str) -> Res<()> {
         writeln!(self.out, "say {s}").map_err(BenchError::from)
+    }
+
+    /// A figure for the launcher's report, in its section.
+    fn row(&mut self, section: &str, row: Row) -> Res<()> {
+        let line = serde_json::to_string(&row.in_section(section))
+            .map_err(|e| BenchError::Check(format!("a row as JSON: {e}")))?;
+        writeln!(self.out, "row {line}").map_err(BenchError::from)
     }
 
     fn barrier(&mut self, name: &str) -> Res<()> {
@@ -307,6 +328,7 @@ fn pe_checks_and_figures(
     rpg: u64,
 ) -> Res<()> {
     let other = 1 - rank;
+    writeln!(link.out, "device {} ({})", gpu.name, gpu.arch)?;
     link.say(&format!(
         "{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}",
         gpu.name,
@@ -447,6 +469,12 @@ fn pe_checks_and_figures(
             floor / 1e3,
             api / floor
         ))?;
+        link.row(
+            "round trip",
+            Row::new("p2p 8 B round trip: marrow p + wait_until_ge", api / 1e3, "us")
+                .floor(floor / 1e3, "us", "plain peer stores and loads", api / floor, MEASURED_OVER_FLOOR)
+                .target(Target::AtMost(1.2)),
+        )?;
     }
 
     // Bandwidth PE 0 -> PE 1, 20 back-to-back after 3 warm-ups, against
@@ -492,6 +520,13 @@ fn pe_checks_and_figures(
                     bw / floor,
                     if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
                 ))?;
+                let row = Row::new(
+                    format!("p2p put bandwidth {len} B ({label}, grid {} x {})", grid.blocks, grid.threads),
+                    bw,
+                    "GB/s",
+                )
+                .floor(floor, "GB/s", COPY_ENGINE, bw / floor, MEASURED_OVER_FLOOR);
+                link.row("bandwidth", if len >= 1 << 20 { row.target(Target::AtLeast(0.95)) } else { row })?;
             }
         }
         if sweep {
@@ -507,6 +542,16 @@ fn pe_checks_and_figures(
                     ok("put (sweep)", rc)?;
                     let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                     link.say(&format!("sweep {len:>9} B grid {blocks:>4} x {threads:>4}: {bw:.1} GB/s; copy engine {floor:.1} GB/s; ratio {:.3}", bw / floor))?;
+                    link.row(
+                        "sweep",
+                        Row::new(format!("sweep {len} B grid {blocks} x {threads}"), bw, "GB/s").floor(
+                            floor,
+                            "GB/s",
+                            COPY_ENGINE,
+                            bw / floor,
+                            MEASURED_OVER_FLOOR,
+                        ),
+                    )?;
                 }
             }
         }
