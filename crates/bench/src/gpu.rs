@@ -5,7 +5,8 @@
 //! bandwidth are reported against floors measured in the same run.
 
 use crate::error::BenchError;
-use crate::figure_report::{Collect, FLOOR_OVER_MEASURED, FigureReport, MEASURED_OVER_FLOOR, Row, Target};
+use crate::figure_report::{Collect, FigureReport};
+use crate::gpu_rows;
 use marrow_softnic::Faults;
 use marrow_transport::gpu::{DeviceGcrb, Gpu, Grid, RwKernel};
 use marrow_transport::{DeviceError, World, WorldConfig};
@@ -273,13 +274,8 @@ fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, flags: World
         mean(sums[1]),
         mean(sums[2])
     )?;
-    let traced = format!("traced {} channel", if exclusive { "exclusive" } else { "shared" });
-    c.add(Row::new(format!("{traced}: 8 B blocking put"), ns as f64 / iters as f64 / 1e3, "us"));
-    for (step, sum) in
-        ["WQE written -> doorbell rung", "doorbell -> CQE consumed", "CQE -> next WQE written"].iter().zip(sums)
-    {
-        c.add(Row::new(format!("{traced}, mean of the last {n} puts: {step}"), mean(sum), "us"));
-    }
+    let steps = [mean(sums[0]), mean(sums[1]), mean(sums[2])];
+    gpu_rows::breakdown(exclusive, ns as f64 / iters as f64 / 1e3, n, steps).into_iter().for_each(|x| c.add(x));
     Ok(())
 }
 
@@ -344,19 +340,7 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
         floors[1] / 1e3,
         ratio
     )?;
-    c.add(
-        Row::new("8 B blocking put + completion", put_ns / 1e3, "us")
-            .floor(
-                floor / 1e3,
-                "us",
-                "GPU<->CPU ping-pong through host memory, the faster flavour",
-                ratio,
-                MEASURED_OVER_FLOOR,
-            )
-            .target(Target::AtMost(1.3)),
-    );
-    c.add(Row::new("GPU<->CPU ping-pong floor, release/acquire", floors[0] / 1e3, "us"));
-    c.add(Row::new("GPU<->CPU ping-pong floor, plain", floors[1] / 1e3, "us"));
+    gpu_rows::blocking_put(put_ns, floors).into_iter().for_each(|x| c.add(x));
     Ok((put_ns, floor))
 }
 
@@ -407,28 +391,7 @@ fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: boo
             "  post profile, 1 thread, ns per post: floor {}; + atomic add {}; + ready chain (relaxed store) {}; store a release {}; + snapshots {}; release before the doorbell record instead {}",
             prof[0], prof[1], prof[2], prof[3], prof[4], prof[5]
         )?;
-        c.add(Row::new(
-            "post profile, 1 thread: floor (the same stores and fences, no protocol)",
-            prof[0] as f64,
-            "ns/post",
-        ));
-        let steps = [
-            "+ atomic add",
-            "+ ready chain (relaxed store)",
-            "store a release",
-            "+ snapshots",
-            "release before the doorbell record instead",
-        ];
-        for (step, ns) in steps.iter().zip(&prof[1..]) {
-            let (ns, floor) = (*ns as f64, prof[0] as f64);
-            c.add(Row::new(format!("post profile, 1 thread: {step}"), ns, "ns/post").floor(
-                floor,
-                "ns/post",
-                "the same stores and fences, no protocol",
-                ns / floor,
-                MEASURED_OVER_FLOOR,
-            ));
-        }
+        gpu_rows::post_profile(prof).into_iter().for_each(|x| c.add(x));
     }
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
@@ -478,17 +441,7 @@ fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: boo
             rings,
             rate / floor
         )?;
-        c.add(
-            Row::new(format!("(a) 8 B put_nbi posting, {kind} channel, {label}"), rate, "puts/s")
-                .floor(
-                    floor,
-                    "puts/s",
-                    format!("the same stores and fences, the WQEs into the same send queue{rings}, no protocol"),
-                    rate / floor,
-                    MEASURED_OVER_FLOOR,
-                )
-                .target(Target::AtLeast(0.8)),
-        );
+        c.add(gpu_rows::posting(exclusive, label, rings, rate, floor));
     }
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
@@ -511,13 +464,7 @@ fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: boo
             floor / 1e9,
             bw / floor
         )?;
-        c.add(Row::new(format!("(d) put {} KiB x {iters}", len >> 10), bw / 1e9, "GB/s").floor(
-            floor / 1e9,
-            "GB/s",
-            "cuMemcpy host->host of the same bytes",
-            bw / floor,
-            MEASURED_OVER_FLOOR,
-        ));
+        c.add(gpu_rows::put_bandwidth(len, iters, bw, floor));
     }
     Ok(())
 }
@@ -560,20 +507,7 @@ fn loop_once(r: &Rig, o: &mut dyn Write, c: &mut Collect, work: u32) -> Res<()> 
         cpu_iter / 1e3,
         cpu_iter / gpu_iter
     )?;
-    let round = format!("(c) compute({work}) -> 8 B put_nbi, per round, quiet at the end");
-    c.add(
-        Row::new(format!("{round}: GPU-initiated"), gpu_iter / 1e3, "us")
-            .floor(
-                cpu_iter / 1e3,
-                "us",
-                "CPU-initiated (kernel ends, host posts, next launch)",
-                cpu_iter / gpu_iter,
-                FLOOR_OVER_MEASURED,
-            )
-            .target(Target::AtLeast(8.0)),
-    );
-    c.add(Row::new(format!("{round}: GPU-initiated, compute"), per(ns[1]) / 1e3, "us"));
-    c.add(Row::new(format!("{round}: GPU-initiated, result store and post"), per(ns[2]) / 1e3, "us"));
+    gpu_rows::compute_loop(work, gpu_iter, cpu_iter, per(ns[1]), per(ns[2])).into_iter().for_each(|x| c.add(x));
     Ok(())
 }
 
@@ -1022,11 +956,7 @@ fn engine_qps(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
         let (put, _) = latency(&r, o, c)?;
         let base = *one.get_or_insert(put);
         writeln!(o, "        {n} QPs / 1 QP = {:.2}", put / base)?;
-        c.add(
-            Row::new(format!("8 B blocking put, {n} QP(s) on the engine"), put / 1e3, "us")
-                .floor(base / 1e3, "us", "the same put with 1 QP on the engine", put / base, MEASURED_OVER_FLOOR)
-                .target(Target::AtMost(1.1)),
-        );
+        c.add(gpu_rows::engine_qps(n, put, base));
     }
     c.section(outer);
     Ok(())

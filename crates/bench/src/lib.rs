@@ -19,6 +19,7 @@
 pub mod error;
 pub mod figure_report;
 pub mod gpu;
+pub mod gpu_rows;
 pub mod latency;
 pub mod p2p;
 pub mod plot;

@@ -8,7 +8,8 @@
 //! `--csv`.
 
 use crate::error::BenchError;
-use crate::figure_report::{Collect, FigureReport, MEASURED_OVER_FLOOR, Row, Target};
+use crate::figure_report::{Collect, FigureReport, Row};
+use crate::gpu_rows;
 use marrow_softnic::Shm;
 use marrow_transport::gcrb_page;
 use marrow_transport::gpu::Gpu;
@@ -39,8 +40,6 @@ const CAS_WORD: u64 = FLAGS + 192;
 const SCRATCH: u64 = FLAGS + 256;
 const RESULTS: u64 = FLAGS + 4096;
 const BW_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
-/// The bandwidth figures' floor.
-const COPY_ENGINE: &str = "copy engine into the peer's window (cudaMemcpyPeer's path)";
 /// Descriptors in the relay GCRB's ring.
 const RELAY_ENTRIES: u32 = 64;
 /// The smallest put the relay GCRB hands to the relay.
@@ -174,9 +173,9 @@ fn serve(listener: &UnixListener, o: &mut dyn Write, c: &mut Collect) -> Res<()>
                 writeln!(o, "  PE {rank} FAILED: {rest}")?;
                 failures.push(format!("PE {rank}: {rest}"));
             }
-            "row" => match serde_json::from_str::<Row>(rest) {
+            "row" => match parse_row(rest) {
                 Ok(row) => c.add(row),
-                Err(e) => failures.push(format!("PE {rank} sent a row that does not parse ({e}): {rest}")),
+                Err(e) => failures.push(format!("PE {rank}: {e}")),
             },
             "device" => devices[rank] = rest.to_string(),
             "olds" => olds.extend(rest.split(',').filter(|s| !s.is_empty()).filter_map(|s| s.parse::<u64>().ok())),
@@ -201,6 +200,11 @@ fn serve(listener: &UnixListener, o: &mut dyn Write, c: &mut Collect) -> Res<()>
         )?;
     }
     if failures.is_empty() { Ok(()) } else { check(failures.join("; ")) }
+}
+
+/// A `row` line's JSON, as [`Link::row`] wrote it.
+fn parse_row(json: &str) -> Res<Row> {
+    serde_json::from_str(json).map_err(|e| BenchError::Check(format!("a row that does not parse ({e}): {json}")))
 }
 
 /// One PE: a process driving GPU `rank`.
@@ -469,12 +473,7 @@ fn pe_checks_and_figures(
             floor / 1e3,
             api / floor
         ))?;
-        link.row(
-            "round trip",
-            Row::new("p2p 8 B round trip: marrow p + wait_until_ge", api / 1e3, "us")
-                .floor(floor / 1e3, "us", "plain peer stores and loads", api / floor, MEASURED_OVER_FLOOR)
-                .target(Target::AtMost(1.2)),
-        )?;
+        link.row("round trip", gpu_rows::p2p_round_trip(api, floor))?;
     }
 
     // Bandwidth PE 0 -> PE 1, 20 back-to-back after 3 warm-ups, against
@@ -520,13 +519,8 @@ fn pe_checks_and_figures(
                     bw / floor,
                     if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
                 ))?;
-                let row = Row::new(
-                    format!("p2p put bandwidth {len} B ({label}, grid {} x {})", grid.blocks, grid.threads),
-                    bw,
-                    "GB/s",
-                )
-                .floor(floor, "GB/s", COPY_ENGINE, bw / floor, MEASURED_OVER_FLOOR);
-                link.row("bandwidth", if len >= 1 << 20 { row.target(Target::AtLeast(0.95)) } else { row })?;
+                let grid = (grid.blocks, grid.threads);
+                link.row("bandwidth", gpu_rows::p2p_bandwidth(len, label, grid, bw, floor))?;
             }
         }
         if sweep {
@@ -542,16 +536,7 @@ fn pe_checks_and_figures(
                     ok("put (sweep)", rc)?;
                     let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                     link.say(&format!("sweep {len:>9} B grid {blocks:>4} x {threads:>4}: {bw:.1} GB/s; copy engine {floor:.1} GB/s; ratio {:.3}", bw / floor))?;
-                    link.row(
-                        "sweep",
-                        Row::new(format!("sweep {len} B grid {blocks} x {threads}"), bw, "GB/s").floor(
-                            floor,
-                            "GB/s",
-                            COPY_ENGINE,
-                            bw / floor,
-                            MEASURED_OVER_FLOOR,
-                        ),
-                    )?;
+                    link.row("sweep", gpu_rows::p2p_sweep(len, (blocks, threads), bw, floor))?;
                 }
             }
         }
@@ -562,4 +547,27 @@ fn pe_checks_and_figures(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_crosses_the_socket_as_one_line_and_parses_back() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut link = Link { out: a.try_clone().unwrap(), inp: BufReader::new(a) };
+        let mut row = gpu_rows::p2p_bandwidth(16 << 20, "thread stores", (256, 512), 190.5, 200.25);
+        // A name that would end the line if it were not escaped.
+        row.figure.push_str("\nsecond line");
+        link.row("bandwidth", row.clone()).unwrap();
+        link.say("next").unwrap();
+        let mut lines = BufReader::new(b).lines();
+        let first = lines.next().unwrap().unwrap();
+        let (word, rest) = first.split_once(' ').unwrap();
+        assert_eq!(word, "row");
+        assert_eq!(parse_row(rest).unwrap(), row.in_section("bandwidth"));
+        assert_eq!(lines.next().unwrap().unwrap(), "say next");
+        assert!(parse_row("{\"section\": 1}").is_err());
+    }
 }

@@ -154,3 +154,44 @@ pub fn report(run: &marrow_transport::mlx5::bench::Run) -> marrow_bench::FigureR
     }
     c.report
 }
+
+#[cfg(test)]
+mod tests {
+    use marrow_transport::mlx5::bench::{Figure, Run};
+
+    #[test]
+    fn a_ranks_figures_become_rows_without_a_floor() {
+        let run = Run {
+            text: "8 B put+quiet x10: p50 2.1µs p99 3µs max 9µs\n".into(),
+            device: "mlx5_0 port 1".into(),
+            figures: vec![
+                Figure { section: "CPU thread", name: "8 B put+quiet x10: p50".into(), value: 2.1, unit: "us" },
+                Figure {
+                    section: "GPU threads",
+                    name: "GPU 8 B blocking put x10 (GPU clock)".into(),
+                    value: 4.5,
+                    unit: "us",
+                },
+            ],
+        };
+        let r = super::report(&run);
+        let v: serde_json::Value = serde_json::from_str(&marrow_bench::figure_report::json(&r).unwrap()).unwrap();
+        assert_eq!((v["bench"].as_str(), v["device"].as_str()), (Some("bench mlx5"), Some("mlx5_0 port 1")));
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2);
+        for (row, f) in rows.iter().zip(&run.figures) {
+            assert_eq!(row["section"], f.section);
+            assert_eq!(row["figure"], f.name.as_str());
+            assert_eq!(row["measured"], f.value);
+            assert_eq!(row["measured_unit"], f.unit);
+            for k in ["floor", "floor_unit", "floor_name", "ratio", "ratio_of", "target", "target_met"] {
+                assert!(row[k].is_null(), "{k}: {row}");
+            }
+        }
+        let csv = marrow_bench::figure_report::csv(&r).unwrap();
+        let mut rd = csv::Reader::from_reader(csv.as_bytes());
+        let recs: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+        assert_eq!(&recs[1][0], "GPU threads");
+        assert_eq!(recs[1][2].parse::<f64>().unwrap(), 4.5);
+    }
+}
