@@ -330,7 +330,6 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
         res
     })?;
     let floor = floors[0].min(floors[1]);
-    let ratio = put_ns / floor;
     writeln!(
         o,
         "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3)",
@@ -338,7 +337,7 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
         floor / 1e3,
         floors[0] / 1e3,
         floors[1] / 1e3,
-        ratio
+        put_ns / floor
     )?;
     gpu_rows::blocking_put(put_ns, floors).into_iter().for_each(|x| c.add(x));
     Ok((put_ns, floor))
@@ -428,7 +427,6 @@ fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: boo
         }
         let rate = puts as f64 / (best as f64 / 1e9);
         let floor = puts as f64 / (floor_best as f64 / 1e9);
-        let kind = if exclusive { "exclusive" } else { "shared" };
         let rings = if ring_every(grid) > 1 {
             ", fences and doorbell once per 32 WQEs as a lone lazy poster rings"
         } else {
@@ -437,7 +435,7 @@ fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: boo
         writeln!(
             o,
             "  (a) 8 B put_nbi posting, {} channel, {label}: {rate:.3e} puts/s; floor (the same stores and fences, the WQEs into the same send queue{}, no protocol) {floor:.3e} /s; ratio {:.3} (target >= 0.8)",
-            kind,
+            if exclusive { "exclusive" } else { "shared" },
             rings,
             rate / floor
         )?;
