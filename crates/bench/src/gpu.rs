@@ -5,6 +5,8 @@
 //! bandwidth are reported against floors measured in the same run.
 
 use crate::error::BenchError;
+use crate::figure_report::{Collect, FigureReport};
+use crate::gpu_rows;
 use marrow_softnic::Faults;
 use marrow_transport::gpu::{DeviceGcrb, Gpu, Grid, RwKernel};
 use marrow_transport::{DeviceError, World, WorldConfig};
@@ -233,7 +235,7 @@ fn atomics(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// next POST gaps. Tracing costs time itself, so the latency figure comes
 /// from an untraced channel (`latency`). `flags` gives the channel's kind
 /// (exclusive, early doorbells); sizes, timeout and tracing are set here.
-fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()> {
+fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, flags: WorldConfig) -> Res<()> {
     let exclusive = flags.exclusive;
     let cfg = WorldConfig {
         buf_len: 1 << 20,
@@ -272,11 +274,13 @@ fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, flags: WorldConfig) -> Res<()
         mean(sums[1]),
         mean(sums[2])
     )?;
+    let steps = [mean(sums[0]), mean(sums[1]), mean(sums[2])];
+    gpu_rows::breakdown(exclusive, ns as f64 / iters as f64 / 1e3, n, steps).into_iter().for_each(|x| c.add(x));
     Ok(())
 }
 
 /// 8-byte blocking put latency against a GPU<->CPU ping-pong through host memory.
-fn latency(r: &Rig, o: &mut dyn Write) -> Res<(f64, f64)> {
+fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
     let iters = 2000u32;
     let mut put_ns = f64::MAX;
     for _ in 0..3 {
@@ -335,6 +339,7 @@ fn latency(r: &Rig, o: &mut dyn Write) -> Res<(f64, f64)> {
         floors[1] / 1e3,
         put_ns / floor
     )?;
+    gpu_rows::blocking_put(put_ns, floors).into_iter().for_each(|x| c.add(x));
     Ok((put_ns, floor))
 }
 
@@ -350,7 +355,7 @@ impl Drop for Unregister<'_> {
 /// (a) posting rate against the floor of the same stores and fences into
 /// the same kind of memory, both timed on the GPU clock over the posting
 /// loop alone; (d) put bandwidth against cuMemcpy.
-fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
+fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: bool) -> Res<()> {
     // The floor rings as often as the posts do: per post; lazy, per 32
     // WQEBBs, which for a warp posting together is every post of the group
     // (one warp instruction of the floor stores 32 WQEs).
@@ -385,6 +390,7 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
             "  post profile, 1 thread, ns per post: floor {}; + atomic add {}; + ready chain (relaxed store) {}; store a release {}; + snapshots {}; release before the doorbell record instead {}",
             prof[0], prof[1], prof[2], prof[3], prof[4], prof[5]
         )?;
+        gpu_rows::post_profile(prof).into_iter().for_each(|x| c.add(x));
     }
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
@@ -421,17 +427,19 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
         }
         let rate = puts as f64 / (best as f64 / 1e9);
         let floor = puts as f64 / (floor_best as f64 / 1e9);
+        let rings = if ring_every(grid) > 1 {
+            ", fences and doorbell once per 32 WQEs as a lone lazy poster rings"
+        } else {
+            ""
+        };
         writeln!(
             o,
             "  (a) 8 B put_nbi posting, {} channel, {label}: {rate:.3e} puts/s; floor (the same stores and fences, the WQEs into the same send queue{}, no protocol) {floor:.3e} /s; ratio {:.3} (target >= 0.8)",
             if exclusive { "exclusive" } else { "shared" },
-            if ring_every(grid) > 1 {
-                ", fences and doorbell once per 32 WQEs as a lone lazy poster rings"
-            } else {
-                ""
-            },
+            rings,
             rate / floor
         )?;
+        c.add(gpu_rows::posting(exclusive, label, rings, rate, floor));
     }
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
@@ -454,6 +462,7 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
             floor / 1e9,
             bw / floor
         )?;
+        c.add(gpu_rows::put_bandwidth(len, iters, bw, floor));
     }
     Ok(())
 }
@@ -461,14 +470,14 @@ fn rates(r: &Rig, o: &mut dyn Write, exclusive: bool, lazy: bool) -> Res<()> {
 /// (c) compute -> put -> compute: one GPU kernel that computes and puts,
 /// against the CPU-initiated loop (kernel ends, the host posts the put
 /// through the same device code on CPU threads, the next kernel starts).
-fn loop_bench(r: &Rig, o: &mut dyn Write) -> Res<()> {
+fn loop_bench(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
     for work in [100u32, 1000] {
-        loop_once(r, o, work)?;
+        loop_once(r, o, c, work)?;
     }
     Ok(())
 }
 
-fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
+fn loop_once(r: &Rig, o: &mut dyn Write, c: &mut Collect, work: u32) -> Res<()> {
     let iters = 500u32;
     let (rc, ns) = r.gpu.compute_put(r.page(0), 1, iters, work)?;
     check_rc(r, "compute_put", &[rc])?;
@@ -496,6 +505,7 @@ fn loop_once(r: &Rig, o: &mut dyn Write, work: u32) -> Res<()> {
         cpu_iter / 1e3,
         cpu_iter / gpu_iter
     )?;
+    gpu_rows::compute_loop(work, gpu_iter, cpu_iter, per(ns[1]), per(ns[2])).into_iter().for_each(|x| c.add(x));
     Ok(())
 }
 
@@ -820,9 +830,11 @@ fn data_checks(r: &Rig, o: &mut dyn Write, path: &str) -> Res<()> {
 
 /// Run everything; an error names what failed with the decoded GCRB.
 /// `marrow demo --gpu`: every check, then the benchmarks; `render` prints
-/// one register trace record (the CLI's `trace show` line).
-pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<()> {
+/// one register trace record (the CLI's `trace show` line). The text goes
+/// to `o`; the benchmarks' figures come back as rows.
+pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
+    let mut c = Collect::new("demo --gpu", format!("{} ({})", gpu.name, gpu.arch));
     writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch)?;
     data_checks(&rig(&gpu, checked_config())?, o, "through the softnic")?;
     writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):")?;
@@ -835,9 +847,9 @@ pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<()> {
     faults(&gpu, o, true, render)?;
     writeln!(o, "a dropped doorbell on an exclusive channel with early doorbells (flags.early_doorbell rings twice):")?;
     early_doorbell_covers_a_drop(&gpu, o, render)?;
-    benchmarks(&gpu, o)?;
+    benchmarks(&gpu, o, &mut c)?;
     writeln!(o, "all GPU checks passed")?;
-    Ok(())
+    Ok(c.report)
 }
 
 /// `marrow demo --gpu --wire udp`: the device code in GPU threads against a
@@ -845,9 +857,14 @@ pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<()> {
 /// from `softnic_exe`) across RoCEv2 on loopback UDP; the 8 B blocking-put
 /// latency and the posting rate beside the same figures on the local path
 /// (one softnic), same run. With `pcap`, PE 0's port is captured during the
-/// data checks.
-pub fn run_wire(o: &mut dyn Write, softnic_exe: &std::path::Path, pcap: Option<std::path::PathBuf>) -> Res<()> {
+/// data checks. The text goes to `o`; the figures come back as rows.
+pub fn run_wire(
+    o: &mut dyn Write,
+    softnic_exe: &std::path::Path,
+    pcap: Option<std::path::PathBuf>,
+) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
+    let mut c = Collect::new("demo --gpu --wire udp", format!("{} ({})", gpu.name, gpu.arch));
     let pid = std::process::id();
     let ip = std::net::Ipv4Addr::new(127, 78, (pid % 250) as u8, 2);
     let daemon = marrow_softnic::peer::PeerDaemon::start(softnic_exe, ip, 4791)?;
@@ -871,15 +888,17 @@ pub fn run_wire(o: &mut dyn Write, softnic_exe: &std::path::Path, pcap: Option<s
         writeln!(o, "  PE 0's port captured to {} (during the data checks)", f.display())?;
     }
     for wire_on in [false, true] {
-        writeln!(o, "{}:", if wire_on { "across the wire" } else { "local path (one softnic), for comparison" })?;
+        let section = if wire_on { "across the wire" } else { "local path (one softnic), for comparison" };
+        writeln!(o, "{section}:")?;
+        c.section(section);
         let cfg = bench_config();
         let world = if wire_on { World::over_wire(cfg, &wire(None)) } else { World::new(cfg) };
         let r = rig_on(&gpu, world?, cfg.sq_wqebbs)?;
-        latency(&r, o)?;
-        rates(&r, o, false, false)?;
+        latency(&r, o, &mut c)?;
+        rates(&r, o, &mut c, false, false)?;
     }
     writeln!(o, "all GPU checks passed across the wire")?;
-    Ok(())
+    Ok(c.report)
 }
 
 /// What only a PE 1 in another process shows. PE 1's buffer is registered
@@ -923,82 +942,95 @@ fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
 /// ones idle, as in NVSHMEM- and DeepEP-style setups with a QP per warp or
 /// per peer): the engine's scan visits every QP, so this shows what each
 /// costs the one in use. Each ratio is to the 1-QP figure of the same run.
-fn engine_qps(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+fn engine_qps(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
     writeln!(o, "the engine with many QPs (8 B blocking put on one, the rest idle; ratio to 1 QP, target <= 1.1):")?;
+    let outer = c.current().to_string();
     let mut one = None;
     for n in [1usize, 32, 256] {
         let cfg = WorldConfig { extra_channels: n - 1, sq_wqebbs: 1024, ncqe: 1024, ..bench_config() };
         let r = rig(gpu, cfg)?;
         write!(o, "  {n:>3} QP(s): ")?;
-        let (put, _) = latency(&r, o)?;
+        c.section(format!("{outer}, {n} QP(s) on the engine"));
+        let (put, _) = latency(&r, o, c)?;
         let base = *one.get_or_insert(put);
         writeln!(o, "        {n} QPs / 1 QP = {:.2}", put / base)?;
+        c.add(gpu_rows::engine_qps(n, put, base));
     }
+    c.section(outer);
     Ok(())
 }
 
-fn benchmarks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
+fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
+    c.section("shared");
     writeln!(
         o,
         "shared channels (any thread posts; reservation atomic, ready chain, CQ lock; early doorbells, the default):"
     )?;
     writeln!(o, "latency:")?;
-    latency_breakdown(gpu, o, bench_config())?;
+    latency_breakdown(gpu, o, c, bench_config())?;
     let r = rig(gpu, bench_config())?;
-    latency(&r, o)?;
-    loop_bench(&r, o)?;
+    latency(&r, o, c)?;
+    loop_bench(&r, o, c)?;
     drop(r);
-    engine_qps(gpu, o)?;
+    engine_qps(gpu, o, c)?;
     writeln!(o, "rates:")?;
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?;
-    rates(&r, o, false, false)?;
+    rates(&r, o, c, false, false)?;
     drop(r);
     writeln!(
         o,
         "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):"
     )?;
+    c.section("shared, lazy put_nbi doorbells");
     let lazy = WorldConfig { lazy_nbi_doorbell: true, ..bench_config() };
     let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..lazy })?;
-    rates(&r, o, false, true)?;
+    rates(&r, o, c, false, true)?;
     drop(r);
-    loop_bench(&rig(gpu, lazy)?, o)?;
+    loop_bench(&rig(gpu, lazy)?, o, c)?;
     writeln!(
         o,
         "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode; early doorbells, the default):"
     )?;
+    c.section("exclusive");
     let exclusive = WorldConfig { exclusive: true, ..bench_config() };
-    latency_breakdown(gpu, o, exclusive)?;
+    latency_breakdown(gpu, o, c, exclusive)?;
     let r = rig(gpu, exclusive)?;
-    latency(&r, o)?;
-    loop_bench(&r, o)?;
-    rates(&r, o, true, false)?;
+    latency(&r, o, c)?;
+    loop_bench(&r, o, c)?;
+    rates(&r, o, c, true, false)?;
     drop(r);
     writeln!(
         o,
         "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):"
     )?;
+    c.section("exclusive, lazy put_nbi doorbells");
     let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
-    loop_bench(&r, o)?;
-    rates(&r, o, true, true)?;
+    loop_bench(&r, o, c)?;
+    rates(&r, o, c, true, true)?;
     drop(r);
     writeln!(
         o,
         "exclusive without early doorbells (flags.early_doorbell off: the record, a fence, then the one doorbell):"
     )?;
+    c.section("exclusive, no early doorbells");
     let late = WorldConfig { early_doorbell: false, ..exclusive };
-    latency_breakdown(gpu, o, late)?;
+    latency_breakdown(gpu, o, c, late)?;
     let r = rig(gpu, late)?;
-    latency(&r, o)?;
-    rates(&r, o, true, false)?;
+    latency(&r, o, c)?;
+    rates(&r, o, c, true, false)?;
     drop(r);
     writeln!(o, "shared without early doorbells:")?;
-    latency(&rig(gpu, WorldConfig { early_doorbell: false, ..bench_config() })?, o)?;
+    c.section("shared, no early doorbells");
+    latency(&rig(gpu, WorldConfig { early_doorbell: false, ..bench_config() })?, o, c)?;
     Ok(())
 }
 
-/// `marrow bench gpu`: the GPU figures alone, each against its floor.
-pub fn bench(o: &mut dyn Write) -> Res<()> {
+/// `marrow bench gpu`: the GPU figures alone, each against its floor; the
+/// text goes to `o`, the figures come back as rows.
+pub fn bench(o: &mut dyn Write) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
     writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch)?;
-    benchmarks(&gpu, o)
+    let mut c = Collect::new("bench gpu", format!("{} ({})", gpu.name, gpu.arch));
+    benchmarks(&gpu, o, &mut c)?;
+    Ok(c.report)
 }

@@ -12,10 +12,14 @@
 //! - [`softnic`]: the device model's benchmarks (`marrow bench softnic`);
 //! - [`gpu`]: `marrow demo --gpu` and `marrow bench gpu`, the device code
 //!   in GPU threads against the softnic;
-//! - [`p2p`]: `marrow bench p2p`, transport P2P between two GPUs.
+//! - [`p2p`]: `marrow bench p2p`, transport P2P between two GPUs;
+//! - [`figure_report`]: those benchmarks' figures (and `bench mlx5`'s) as
+//!   typed rows, for `--json` and `--csv`.
 
 pub mod error;
+pub mod figure_report;
 pub mod gpu;
+pub mod gpu_rows;
 pub mod latency;
 pub mod p2p;
 pub mod plot;
@@ -24,4 +28,5 @@ pub mod report;
 pub mod softnic;
 
 pub use error::BenchError;
+pub use figure_report::FigureReport;
 pub use report::Report;

@@ -3,9 +3,13 @@
 //! p2p-pe`), hands them each other's CUDA IPC handle over a Unix socket,
 //! relays barriers, and checks what they report: every operation's bytes or
 //! fetched values, then the 8-byte round trip and the bandwidth, each
-//! against its floor measured in the same run.
+//! against its floor measured in the same run. PE 0 sends each figure to
+//! the launcher as a typed row too (a `row` line of JSON), for `--json` and
+//! `--csv`.
 
 use crate::error::BenchError;
+use crate::figure_report::{Collect, FigureReport, Row};
+use crate::gpu_rows;
 use marrow_softnic::Shm;
 use marrow_transport::gcrb_page;
 use marrow_transport::gpu::Gpu;
@@ -62,8 +66,9 @@ fn pattern(len: u64, seed: u32) -> Vec<u8> {
     (0..len).map(|i| byte(i, seed)).collect()
 }
 
-/// The launcher: both PEs, the rendezvous, the verdicts and the table.
-pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
+/// The launcher: both PEs, the rendezvous, the verdicts and the table; the
+/// text goes to `o`, the figures come back as rows.
+pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<FigureReport> {
     let n = Gpu::count()?;
     if n < 2 {
         return check(format!("transport P2P needs two GPUs; this machine has {n}"));
@@ -83,7 +88,8 @@ pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
                 .spawn()?,
         );
     }
-    let res = serve(&listener, o);
+    let mut c = Collect::new("bench p2p", String::new());
+    let res = serve(&listener, o, &mut c);
     for mut c in children {
         if res.is_err() {
             let _ = c.kill();
@@ -91,13 +97,13 @@ pub fn launcher(o: &mut dyn Write, sweep: bool) -> Res<()> {
         let _ = c.wait();
     }
     let _ = std::fs::remove_dir_all(&dir);
-    res
+    res.map(|()| c.report)
 }
 
 /// A line from a PE, tagged with its rank; None when it hung up.
 type Msg = (usize, Option<String>);
 
-fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
+fn serve(listener: &UnixListener, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut writers = Vec::new();
     for _ in 0..2 {
@@ -139,6 +145,7 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
     let mut olds: Vec<u64> = Vec::new();
     let mut done = [false; 2];
     let mut failures = Vec::new();
+    let mut devices = [String::new(), String::new()];
     while !(done[0] && done[1]) {
         let (rank, line) =
             rx.recv_timeout(Duration::from_secs(180)).map_err(|_| "a PE went silent for 180 s".to_string())?;
@@ -166,10 +173,16 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
                 writeln!(o, "  PE {rank} FAILED: {rest}")?;
                 failures.push(format!("PE {rank}: {rest}"));
             }
+            "row" => match parse_row(rest) {
+                Ok(row) => c.add(row),
+                Err(e) => failures.push(format!("PE {rank}: {e}")),
+            },
+            "device" => devices[rank] = rest.to_string(),
             "olds" => olds.extend(rest.split(',').filter(|s| !s.is_empty()).filter_map(|s| s.parse::<u64>().ok())),
             _ => writeln!(o, "  PE {rank}: {line}")?,
         }
     }
+    c.report.device = format!("GPU 0: {}; GPU 1: {}", devices[0], devices[1]);
     // Both PEs' fetch_adds on PE 0's counter: every value from 0 up exactly once.
     olds.sort_unstable();
     if olds.is_empty() || olds.iter().enumerate().any(|(i, &v)| v != i as u64) {
@@ -187,6 +200,11 @@ fn serve(listener: &UnixListener, o: &mut dyn Write) -> Res<()> {
         )?;
     }
     if failures.is_empty() { Ok(()) } else { check(failures.join("; ")) }
+}
+
+/// A `row` line's JSON, as [`Link::row`] wrote it.
+fn parse_row(json: &str) -> Res<Row> {
+    serde_json::from_str(json).map_err(|e| BenchError::Check(format!("a row that does not parse ({e}): {json}")))
 }
 
 /// One PE: a process driving GPU `rank`.
@@ -208,6 +226,13 @@ struct Link {
 impl Link {
     fn say(&mut self, s: &str) -> Res<()> {
         writeln!(self.out, "say {s}").map_err(BenchError::from)
+    }
+
+    /// A figure for the launcher's report, in its section.
+    fn row(&mut self, section: &str, row: Row) -> Res<()> {
+        let line = serde_json::to_string(&row.in_section(section))
+            .map_err(|e| BenchError::Check(format!("a row as JSON: {e}")))?;
+        writeln!(self.out, "row {line}").map_err(BenchError::from)
     }
 
     fn barrier(&mut self, name: &str) -> Res<()> {
@@ -307,6 +332,7 @@ fn pe_checks_and_figures(
     rpg: u64,
 ) -> Res<()> {
     let other = 1 - rank;
+    writeln!(link.out, "device {} ({})", gpu.name, gpu.arch)?;
     link.say(&format!(
         "{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}",
         gpu.name,
@@ -447,6 +473,7 @@ fn pe_checks_and_figures(
             floor / 1e3,
             api / floor
         ))?;
+        link.row("round trip", gpu_rows::p2p_round_trip(api, floor))?;
     }
 
     // Bandwidth PE 0 -> PE 1, 20 back-to-back after 3 warm-ups, against
@@ -492,6 +519,8 @@ fn pe_checks_and_figures(
                     bw / floor,
                     if len >= 1 << 20 { " (target >= 0.95)" } else { "" }
                 ))?;
+                let grid = (grid.blocks, grid.threads);
+                link.row("bandwidth", gpu_rows::p2p_bandwidth(len, label, grid, bw, floor))?;
             }
         }
         if sweep {
@@ -507,6 +536,7 @@ fn pe_checks_and_figures(
                     ok("put (sweep)", rc)?;
                     let bw = (len * 20) as f64 / dt.as_secs_f64() / 1e9;
                     link.say(&format!("sweep {len:>9} B grid {blocks:>4} x {threads:>4}: {bw:.1} GB/s; copy engine {floor:.1} GB/s; ratio {:.3}", bw / floor))?;
+                    link.row("sweep", gpu_rows::p2p_sweep(len, (blocks, threads), bw, floor))?;
                 }
             }
         }
@@ -517,4 +547,27 @@ fn pe_checks_and_figures(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_crosses_the_socket_as_one_line_and_parses_back() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut link = Link { out: a.try_clone().unwrap(), inp: BufReader::new(a) };
+        let mut row = gpu_rows::p2p_bandwidth(16 << 20, "thread stores", (256, 512), 190.5, 200.25);
+        // A name that would end the line if it were not escaped.
+        row.figure.push_str("\nsecond line");
+        link.row("bandwidth", row.clone()).unwrap();
+        link.say("next").unwrap();
+        let mut lines = BufReader::new(b).lines();
+        let first = lines.next().unwrap().unwrap();
+        let (word, rest) = first.split_once(' ').unwrap();
+        assert_eq!(word, "row");
+        assert_eq!(parse_row(rest).unwrap(), row.in_section("bandwidth"));
+        assert_eq!(lines.next().unwrap().unwrap(), "say next");
+        assert!(parse_row("{\"section\": 1}").is_err());
+    }
 }

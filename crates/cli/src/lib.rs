@@ -15,6 +15,7 @@
 //! other two commands.
 #![forbid(unsafe_code)]
 
+pub mod bench_out;
 pub mod decode;
 pub mod demo;
 pub mod doctor;

@@ -1,6 +1,7 @@
 //! `marrow`: command-line tools for the marrow mlx5 stack.
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use marrow::bench_out::{self, Format};
 use marrow::decode::{Options, StreamError, decode_stream};
 use marrow::demo::{DEFAULT_TRACE_CAP, DemoOptions};
 use marrow::hexin::InputFormat;
@@ -20,14 +21,12 @@ const EXIT_DEMO_FAILED: u8 = 1;
 /// Missing hardware (no driver, no GPU, no ConnectX) is reported as bad input is.
 const EXIT_MISSING_HARDWARE: u8 = 2;
 
-/// `None` when `n` GPUs can be used; otherwise the exit status, the reason on stderr.
-fn require_gpus(n: usize) -> Option<ExitCode> {
+/// `None` when `n` GPUs can be used; otherwise the exit status, the reason
+/// on stderr (and as JSON on stdout with `--json`).
+fn require_gpus(n: usize, f: Format) -> Option<ExitCode> {
     match marrow_transport::gpu::Gpu::require(n) {
         Ok(()) => None,
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "error: {e}");
-            Some(ExitCode::from(EXIT_MISSING_HARDWARE))
-        }
+        Err(e) => Some(bench_out::fail(f, e, EXIT_MISSING_HARDWARE)),
     }
 }
 
@@ -157,7 +156,14 @@ enum BenchCmd {
     Mlx5(marrow::mlx5_bench::Args),
     /// The GPU-initiated path (needs an NVIDIA GPU): put latency, posting
     /// rate, compute->put loop and bandwidth, each against its floor.
-    Gpu,
+    Gpu {
+        /// Print the figures as JSON (the schema in the README) instead of the text.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print the figures as CSV, one row per figure, instead of the text.
+        #[arg(long)]
+        csv: bool,
+    },
     /// Transport P2P between two GPUs (one process each): every operation
     /// checked, then round trip and bandwidth against their floors.
     P2p {
@@ -165,6 +171,12 @@ enum BenchCmd {
         /// threads), to see where the SM-driven put is fastest.
         #[arg(long)]
         sweep: bool,
+        /// Print the figures as JSON (the schema in the README) instead of the text.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print the figures as CSV, one row per figure, instead of the text.
+        #[arg(long)]
+        csv: bool,
     },
     /// One PE of `bench p2p` (started by it).
     #[command(hide = true)]
@@ -238,10 +250,14 @@ struct DemoArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Print the run as JSON (rows, checks, trace counts) instead of the
-    /// text; the softnic demo only.
-    #[arg(long)]
+    /// Print the run as JSON instead of the text: the softnic demo's rows,
+    /// checks and trace counts; with --gpu, the GPU figures (schema in the README).
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+
+    /// With --gpu: print the GPU figures as CSV, one row per figure, instead of the text.
+    #[arg(long, requires = "gpu")]
+    csv: bool,
 
     /// Run the device code in GPU threads (needs an NVIDIA GPU, its driver and NVRTC).
     #[arg(long)]
@@ -587,21 +603,23 @@ fn main() -> ExitCode {
                 &BenchOutput { json, csv, plot },
             )
         }
-        Cmd::Bench(BenchCmd::P2p { sweep }) => {
-            if let Some(code) = require_gpus(2) {
+        Cmd::Bench(BenchCmd::P2p { sweep, json, csv }) => {
+            let f = Format::of(json, csv);
+            if let Some(code) = require_gpus(2, f) {
                 return code;
             }
-            let mut o = std::io::stdout().lock();
-            writeln_or_exit(&mut o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
-            match marrow_bench::p2p::launcher(&mut o, sweep) {
-                Ok(()) => {
+            let (mut stdout, mut sink) = (std::io::stdout().lock(), std::io::sink());
+            let o: &mut dyn Write = if f.is_text() { &mut stdout } else { &mut sink };
+            writeln_or_exit(o, "marrow bench p2p: transport P2P between GPU 0 and GPU 1, one process each");
+            match marrow_bench::p2p::launcher(o, sweep) {
+                Ok(report) => {
                     let _ = writeln!(o, "all P2P checks passed");
-                    ExitCode::SUCCESS
+                    let _ = o.flush();
+                    bench_out::print(f, &report)
                 }
                 Err(e) => {
                     let _ = o.flush();
-                    eprintln!("error: {e}");
-                    ExitCode::from(1)
+                    bench_out::fail(f, e, 1)
                 }
             }
         }
@@ -612,17 +630,21 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Cmd::Bench(BenchCmd::Gpu) => {
-            if let Some(code) = require_gpus(1) {
+        Cmd::Bench(BenchCmd::Gpu { json, csv }) => {
+            let f = Format::of(json, csv);
+            if let Some(code) = require_gpus(1, f) {
                 return code;
             }
-            let mut o = std::io::stdout().lock();
-            match marrow_bench::gpu::bench(&mut o) {
-                Ok(()) => ExitCode::SUCCESS,
+            let (mut stdout, mut sink) = (std::io::stdout().lock(), std::io::sink());
+            let o: &mut dyn Write = if f.is_text() { &mut stdout } else { &mut sink };
+            match marrow_bench::gpu::bench(o) {
+                Ok(report) => {
+                    let _ = o.flush();
+                    bench_out::print(f, &report)
+                }
                 Err(e) => {
                     let _ = o.flush();
-                    eprintln!("error: {e}");
-                    ExitCode::from(1)
+                    bench_out::fail(f, e, 1)
                 }
             }
         }
@@ -694,12 +716,12 @@ fn run_bench_softnic(
 ) -> ExitCode {
     use marrow_bench::softnic::{figures, sweep as sw, wire as bench_wire};
     use marrow_bench::{BenchError, Report};
+    let f = Format::of(out.json, out.csv);
     // The plot's path is checked before minutes of measuring.
     if let Some(p) = &out.plot
         && let Err(e) = std::fs::File::create(p)
     {
-        eprintln!("error: writing the plot to {}: {e}", p.display());
-        return ExitCode::from(EXIT_BAD_INPUT);
+        return bench_out::fail(f, format!("writing the plot to {}: {e}", p.display()), EXIT_BAD_INPUT);
     }
     let runs = runs.max(1);
     let report = (|| -> Result<Report, BenchError> {
@@ -751,8 +773,8 @@ fn run_bench_softnic(
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(if matches!(e, BenchError::BadInput(_)) { EXIT_BAD_INPUT } else { 1 });
+            let code = if matches!(e, BenchError::BadInput(_)) { EXIT_BAD_INPUT } else { 1 };
+            return bench_out::fail(f, e, code);
         }
     };
     let printed = if out.json {
@@ -802,36 +824,30 @@ fn run_softnic(a: &SoftnicArgs) -> ExitCode {
 }
 
 fn run_demo(a: &DemoArgs) -> ExitCode {
-    if a.gpu && a.json {
-        eprintln!("error: demo --gpu --json is not built yet: the GPU demo prints text only (drop --json)");
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
     if a.gpu {
-        if let Some(code) = require_gpus(1) {
+        let f = Format::of(a.json, a.csv);
+        if let Some(code) = require_gpus(1, f) {
             return code;
         }
-        let mut o = std::io::stdout().lock();
         if a.pcap.is_some() && a.wire.is_none() {
-            eprintln!("error: --pcap captures the RoCEv2 wire: it needs --wire udp");
-            return ExitCode::from(2);
+            return bench_out::fail(f, "--pcap captures the RoCEv2 wire: it needs --wire udp", EXIT_BAD_INPUT);
         }
+        let (mut stdout, mut sink) = (std::io::stdout().lock(), std::io::sink());
+        let o: &mut dyn Write = if f.is_text() { &mut stdout } else { &mut sink };
         let result = match a.wire {
             Some(_) => match std::env::current_exe() {
-                Ok(exe) => marrow_bench::gpu::run_wire(&mut o, &exe, a.pcap.clone()),
+                Ok(exe) => marrow_bench::gpu::run_wire(o, &exe, a.pcap.clone()),
                 Err(e) => Err(marrow_bench::BenchError::Output(std::io::Error::new(
                     e.kind(),
                     format!("finding this program to start the peer softnic: {e}"),
                 ))),
             },
-            None => marrow_bench::gpu::run(&mut o, &render_brief),
+            None => marrow_bench::gpu::run(o, &render_brief),
         };
+        let _ = o.flush();
         return match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                let _ = o.flush();
-                eprintln!("error: {e}");
-                ExitCode::from(1)
-            }
+            Ok(report) => bench_out::print(f, &report),
+            Err(e) => bench_out::fail(f, e, 1),
         };
     }
     let opts = DemoOptions {

@@ -1,7 +1,10 @@
 //! `marrow bench mlx5`: the hardware backend on a lab node (two ranks, one
 //! ConnectX port each). Everywhere else it exits with the error naming what
-//! is missing (the library, or an RDMA device).
+//! is missing (the library, or an RDMA device). With `--json` or `--csv`
+//! the progress lines go to stderr (rank 0's token among them) and stdout
+//! is the report.
 
+use crate::bench_out::{self, Format};
 use clap::Args as ClapArgs;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,14 +55,21 @@ pub struct Args {
     /// UAR mapped into the GPU, or the CPU proxy when the driver refuses).
     #[arg(long)]
     pub gpu: bool,
+    /// Print the figures as JSON (the schema in the README); progress goes to stderr.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the figures as CSV, one row per figure; progress goes to stderr.
+    #[arg(long)]
+    pub csv: bool,
 }
 
 /// Run it: print progress and results; the exit status says how it went.
 pub fn main(a: &Args) -> ExitCode {
     use marrow_transport::mlx5::{Mlx5Error, bench};
-    println!(
-        "marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)"
-    );
+    let f = Format::of(a.json, a.csv);
+    // The text on stdout, or out of the report's way on stderr.
+    let line = |l: &str| if f.is_text() { println!("{l}") } else { eprintln!("{l}") };
+    line("marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)");
     let mut listen = a.listen.clone();
     let mut connect = a.connect.clone();
     let mut id = None;
@@ -68,20 +78,20 @@ pub fn main(a: &Args) -> ExitCode {
         use marrow_verbs::bootstrap::Route;
         match marrow_verbs::bootstrap::route(|k| std::env::var(k).ok()) {
             Ok(Some(Route::Mpi { mpi, launch: l })) if l.size == 2 => {
-                println!(
+                line(&format!(
                     "launcher: {} (rank {} of {}), endpoints by MPI_Allgather ({} {})",
                     l.launcher,
                     l.rank,
                     l.size,
                     mpi.flavour(),
                     mpi.path
-                );
+                ));
                 by_launcher = true;
             }
             Ok(Some(Route::Tcp(l))) if l.size == 2 => {
                 let root = l.root.clone().unwrap_or_default();
                 let rid = l.id.clone().unwrap_or_else(|| "marrow".into());
-                println!("launcher: {} (rank {} of {}), rendezvous {root} id {rid}", l.launcher, l.rank, l.size);
+                line(&format!("launcher: {} (rank {} of {}), rendezvous {root} id {rid}", l.launcher, l.rank, l.size));
                 if l.rank == 0 {
                     let port = root.rsplit(':').next().unwrap_or("18515");
                     listen = Some(format!("0.0.0.0:{port}"));
@@ -91,25 +101,23 @@ pub fn main(a: &Args) -> ExitCode {
                 }
             }
             Ok(Some(Route::Mpi { launch: l, .. } | Route::Tcp(l))) => {
-                eprintln!("error: {} started {} ranks; marrow bench mlx5 runs exactly 2", l.launcher, l.size);
-                return ExitCode::from(2);
+                return bench_out::fail(
+                    f,
+                    format!("{} started {} ranks; marrow bench mlx5 runs exactly 2", l.launcher, l.size),
+                    2,
+                );
             }
             Ok(None) => {}
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return bench_out::fail(f, e, 2),
         }
     }
     if !by_launcher && listen.is_none() && connect.is_none() {
         // Still open the backend: on a machine without a NIC that is the
         // useful message; with one, say how to start the two ranks.
         if let Err(e) = marrow_transport::mlx5::open(&a.sysfs_root, &a.proc_root) {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return bench_out::fail(f, e, 2);
         }
-        eprintln!("error: give --listen ADDR (rank 0) or --connect TOKEN (rank 1); see --help");
-        return ExitCode::from(2);
+        return bench_out::fail(f, "give --listen ADDR (rank 0) or --connect TOKEN (rank 1); see --help", 2);
     }
     let o = bench::BenchOpts {
         device: a.device.clone(),
@@ -123,18 +131,67 @@ pub fn main(a: &Args) -> ExitCode {
         roots: (a.sysfs_root.clone(), a.proc_root.clone()),
         gpu: a.gpu,
     };
-    match bench::run(&o, &mut |l| println!("{l}")) {
-        Ok(out) => {
-            print!("{out}");
+    match bench::run(&o, &mut |l| line(l)) {
+        Ok(run) if f.is_text() => {
+            print!("{}", run.text);
             ExitCode::SUCCESS
         }
-        Err(e @ (Mlx5Error::Verbs(_) | Mlx5Error::Cuda(_))) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
+        Ok(run) => {
+            eprint!("{}", run.text);
+            bench_out::print(f, &report(&run))
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
+        Err(e @ (Mlx5Error::Verbs(_) | Mlx5Error::Cuda(_))) => bench_out::fail(f, e, 2),
+        Err(e) => bench_out::fail(f, e, 1),
+    }
+}
+
+/// A rank's figures as the report `--json` and `--csv` print.
+pub fn report(run: &marrow_transport::mlx5::bench::Run) -> marrow_bench::FigureReport {
+    use marrow_bench::figure_report::{Collect, Row};
+    let mut c = Collect::new("bench mlx5", run.device.clone());
+    for x in &run.figures {
+        c.add(Row::new(x.name.clone(), x.value, x.unit).in_section(x.section));
+    }
+    c.report
+}
+
+#[cfg(test)]
+mod tests {
+    use marrow_transport::mlx5::bench::{Figure, Run};
+
+    #[test]
+    fn a_ranks_figures_become_rows_without_a_floor() {
+        let run = Run {
+            text: "8 B put+quiet x10: p50 2.1µs p99 3µs max 9µs\n".into(),
+            device: "mlx5_0 port 1".into(),
+            figures: vec![
+                Figure { section: "CPU thread", name: "8 B put+quiet x10: p50".into(), value: 2.1, unit: "us" },
+                Figure {
+                    section: "GPU threads",
+                    name: "GPU 8 B blocking put x10 (GPU clock)".into(),
+                    value: 4.5,
+                    unit: "us",
+                },
+            ],
+        };
+        let r = super::report(&run);
+        let v: serde_json::Value = serde_json::from_str(&marrow_bench::figure_report::json(&r).unwrap()).unwrap();
+        assert_eq!((v["bench"].as_str(), v["device"].as_str()), (Some("bench mlx5"), Some("mlx5_0 port 1")));
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2);
+        for (row, f) in rows.iter().zip(&run.figures) {
+            assert_eq!(row["section"], f.section);
+            assert_eq!(row["figure"], f.name.as_str());
+            assert_eq!(row["measured"], f.value);
+            assert_eq!(row["measured_unit"], f.unit);
+            for k in ["floor", "floor_unit", "floor_name", "ratio", "ratio_of", "target", "target_met"] {
+                assert!(row[k].is_null(), "{k}: {row}");
+            }
         }
+        let csv = marrow_bench::figure_report::csv(&r).unwrap();
+        let mut rd = csv::Reader::from_reader(csv.as_bytes());
+        let recs: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+        assert_eq!(&recs[1][0], "GPU threads");
+        assert_eq!(recs[1][2].parse::<f64>().unwrap(), 4.5);
     }
 }

@@ -154,3 +154,14 @@ fn an_unwritable_plot_or_a_bad_size_is_refused_before_measuring() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["bandwidth"][0]["bytes"], 16);
 }
+
+#[test]
+fn with_json_a_refusal_is_a_json_error_object_too() {
+    let out = marrow(&["-a", "--json", "--plot", "/nonexistent-dir/plot.svg"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let msg = v["error"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(msg.contains("/nonexistent-dir/plot.svg") && v["offset"].is_null(), "{v}");
+    assert!(err.contains(&format!("error: {msg}")), "{err}");
+}

@@ -52,10 +52,3 @@ fn the_quick_demo_as_json_agrees_with_its_own_trace() {
     }
     let _ = std::fs::remove_file(&trace);
 }
-
-#[test]
-fn the_gpu_demo_refuses_json_naming_what_is_missing() {
-    let out = marrow().args(["demo", "--gpu", "--json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("demo --gpu --json is not built yet"));
-}

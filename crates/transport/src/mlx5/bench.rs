@@ -50,8 +50,32 @@ pub struct BenchOpts {
     pub gpu: bool,
 }
 
-/// Run one rank; returns the lines to print.
-pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error> {
+/// One figure a run measured (none of them has a floor yet).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// Which part of the run: the device code on a CPU thread, or in GPU threads.
+    pub section: &'static str,
+    /// What was measured, in the text's words.
+    pub name: String,
+    /// The value.
+    pub value: f64,
+    /// Its unit.
+    pub unit: &'static str,
+}
+
+/// What one rank did: the lines to print, and the figures in them.
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    /// The lines to print.
+    pub text: String,
+    /// The device and port the rank ran on.
+    pub device: String,
+    /// The figures, in the order measured (rank 0 only).
+    pub figures: Vec<Figure>,
+}
+
+/// Run one rank; returns the lines to print and the figures.
+pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, Mlx5Error> {
     let opened = open(&o.roots.0, &o.roots.1)?;
     say(&format!(
         "rdma-core: {} and {}; mlx5 devices: {}",
@@ -141,6 +165,7 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
         .map_err(|e| Mlx5Error::Queue(format!("GCRB page: {e}")))?;
     gcrb_page::fill(&page.region(), &setup)?;
     let mut out = String::new();
+    let mut figures = Vec::new();
     let half = len / 2;
     let n = o.size.clamp(8, (half / 2) as u32) as usize;
     let pattern = |i: usize| (i as u8).wrapping_mul(31).wrapping_add(7);
@@ -156,7 +181,7 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
             n,
             iters: u32::try_from(o.iters).unwrap_or(u32::MAX),
         };
-        out.push_str(&super::bench_gpu::run(&g, say)?);
+        out.push_str(&super::bench_gpu::run(&g, say, &mut figures)?);
     }
     if rank == 0 {
         let d = Device::on_page(&page.region());
@@ -186,6 +211,14 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
         lat.sort();
         let pct = |p: f64| lat.get(((lat.len().max(1) as f64 - 1.0) * p) as usize).copied().unwrap_or_default();
         let _ = writeln!(out, "8 B put+quiet x{}: p50 {:?} p99 {:?} max {:?}", o.iters, pct(0.5), pct(0.99), pct(1.0));
+        for (what, p) in [("p50", 0.5), ("p99", 0.99), ("max", 1.0)] {
+            figures.push(Figure {
+                section: "CPU thread",
+                name: format!("8 B put+quiet x{}: {what}", o.iters),
+                value: pct(p).as_secs_f64() * 1e6,
+                unit: "us",
+            });
+        }
         // Tell rank 1 we are done (after every put completed: quiet above).
         region.write_bytes(0, &DONE.to_le_bytes())?;
         d.put(1, flag_off as u64, 0, 8).map_err(|e| dev("done flag", e))?;
@@ -215,7 +248,7 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error
     }
     drop(qp);
     drop(mr);
-    Ok(out)
+    Ok(Run { text: out, device: format!("{} port {}", ctx.name, ctx.port), figures })
 }
 
 fn gid_text(g: &[u8; 16]) -> String {

@@ -46,8 +46,12 @@ pub struct GpuRank0<'a> {
     pub iters: u32,
 }
 
-/// Run the GPU part; returns the lines to print.
-pub fn run(r: &GpuRank0, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error> {
+/// Run the GPU part; returns the lines to print, and adds its figures.
+pub fn run(
+    r: &GpuRank0,
+    say: &mut dyn FnMut(&str),
+    figures: &mut Vec<super::bench::Figure>,
+) -> Result<String, Mlx5Error> {
     let gpu = Gpu::open().map_err(cuda)?;
     say(&format!("GPU: {} ({})", gpu.name, gpu.arch));
     let dv = r.dv;
@@ -67,7 +71,7 @@ pub fn run(r: &GpuRank0, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error>
         Doorbell::Mailbox(_) => Some(DoorbellProxy::start(mailbox.region().sub(0, 8)?, gpu_map::uar_register(dv)?)?),
         _ => None,
     };
-    let result = checks(&gpu, r, db);
+    let result = checks(&gpu, r, db, figures);
     let _ = gpu.stream.synchronize();
     if let Some(p) = proxy {
         say(&format!("doorbells forwarded by the CPU proxy: {}", p.stop()));
@@ -78,7 +82,7 @@ pub fn run(r: &GpuRank0, say: &mut dyn FnMut(&str)) -> Result<String, Mlx5Error>
     result
 }
 
-fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell) -> Result<String, Mlx5Error> {
+fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell, figures: &mut Vec<super::bench::Figure>) -> Result<String, Mlx5Error> {
     let setup = gcrb_setup(r.dv, db, r.local, r.keys, 2_000_000_000, false)?;
     gcrb_page::fill(r.page, &setup)?;
     let dg = gpu.upload(r.page).map_err(cuda)?;
@@ -132,6 +136,12 @@ fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell) -> Result<String, Mlx5Error> {
         r.iters,
         ns as f64 / f64::from(r.iters.max(1)) / 1e3
     );
+    figures.push(super::bench::Figure {
+        section: "GPU threads",
+        name: format!("GPU 8 B blocking put x{} (GPU clock)", r.iters),
+        value: ns as f64 / f64::from(r.iters.max(1)) / 1e3,
+        unit: "us",
+    });
     // Hand the channel back to the CPU path: the heads as the GPU left
     // them (the NIC's indices continue from there), the CPU's doorbell.
     gpu.download(&dg, r.page).map_err(cuda)?;

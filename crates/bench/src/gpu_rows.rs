@@ -1,0 +1,248 @@
+//! The rows `bench gpu`, `demo --gpu` and `bench p2p` report, made from the
+//! same numbers their text lines print, with the same ratio arithmetic, so
+//! the JSON and the text of one run agree. Apart from the GPU code so it
+//! can be tested with synthetic figures where there is no GPU.
+
+use crate::figure_report::{FLOOR_OVER_MEASURED, MEASURED_OVER_FLOOR, Row, Target};
+
+/// The blocking-put latency floor.
+pub const PINGPONG_FLOOR: &str = "GPU<->CPU ping-pong through host memory, the faster flavour";
+/// The posting-rate floor, before its ring note.
+pub const STORE_FLOOR: &str = "the same stores and fences, the WQEs into the same send queue";
+/// The bandwidth floor of `bench gpu`'s (d).
+pub const MEMCPY_FLOOR: &str = "cuMemcpy host->host of the same bytes";
+/// The compute->put loop's comparison.
+pub const CPU_INITIATED: &str = "CPU-initiated (kernel ends, host posts, next launch)";
+/// `bench p2p`'s bandwidth floor.
+pub const COPY_ENGINE: &str = "copy engine into the peer's window (cudaMemcpyPeer's path)";
+
+fn channel(exclusive: bool) -> &'static str {
+    if exclusive { "exclusive" } else { "shared" }
+}
+
+/// A traced channel's put and its three steps (means over `n` puts, us).
+pub fn breakdown(exclusive: bool, per_put_us: f64, n: u64, steps_us: [f64; 3]) -> Vec<Row> {
+    let traced = format!("traced {} channel", channel(exclusive));
+    let mut rows = vec![Row::new(format!("{traced}: 8 B blocking put"), per_put_us, "us")];
+    for (step, us) in
+        ["WQE written -> doorbell rung", "doorbell -> CQE consumed", "CQE -> next WQE written"].iter().zip(steps_us)
+    {
+        rows.push(Row::new(format!("{traced}, mean of the last {n} puts: {step}"), us, "us"));
+    }
+    rows
+}
+
+/// The 8 B blocking put against the ping-pong floor (both flavours, ns);
+/// the ratio is the text's `put_ns / floor`.
+pub fn blocking_put(put_ns: f64, floors_ns: [f64; 2]) -> Vec<Row> {
+    let floor = floors_ns[0].min(floors_ns[1]);
+    vec![
+        Row::new("8 B blocking put + completion", put_ns / 1e3, "us")
+            .floor(floor / 1e3, "us", PINGPONG_FLOOR, put_ns / floor, MEASURED_OVER_FLOOR)
+            .target(Target::AtMost(1.3)),
+        Row::new("GPU<->CPU ping-pong floor, release/acquire", floors_ns[0] / 1e3, "us"),
+        Row::new("GPU<->CPU ping-pong floor, plain", floors_ns[1] / 1e3, "us"),
+    ]
+}
+
+/// The put with `n` QPs on the engine against the same put with one (ns).
+pub fn engine_qps(n: usize, put_ns: f64, one_qp_ns: f64) -> Row {
+    Row::new(format!("8 B blocking put, {n} QP(s) on the engine"), put_ns / 1e3, "us")
+        .floor(one_qp_ns / 1e3, "us", "the same put with 1 QP on the engine", put_ns / one_qp_ns, MEASURED_OVER_FLOOR)
+        .target(Target::AtMost(1.1))
+}
+
+/// The post profile: the floor, then each protocol step against it (ns per post).
+pub fn post_profile(prof: [u64; 6]) -> Vec<Row> {
+    let floor = prof[0] as f64;
+    let mut rows =
+        vec![Row::new("post profile, 1 thread: floor (the same stores and fences, no protocol)", floor, "ns/post")];
+    let steps = [
+        "+ atomic add",
+        "+ ready chain (relaxed store)",
+        "store a release",
+        "+ snapshots",
+        "release before the doorbell record instead",
+    ];
+    for (step, ns) in steps.iter().zip(&prof[1..]) {
+        let ns = *ns as f64;
+        rows.push(Row::new(format!("post profile, 1 thread: {step}"), ns, "ns/post").floor(
+            floor,
+            "ns/post",
+            "the same stores and fences, no protocol",
+            ns / floor,
+            MEASURED_OVER_FLOOR,
+        ));
+    }
+    rows
+}
+
+/// (a) the posting rate of one launch shape against its store floor (/s);
+/// `rings` is the text's note on how often the floor rings.
+pub fn posting(exclusive: bool, label: &str, rings: &str, rate: f64, floor: f64) -> Row {
+    Row::new(format!("(a) 8 B put_nbi posting, {} channel, {label}", channel(exclusive)), rate, "puts/s")
+        .floor(floor, "puts/s", format!("{STORE_FLOOR}{rings}, no protocol"), rate / floor, MEASURED_OVER_FLOOR)
+        .target(Target::AtLeast(0.8))
+}
+
+/// (d) put bandwidth against cuMemcpy (bytes/s).
+pub fn put_bandwidth(len: usize, iters: u32, bw: f64, floor: f64) -> Row {
+    Row::new(format!("(d) put {} KiB x {iters}", len >> 10), bw / 1e9, "GB/s").floor(
+        floor / 1e9,
+        "GB/s",
+        MEMCPY_FLOOR,
+        bw / floor,
+        MEASURED_OVER_FLOOR,
+    )
+}
+
+/// (c) compute -> put rounds (ns per round): GPU-initiated against
+/// CPU-initiated, whose ratio is the text's CPU/GPU; then the GPU round's parts.
+pub fn compute_loop(work: u32, gpu_ns: f64, cpu_ns: f64, compute_ns: f64, post_ns: f64) -> Vec<Row> {
+    let round = format!("(c) compute({work}) -> 8 B put_nbi, per round, quiet at the end");
+    vec![
+        Row::new(format!("{round}: GPU-initiated"), gpu_ns / 1e3, "us")
+            .floor(cpu_ns / 1e3, "us", CPU_INITIATED, cpu_ns / gpu_ns, FLOOR_OVER_MEASURED)
+            .target(Target::AtLeast(8.0)),
+        Row::new(format!("{round}: GPU-initiated, compute"), compute_ns / 1e3, "us"),
+        Row::new(format!("{round}: GPU-initiated, result store and post"), post_ns / 1e3, "us"),
+    ]
+}
+
+/// `bench p2p`'s 8 B round trip (ns): the API against plain stores and loads.
+pub fn p2p_round_trip(api_ns: f64, floor_ns: f64) -> Row {
+    Row::new("p2p 8 B round trip: marrow p + wait_until_ge", api_ns / 1e3, "us")
+        .floor(floor_ns / 1e3, "us", "plain peer stores and loads", api_ns / floor_ns, MEASURED_OVER_FLOOR)
+        .target(Target::AtMost(1.2))
+}
+
+/// `bench p2p`'s put bandwidth (GB/s); the target only from 1 MiB, as the text.
+pub fn p2p_bandwidth(len: u64, label: &str, grid: (u32, u32), bw: f64, floor: f64) -> Row {
+    let row = Row::new(format!("p2p put bandwidth {len} B ({label}, grid {} x {})", grid.0, grid.1), bw, "GB/s").floor(
+        floor,
+        "GB/s",
+        COPY_ENGINE,
+        bw / floor,
+        MEASURED_OVER_FLOOR,
+    );
+    if len >= 1 << 20 { row.target(Target::AtLeast(0.95)) } else { row }
+}
+
+/// `bench p2p --sweep`'s launch shapes (GB/s).
+pub fn p2p_sweep(len: u64, grid: (u32, u32), bw: f64, floor: f64) -> Row {
+    Row::new(format!("sweep {len} B grid {} x {}", grid.0, grid.1), bw, "GB/s").floor(
+        floor,
+        "GB/s",
+        COPY_ENGINE,
+        bw / floor,
+        MEASURED_OVER_FLOOR,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::figure_report::{COLUMNS, Collect, FigureReport, csv, json};
+
+    /// A `bench gpu` run's rows in the order `benchmarks` makes them, from
+    /// synthetic figures (ns, /s, bytes/s as the GPU code has them).
+    fn synthetic_run() -> FigureReport {
+        let mut c = Collect::new("bench gpu", "NVIDIA H200 (sm_90)");
+        c.section("shared");
+        breakdown(false, 1.8, 199, [0.3, 1.2, 0.25]).into_iter().for_each(|r| c.add(r));
+        blocking_put(1900.0, [1500.0, 1400.0]).into_iter().for_each(|r| c.add(r));
+        compute_loop(100, 2000.0, 30000.0, 1500.0, 500.0).into_iter().for_each(|r| c.add(r));
+        for (n, put) in [(1usize, 1900.0), (32, 2000.0), (256, 2300.0)] {
+            c.section(format!("shared, {n} QP(s) on the engine"));
+            c.add(engine_qps(n, put, 1900.0));
+        }
+        c.section("shared");
+        post_profile([10, 25, 30, 32, 40, 31]).into_iter().for_each(|r| c.add(r));
+        c.add(posting(false, "1 thread", "", 4.0e7, 4.5e7));
+        c.add(put_bandwidth(1 << 20, 64, 20.0e9, 25.0e9));
+        c.section("exclusive, lazy put_nbi doorbells");
+        c.add(posting(
+            true,
+            "1 thread",
+            ", fences and doorbell once per 32 WQEs as a lone lazy poster rings",
+            9.0e7,
+            1.0e8,
+        ));
+        c.report
+    }
+
+    #[test]
+    fn ratios_are_the_texts_arithmetic() {
+        let put = &blocking_put(1900.0, [1500.0, 1400.0])[0];
+        // The text prints put_ns / min(floors) as the ratio, floor and put in us.
+        assert_eq!(put.ratio, Some(1900.0 / 1400.0));
+        assert_eq!((put.measured, put.floor), (1.9, Some(1.4)));
+        assert_eq!((put.target.as_deref(), put.target_met), (Some("<= 1.3"), Some(false)));
+        let c = &compute_loop(100, 2000.0, 30000.0, 1500.0, 500.0)[0];
+        assert_eq!((c.ratio, c.ratio_of.as_deref()), (Some(15.0), Some("floor / measured")));
+        assert_eq!((c.target.as_deref(), c.target_met), (Some(">= 8"), Some(true)));
+        let q = engine_qps(256, 2300.0, 1900.0);
+        assert_eq!((q.ratio, q.target_met), (Some(2300.0 / 1900.0), Some(false)));
+        let a = posting(true, "1 warp", "", 4.0e7, 4.5e7);
+        assert_eq!(a.figure, "(a) 8 B put_nbi posting, exclusive channel, 1 warp");
+        assert_eq!((a.ratio, a.target_met), (Some(4.0e7 / 4.5e7), Some(true)));
+        let d = put_bandwidth(64 << 20, 1, 10e9, 20e9);
+        assert_eq!(
+            (d.figure.as_str(), d.measured, d.ratio, d.target.as_deref()),
+            ("(d) put 65536 KiB x 1", 10.0, Some(0.5), None)
+        );
+        let p = post_profile([10, 25, 30, 32, 40, 31]);
+        assert_eq!(p.len(), 6);
+        assert_eq!((p[0].floor, p[1].ratio, p[5].measured), (None, Some(2.5), 31.0));
+    }
+
+    #[test]
+    fn p2p_rows_follow_the_text() {
+        let rt = p2p_round_trip(2400.0, 2000.0);
+        assert_eq!((rt.measured, rt.floor, rt.ratio, rt.target_met), (2.4, Some(2.0), Some(1.2), Some(true)));
+        // Below 1 MiB the text names no target, and neither does the row.
+        let small = p2p_bandwidth(64 << 10, "thread stores", (1, 512), 100.0, 200.0);
+        assert_eq!((small.target.as_deref(), small.target_met), (None, None));
+        let big = p2p_bandwidth(16 << 20, "TMA bulk stores", (256, 512), 190.0, 200.0);
+        assert_eq!(big.figure, "p2p put bandwidth 16777216 B (TMA bulk stores, grid 256 x 512)");
+        assert_eq!((big.target.as_deref(), big.target_met), (Some(">= 0.95"), Some(true)));
+        let s = p2p_sweep(256 << 20, (2112, 256), 150.0, 200.0);
+        assert_eq!((s.ratio, s.floor_name.as_deref()), (Some(0.75), Some(COPY_ENGINE)));
+    }
+
+    #[test]
+    fn a_synthetic_run_reads_back_from_json_and_csv() {
+        let r = synthetic_run();
+        let back: FigureReport = serde_json::from_str(&json(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let v: serde_json::Value = serde_json::from_str(&json(&r).unwrap()).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), r.rows.len());
+        let sections: Vec<&str> = rows.iter().map(|x| x["section"].as_str().unwrap()).collect();
+        assert_eq!(sections[0], "shared");
+        assert!(sections.contains(&"shared, 32 QP(s) on the engine"));
+        assert_eq!(*sections.last().unwrap(), "exclusive, lazy put_nbi doorbells");
+        // Every target row says whether it is met; no row without a target does.
+        for row in rows {
+            assert_eq!(row["target"].is_null(), row["target_met"].is_null(), "{row}");
+            assert_eq!(row["floor"].is_null(), row["ratio"].is_null(), "{row}");
+        }
+        let text = csv(&r).unwrap();
+        let mut rd = ::csv::Reader::from_reader(text.as_bytes());
+        assert_eq!(rd.headers().unwrap().iter().collect::<Vec<_>>(), COLUMNS);
+        let recs: Vec<::csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+        assert_eq!(recs.len(), r.rows.len());
+        for (rec, row) in recs.iter().zip(&r.rows) {
+            assert_eq!((&rec[0], &rec[1]), (row.section.as_str(), row.figure.as_str()));
+            assert_eq!(rec[2].parse::<f64>().unwrap(), row.measured);
+            assert_eq!(&rec[3], row.measured_unit);
+            assert_eq!(rec[4].parse::<f64>().ok(), row.floor);
+            assert_eq!(&rec[5], row.floor_unit.as_deref().unwrap_or(""));
+            assert_eq!(&rec[6], row.floor_name.as_deref().unwrap_or(""));
+            assert_eq!(rec[7].parse::<f64>().ok(), row.ratio);
+            assert_eq!(&rec[8], row.ratio_of.as_deref().unwrap_or(""));
+            assert_eq!(&rec[9], row.target.as_deref().unwrap_or(""));
+            assert_eq!(rec[10].parse::<bool>().ok(), row.target_met);
+        }
+    }
+}
