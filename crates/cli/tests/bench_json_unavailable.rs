@@ -3,21 +3,10 @@
 //! error object on stdout (what a script reads); `--json --csv` together is
 //! refused before anything runs.
 
-use std::process::Command;
+mod common;
 
-fn marrow(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_marrow"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let o = c.output().unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::marrow_env as marrow;
+
 
 fn has_libcuda() -> bool {
     ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"]

@@ -3,21 +3,10 @@
 //! is absent (forced here with MARROW_IBVERBS_LIB), the device otherwise;
 //! `marrow doctor` reports the RDMA backend section either way.
 
-use std::process::Command;
+mod common;
 
-fn marrow(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_marrow"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let o = c.output().unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::marrow_env as marrow;
+
 
 fn has_rdma_device() -> bool {
     std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())

@@ -85,3 +85,18 @@ pub fn tmp(name: &str) -> std::path::PathBuf {
 pub fn s(p: &std::path::Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
+
+/// `marrow ARGS` with `env` added to its environment: (exit code, stdout, stderr).
+pub fn marrow_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_marrow"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
