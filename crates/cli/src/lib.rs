@@ -31,6 +31,7 @@ pub mod pcie_decode;
 pub mod pcie_express;
 pub mod pcie_ext;
 pub mod pcie_ext_dpc_sriov_phy;
+pub mod pcie_ext_ide_vc;
 pub mod pcie_ext_rcld_mcast;
 pub mod pcie_header;
 pub mod pcie_json;

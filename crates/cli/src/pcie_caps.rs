@@ -41,9 +41,7 @@ pub fn flags(b: &Block, list: &[(&str, &str)]) -> String {
 }
 
 fn cap_error_offset(e: &CapError) -> u64 {
-    match *e {
-        CapError::Truncated { offset, .. } | CapError::BadField { offset, .. } => offset.into(),
-    }
+    e.offset().into()
 }
 
 /// A capability's registers, or the error instead of them.

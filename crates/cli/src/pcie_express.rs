@@ -434,11 +434,7 @@ pub fn enhanced_allocation(o: &mut Out, cfg: &Config) -> Option<Value> {
             Some(Value::Array(entries))
         }
         Err(e) => {
-            let at = match e {
-                marrow_pcie::CapError::Truncated { offset, .. } | marrow_pcie::CapError::BadField { offset, .. } => {
-                    offset
-                }
-            };
+            let at = e.offset();
             o.error(2, e, Some(at.into()));
             None
         }

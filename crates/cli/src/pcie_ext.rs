@@ -10,10 +10,7 @@ use marrow_pcie::{CapError, Config, ExtCap};
 use serde_json::{Value, json};
 
 fn err(o: &mut Out, e: &CapError) {
-    let at = match *e {
-        CapError::Truncated { offset, .. } | CapError::BadField { offset, .. } => offset,
-    };
-    o.error(2, e, Some(at.into()));
+    o.error(2, e, Some(e.offset().into()));
 }
 
 /// lspci's AER flag names at their bits (PCIe 6.0 §7.8.4.2, §7.8.4.5).
@@ -231,12 +228,7 @@ pub fn render(o: &mut Out, cfg: &Config, c: &ExtCap, j: &mut Value) {
         ExtCapId::DEV3 => {
             spec_block(o, cfg.device3());
         }
-        ExtCapId::IDE => {
-            spec_block(o, cfg.ide());
-            let missing = "the link and selective IDE stream register blocks are not decoded";
-            o.line(2, format!("note: {missing}"));
-            j["not_decoded"] = json!(missing);
-        }
+        ExtCapId::IDE => crate::pcie_ext_ide_vc::ide(o, cfg, j),
         _ => crate::pcie_ext_dpc_sriov_phy::render(o, cfg, c, j),
     }
 }
@@ -506,6 +498,15 @@ fn vc(o: &mut Out, cfg: &Config, j: &mut Value) {
             o.line(2, format!("Arb: Fixed{} WRR32{} WRR64{} WRR128{}", f(0), f(1), f(2), f(3)));
             o.line(2, format!("Ctrl: ArbSelect={}", arb_name(g("vc_ctrl_arb_select"))));
             o.line(2, format!("Status: InProgress{}", pm(p.flag("vc_status_arb_table"))));
+            // lspci 3.9 names the VC Arbitration Table so, at its absolute offset.
+            let arb_off = g("vc_cap2_arb_off");
+            if arb_off != 0 {
+                o.line(2, format!("Port Arbitration Table [{:x}] <?>", u64::from(v.offset) + 16 * arb_off));
+            }
+            let t = v.vc_arb_table.as_ref();
+            let table = crate::pcie_ext_ide_vc::arb_table(o, 2, "VC Arbitration Table", "VC IDs", t);
+            j["vc_arbitration_table"] = table;
+            let mut pat = Vec::new();
             for (i, r) in v.resources.iter().enumerate() {
                 let g = |n: &str| r.get(n).unwrap_or(0);
                 o.line(
@@ -549,12 +550,15 @@ fn vc(o: &mut Out, cfg: &Config, j: &mut Value) {
                         pm(r.flag("vc_res_table_status"))
                     ),
                 );
-                // The table itself is not decoded (lspci neither).
+                // lspci prints this line and no table; marrow's follows on its own lines.
                 if g("vc_res_pat_offset") != 0 {
                     o.line(3, "Port Arbitration Table <?>");
                 }
+                let t = v.port_arb_tables.get(i).and_then(Option::as_ref);
+                pat.push(crate::pcie_ext_ide_vc::arb_table(o, 3, &format!("VC{i} Port Arbitration Table"), "ports", t));
             }
             j["resources"] = Value::Array(v.resources.iter().map(pcie_json::block).collect());
+            j["port_arbitration_tables"] = Value::Array(pat);
         }
         Some(Err(e)) => err(o, &e),
         None => {}

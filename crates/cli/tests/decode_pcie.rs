@@ -285,7 +285,7 @@ fn dump_functions(path: &std::path::Path) -> Vec<Vec<u8>> {
     marrow_pcie::dump::parse_lspci_text(&text).unwrap().into_iter().map(|f| f.bytes).collect()
 }
 
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct JsonTally {
     registers: usize,
     fields: usize,
@@ -513,4 +513,134 @@ fn capabilities_print_line_for_line_as_lspci() {
         assert!(per_cap.get(name).is_some_and(|&n| n > 0), "no {name} lines compared: {per_cap:?}");
     }
     assert!(wrong.is_empty(), "{} capabilities differ from lspci:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// The H200 fixture's header (it has a PCI Express capability, so lspci
+/// walks the extended list) with a Virtual Channel at 0x100 carrying a VC
+/// Arbitration Table and two Port Arbitration Tables (PCIe 6.0 §7.9.1.9,
+/// §7.9.1.10), and IDE at 0x200 with two link and two selective streams
+/// (§7.9.26.4, §7.9.26.5), as `lspci -x` text.
+fn vc_ide_dump(ide_next: u32) -> (Vec<u8>, String) {
+    let mut b = std::fs::read(fixture("h200-vm/10de_2335_h200_00-06.0.config")).unwrap();
+    b.truncate(256);
+    b.resize(4096, 0xa5);
+    let mut p32 = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    p32(0x100, 0x0002 | 1 << 16 | 0x200 << 20);
+    p32(0x104, 2 << 10 | 1); // PATEntryBits 4, one extended VC
+    p32(0x108, 4 << 24 | 0b110); // VC table at +0x40, WRR32 and WRR64: 64 phases
+    p32(0x10c, 1 << 1); // ArbSelect WRR32, status 0
+    p32(0x110, 6 << 24 | 0b10); // VC0: WRR32, table at +0x60
+    p32(0x114, 1 << 31 | 1 << 17 | 0xff);
+    p32(0x118, 0);
+    p32(0x11c, 8 << 24 | 0b1_0000); // VC1: TWRR128, table at +0x80
+    p32(0x120, 1 << 24 | 4 << 17 | 0x02);
+    p32(0x124, 0);
+    for i in 0..8 {
+        p32(0x140 + 4 * i, 0x7654_3210); // VC IDs 0..7
+    }
+    for i in 0..4 {
+        p32(0x160 + 4 * i, 0x1111_1111 * i as u32); // ports: 8 of each
+    }
+    for i in 0..16 {
+        p32(0x180 + 4 * i, 0xfedc_ba98);
+    }
+    p32(0x200, 0x0030 | 1 << 16 | ide_next << 20);
+    p32(0x204, 1 << 16 | 1 << 13 | 0b11); // 2 selective, 2 link streams
+    p32(0x208, 0);
+    p32(0x20c, 7 << 24 | 1 << 19 | 1);
+    p32(0x210, 2);
+    p32(0x214, 8 << 24);
+    p32(0x218, 1 << 31);
+    p32(0x21c, 2); // selective 0: two address blocks
+    p32(0x220, 9 << 24 | 1);
+    p32(0x224, 2);
+    p32(0x228, 0x01ff << 8);
+    p32(0x22c, 0x0100 << 8 | 1);
+    p32(0x230, 0x123 << 20 | 0x100 << 8 | 1);
+    p32(0x234, 1);
+    p32(0x238, 1);
+    p32(0x23c, 0x7ff << 20 | 0x400 << 8);
+    p32(0x240, 0);
+    p32(0x244, 0);
+    p32(0x248, 0); // selective 1: none
+    p32(0x24c, 10 << 24);
+    for at in [0x250, 0x254, 0x258] {
+        p32(at, 0);
+    }
+    if ide_next != 0 {
+        p32(ide_next as usize, 0);
+    }
+    let mut text = String::from("00:06.0 Device\n");
+    for (i, row) in b.chunks(16).enumerate() {
+        let hex: Vec<String> = row.iter().map(|x| format!("{x:02x}")).collect();
+        text += &format!("{:02x}: {}\n", i * 16, hex.join(" "));
+    }
+    (b, text + "\n")
+}
+
+/// VC keeps every line lspci prints (including its `Port Arbitration Table
+/// [140] <?>` for the VC table) and adds the tables on `marrow:` lines; the
+/// IDE stream blocks print in spec names; the JSON is tied to the bytes.
+#[test]
+fn vc_arbitration_tables_and_ide_streams() {
+    let (bytes, text) = vc_ide_dump(0);
+    let path = std::env::temp_dir().join(format!("marrow-vc-ide-{}", std::process::id()));
+    std::fs::write(&path, &text).unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).arg(&path).output().unwrap();
+    let out = run(&["decode", "--pcie"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let ours = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lspci = Command::new("lspci").arg("-F").arg(&path).arg("-vvv").output().expect("lspci");
+    let theirs = capability_blocks(&String::from_utf8_lossy(&lspci.stdout));
+    let mine = capability_blocks(&ours);
+    let key = ("00:06.0".to_string(), "100".to_string());
+    let mut vc = mine[&key].clone();
+    vc.retain(|l| !l.starts_with("marrow:"));
+    assert_eq!(vc, theirs[&key], "the Virtual Channel lines lspci prints");
+    for want in [
+        "marrow: VC Arbitration Table [140]: 64 phases of 4 bits (ArbSelect uses 32), VC IDs:",
+        "marrow: phases 0-31: 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7",
+        "marrow: VC0 Port Arbitration Table [160]: 32 phases of 4 bits (ArbSelect uses 32), ports:",
+        "marrow: phases 0-31: 0 0 0 0 0 0 0 0 1 1 1 1 1 1 1 1 2 2 2 2 2 2 2 2 3 3 3 3 3 3 3 3",
+        "marrow: VC1 Port Arbitration Table [180]: 128 phases of 4 bits (ArbSelect uses 128), ports:",
+        "marrow: phases 96-127: 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15",
+        "marrow: Link IDE Stream 1 [214]",
+        "ide_link_status [218] 0x80000000: ide_link_status_fail=0x1 ide_link_status_state=0x0",
+        "marrow: Selective IDE Stream 0 [21c]: RID 0100-01ff V+, 2 address association blocks",
+        "marrow: Address Association 0 [230]: 0x110000000-0x1123fffff V+",
+        "marrow: Selective IDE Stream 1 [248]: RID 0000-0000 V-, 0 address association blocks",
+    ] {
+        assert!(ours.lines().any(|l| l.trim() == want), "missing {want:?} in\n{ours}");
+    }
+    let out = run(&["decode", "--pcie", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &j["functions"][0];
+    let mut t = JsonTally::default();
+    check_json("vc+ide", f, &bytes, (None, None), &mut t);
+    let caps = f["capabilities"].as_array().unwrap();
+    let find = |at: u64| caps.iter().find(|c| c["offset"] == at).cloned().unwrap();
+    let vc = find(0x100);
+    assert_eq!(vc["vc_arbitration_table"]["offset"], 0x140);
+    assert_eq!(vc["vc_arbitration_table"]["entries"].as_array().unwrap().len(), 64);
+    assert_eq!(vc["port_arbitration_tables"][1]["dwords"].as_array().unwrap().len(), 16);
+    let ide = find(0x200);
+    assert_eq!(ide["link_streams"].as_array().unwrap().len(), 2);
+    assert_eq!(ide["selective_streams"][0]["address_associations"][1]["offset"], 0x23c);
+    assert_eq!(ide["selective_streams"][1]["offset"], 0x248);
+    eprintln!("VC and IDE: {} registers and {} fields equal the dump bytes", t.registers, t.fields);
+    assert!(t.registers >= 60 && t.errors == 0, "{t:?}");
+
+    // The next capability at 0x240 cuts selective stream 0's second address block.
+    let (bytes, text) = vc_ide_dump(0x240);
+    std::fs::write(&path, &text).unwrap();
+    let out = run(&["decode", "--pcie"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = "error: IDE stream blocks (4 counted): capability at 0x200: the 12-byte block at 0x23c runs past the capability's end at 0x240";
+    assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == err));
+    let out = run(&["decode", "--pcie", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut t = JsonTally::default();
+    check_json("vc+ide cut", &j["functions"][0], &bytes, (None, None), &mut t);
+    assert_eq!(t.errors, 2, "the error in the function's list and in the capability");
+    let _ = std::fs::remove_file(&path);
 }

@@ -116,6 +116,7 @@ impl<'a> Config<'a> {
         let _ = self.acs_egress_control().map(|e| e.map(|e| e.blocked().count()));
         let _ = (self.vsecs().count(), self.vendor_caps().count());
         let _ = (self.ptm(), self.ari(), self.dvsecs(), self.doe().count(), self.device3(), self.ide());
+        let _ = self.ide_streams();
         let _ = (self.virtual_channel(), self.lane_margining(), self.enhanced_allocation(), self.bridge_subsystem());
         let _ = (self.expansion_rom(), self.bridge_windows(), self.header_block(), self.express_block());
         let _ = (self.l1ss(), self.capabilities_not_dumped(), self.first_rc_link());

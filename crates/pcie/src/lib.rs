@@ -5,12 +5,12 @@
 //! the other capabilities a GPU/NIC path carries (PM, MSI/MSI-X, AER, ATS,
 //! PRI, PASID, LTR, DSN, Resizable BAR, DPC, SR-IOV, Secondary PCI Express,
 //! Data Link Feature, Physical Layer 16.0 and 32.0 GT/s, vendor-specific,
-//! PTM, ARI, DVSEC, DOE, Virtual Channel, L1 PM Substates, Lane Margining,
-//! Device 3, IDE, Enhanced Allocation, SSVID, VPD, Debug Port, SATA, PCI
-//! Advanced Features, virtio structures, Root Complex Link Declaration,
-//! Multicast), the expansion ROM and bridge
-//! windows, every register also as named fields through the generated
-//! layouts (`registers`),
+//! PTM, ARI, DVSEC, DOE, Virtual Channel with its arbitration tables, L1
+//! PM Substates, Lane Margining, Device 3, IDE with its stream blocks,
+//! Enhanced Allocation, SSVID, VPD, Debug Port, SATA, PCI Advanced
+//! Features, virtio structures, Root Complex Link Declaration, Multicast),
+//! the expansion ROM and bridge windows, every register also as named
+//! fields through the generated layouts (`registers`),
 //! and TLP headers (§2.2).
 //!
 //! Everything reads from a byte slice (a sysfs `config` file, an `lspci -x`
@@ -51,6 +51,8 @@ pub mod express;
 pub mod header;
 pub mod header_regs;
 pub mod ide;
+pub mod ide_link;
+pub mod ide_selective;
 pub mod l1ss;
 pub mod ltr_dsn;
 pub mod margining;
@@ -71,6 +73,7 @@ pub mod sriov;
 pub mod ssvid;
 pub mod tlp;
 pub mod vc;
+pub mod vc_arb;
 pub mod vendor;
 pub mod virtio;
 pub mod vpd;

@@ -17,6 +17,19 @@ pub enum CapError {
     Truncated { offset: u16, need: usize, len: usize },
     /// A length, size or count field no such capability can have.
     BadField { offset: u16, field: &'static str, value: u32 },
+    /// A register block the capability's own fields place at `at..at + len`
+    /// runs past `end`, where the capability must stop: the next capability
+    /// above it, or the end of extended configuration space.
+    Overrun { offset: u16, at: usize, len: usize, end: usize },
+}
+
+impl CapError {
+    /// The offset of the capability the error is about.
+    pub fn offset(&self) -> u16 {
+        match *self {
+            Self::Truncated { offset, .. } | Self::BadField { offset, .. } | Self::Overrun { offset, .. } => offset,
+        }
+    }
 }
 
 impl fmt::Display for CapError {
@@ -28,6 +41,10 @@ impl fmt::Display for CapError {
             Self::BadField { offset, field, value } => {
                 write!(f, "capability at {offset:#x}: {field} {value:#x} is impossible")
             }
+            Self::Overrun { offset, at, len, end } => write!(
+                f,
+                "capability at {offset:#x}: the {len}-byte block at {at:#x} runs past the capability's end at {end:#x}"
+            ),
         }
     }
 }
@@ -91,4 +108,43 @@ pub(crate) fn lane_registers(
         _ => cfg.len(),
     };
     Ok(((end.saturating_sub(start) / stride).min(MAX_LANES), LaneCount::Bounded))
+}
+
+/// The end of extended configuration space (PCI Express Base 6.0 §7.2.2).
+pub const EXT_CONFIG_END: usize = 4096;
+
+/// Where the extended capability `cap` must end: at the next capability
+/// when that lies above it (§7.6.3 fixes no order, so one below bounds
+/// nothing), else at the end of extended configuration space.
+pub fn ext_cap_end(cap: &crate::walk::ExtCap) -> usize {
+    match usize::from(cap.next) {
+        n if n > usize::from(cap.offset) => n,
+        _ => EXT_CONFIG_END,
+    }
+}
+
+/// Whether `at..at + len` lies inside the capability `cap` and the dump:
+/// an `Overrun` when it passes the capability's end, `Truncated` when the
+/// dump ends first.
+pub(crate) fn span_in_cap(cfg: &Config<'_>, cap: &crate::walk::ExtCap, at: usize, len: usize) -> Result<(), CapError> {
+    let end = ext_cap_end(cap);
+    let stop = at.saturating_add(len);
+    if stop > end {
+        return Err(CapError::Overrun { offset: cap.offset, at, len, end });
+    }
+    if stop > cfg.len() {
+        return Err(CapError::Truncated { offset: cap.offset, need: stop - usize::from(cap.offset), len: cfg.len() });
+    }
+    Ok(())
+}
+
+/// `layout` at `at`, inside the capability `cap` (see [`span_in_cap`]).
+pub(crate) fn block_in_cap(
+    cfg: &Config<'_>,
+    cap: &crate::walk::ExtCap,
+    layout: &'static marrow_layout::StructLayout,
+    at: usize,
+) -> Result<crate::registers::Block, CapError> {
+    span_in_cap(cfg, cap, at, layout.size)?;
+    cfg.block(layout, at, cap.offset)
 }

@@ -1,5 +1,6 @@
 //! Never a panic from the decoders added for issue 21 (and VPD, Debug
-//! Port, SATA, AF, virtio, Root Complex Link and Multicast): arbitrary bytes with
+//! Port, SATA, AF, virtio, Root Complex Link, Multicast, the IDE stream
+//! blocks and the VC arbitration tables): arbitrary bytes with
 //! a header of any type, a capability of a chosen ID at an arbitrary
 //! pointer, and a chain of extended capabilities of the new IDs at
 //! arbitrary offsets with arbitrary next pointers, cut at lengths that end
@@ -114,6 +115,24 @@ proptest! {
         if let Some(Ok(vc)) = cfg.virtual_channel() {
             prop_assert!((1..=8).contains(&vc.resources.len()));
             prop_assert!(inside(&vc.port, n) && vc.resources.iter().all(|r| inside(r, n)));
+            // Arbitration tables (vc_arb.rs): inside the dump and 4 KiB, one entry per phase.
+            prop_assert_eq!(vc.port_arb_tables.len(), vc.resources.len());
+            for t in vc.port_arb_tables.iter().chain([&vc.vc_arb_table]).flatten().flatten() {
+                prop_assert!(t.dwords.iter().all(|d| inside(d, n)));
+                prop_assert!(usize::from(t.offset) + t.phases * usize::from(t.entry_bits) / 8 <= n.min(4096));
+                prop_assert_eq!(t.entries().len(), t.phases);
+            }
+        }
+        // IDE stream blocks (ide_link.rs, ide_selective.rs): bounded by the counts and the dump.
+        if let Some(Ok(s)) = cfg.ide_streams() {
+            prop_assert!(inside(&s.ide, n) && s.link.len() <= 8 && s.link.iter().all(|b| inside(b, n)));
+            prop_assert!(s.selective.len() <= s.selective_count() && s.selective_count() <= 256);
+            for st in &s.selective {
+                prop_assert!(inside(&st.regs, n) && st.addresses.len() <= 15);
+                prop_assert!(st.addresses.iter().all(|a| inside(a, n)));
+                let _ = st.addresses.iter().map(marrow_pcie::ide_selective::address_range).count();
+            }
+            if let Some(e) = s.stopped { let _ = (e.offset(), e.to_string()); }
         }
         if let Some(Ok(m)) = cfg.lane_margining() {
             prop_assert!(m.lanes.len() <= 32 && m.lanes.iter().all(|l| inside(l, n)));
