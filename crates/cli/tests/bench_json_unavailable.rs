@@ -7,7 +7,6 @@ mod common;
 
 use common::marrow_env as marrow;
 
-
 fn has_libcuda() -> bool {
     ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"]
         .iter()

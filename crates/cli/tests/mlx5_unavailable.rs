@@ -7,7 +7,6 @@ mod common;
 
 use common::marrow_env as marrow;
 
-
 fn has_rdma_device() -> bool {
     std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
 }
