@@ -166,11 +166,11 @@ MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
  * read just now, within 2^31 WQEBBs of cons_idx: the widening's range. One
  * release fence publishes cons_idx and cq_ci for waiters and the host, and
  * the freed word for the next poller, which reads its position from the
- * word alone. While nothing new has arrived the
- * poller re-reads the CQE, up to POLL_SPINS times, keeping the lock: a
- * waiter then sees its CQE one PCIe read after it lands, not a lock round
- * trip later. Once `upto` is reached it leaves the rest of the CQ to the
- * next poller rather than spend a PCIe read looking for more. */
+ * word alone. While nothing new has arrived the poller re-reads the CQE,
+ * up to POLL_SPINS times, keeping the lock: a waiter then sees its CQE one
+ * PCIe read after it lands, not a lock round trip later. Once `upto` is
+ * reached it leaves the rest of the CQ to the next poller rather than
+ * spend a PCIe read looking for more. */
 MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
     marrow_gcrb_heads *h = ch.heads();
     *reached = false;
