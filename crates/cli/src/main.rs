@@ -842,7 +842,9 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
                     format!("finding this program to start the peer softnic: {e}"),
                 ))),
             },
-            None => marrow_bench::gpu::run(o, &render_brief),
+            None => with_spinner(!f.is_text(), "marrow demo --gpu: the checks, then the benchmarks", || {
+                marrow_bench::gpu::run(o, &render_brief)
+            }),
         };
         let _ = o.flush();
         return match result {
@@ -863,7 +865,9 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
     let mut o = std::io::stdout().lock();
     let mut sink = std::io::sink();
     let text: &mut dyn Write = if a.json { &mut sink } else { &mut o };
-    match marrow::demo::run(&opts, text) {
+    match with_spinner(a.json, "marrow demo: puts, gets, sends and atomics, every byte checked", || {
+        marrow::demo::run(&opts, text)
+    }) {
         Ok(report) if a.json => match serde_json::to_string_pretty(&report) {
             Ok(j) => {
                 writeln_or_exit(&mut o, &j);
@@ -883,6 +887,24 @@ fn run_demo(a: &DemoArgs) -> ExitCode {
             ExitCode::from(EXIT_DEMO_FAILED)
         }
     }
+}
+
+/// A spinner with the elapsed time on stderr while `work` runs, for a run
+/// whose text is not shown (`--json`, `--csv`: stdout gets the report only
+/// at the end); drawn only when stderr is a terminal, as indicatif decides.
+fn with_spinner<T>(show: bool, what: &str, work: impl FnOnce() -> T) -> T {
+    if !show {
+        return work();
+    }
+    let s = indicatif::ProgressBar::new_spinner();
+    s.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("a constant template"),
+    );
+    s.set_message(what.to_owned());
+    s.enable_steady_tick(Duration::from_millis(120));
+    let r = work();
+    s.finish_and_clear();
+    r
 }
 
 /// A trace file, buffered, with its name escaped for the terminal; a file

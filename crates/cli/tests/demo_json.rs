@@ -52,3 +52,24 @@ fn the_quick_demo_as_json_agrees_with_its_own_trace() {
     }
     let _ = std::fs::remove_file(&trace);
 }
+
+/// With `--json` the demo's text is not shown, so a spinner with the elapsed
+/// time says it is working: on stderr, and only on a terminal (here a
+/// pseudo-terminal from util-linux's `script`), never into the JSON.
+#[test]
+fn a_json_demo_spins_on_a_terminal_and_not_elsewhere() {
+    let trace = std::env::temp_dir().join(format!("marrow-demo-spin-{}.trace", std::process::id()));
+    let cmd = format!("{} demo --quick --json --trace-out {}", env!("CARGO_BIN_EXE_marrow"), trace.display());
+    let tty = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().expect("util-linux script");
+    assert!(tty.status.success(), "{}", String::from_utf8_lossy(&tty.stdout));
+    let seen = String::from_utf8_lossy(&tty.stdout);
+    assert!(
+        seen.contains("marrow demo: puts, gets") && seen.contains("[00:00:"),
+        "no spinner on the terminal:\n{seen}"
+    );
+    let piped = marrow().args(["demo", "--quick", "--json", "--trace-out"]).arg(&trace).output().unwrap();
+    assert!(piped.status.success());
+    assert!(piped.stderr.is_empty(), "stderr without a terminal: {}", String::from_utf8_lossy(&piped.stderr));
+    serde_json::from_slice::<serde_json::Value>(&piped.stdout).expect("stdout is the JSON alone");
+    let _ = std::fs::remove_file(&trace);
+}
