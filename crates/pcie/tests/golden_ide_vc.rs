@@ -7,13 +7,14 @@
 //! field; then the same capabilities cut by the next capability or by the
 //! end of the dump, which must be errors naming the block, not panics.
 
+mod golden;
+
+use golden::expect;
 use marrow_pcie::Config;
 use marrow_pcie::cap_id::ExtCapId;
 use marrow_pcie::ide_selective::address_range;
-use marrow_pcie::registers::Block;
 use marrow_pcie::regs::{CapError, ext_cap_end};
 use marrow_pcie::walk::ExtCap;
-use std::collections::BTreeSet;
 
 const POISON: u8 = 0xA5;
 
@@ -37,19 +38,6 @@ fn put16(b: &mut [u8], at: usize, v: u16) {
 /// Extended capability header (§7.6.3): ID 15:0, version 19:16, next 31:20.
 fn ext_header(id: u16, version: u32, next: u32) -> u32 {
     u32::from(id) | (version << 16) | (next << 20)
-}
-
-/// Every register (name, absolute offset, raw) and every named field.
-fn expect(what: &str, block: &Block, regs: &[(&str, u16, u64)], fields: &[(&str, u64)]) {
-    let got: Vec<(&str, u16, u64)> = block.registers.iter().map(|r| (r.name(), r.offset, r.raw)).collect();
-    assert_eq!(got, regs.to_vec(), "{what}: registers (name, offset, raw)");
-    let named: BTreeSet<&str> = block.registers.iter().flat_map(|r| r.layout.bits.iter().map(|b| b.name)).collect();
-    let listed: BTreeSet<&str> = fields.iter().map(|(n, _)| *n).collect();
-    assert_eq!(named, listed, "{what}: the fields the layout names and the fields this test checks");
-    for (name, value) in fields {
-        assert_eq!(block.get(name), Some(*value), "{what}: {name}");
-    }
-    eprintln!("{what}: {} values equal the hand-derived ones", 2 * regs.len() + fields.len());
 }
 
 /// §7.9.26.2: IDE Capability with Link IDE Stream Supported (bit 0) and

@@ -7,10 +7,11 @@
 //! raw value and every named field; a layout field this file does not
 //! check fails it too.
 
+mod golden;
+
+use golden::expect;
 use marrow_pcie::Config;
-use marrow_pcie::registers::Block;
 use marrow_pcie::regs::CapError;
-use std::collections::BTreeSet;
 
 const POISON: u8 = 0xA5;
 
@@ -38,21 +39,6 @@ fn put32(b: &mut [u8], at: usize, v: u32) {
 
 fn put64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Every register (name, absolute offset, raw) in offset order and every
-/// named bit range with its value; anything the decode has that the lists
-/// lack, or the other way round, fails.
-fn expect(what: &str, block: &Block, regs: &[(&str, u16, u64)], fields: &[(&str, u64)]) {
-    let got: Vec<(&str, u16, u64)> = block.registers.iter().map(|r| (r.name(), r.offset, r.raw)).collect();
-    assert_eq!(got, regs.to_vec(), "{what}: registers (name, offset, raw)");
-    let named: BTreeSet<&str> = block.registers.iter().flat_map(|r| r.layout.bits.iter().map(|b| b.name)).collect();
-    let listed: BTreeSet<&str> = fields.iter().map(|(n, _)| *n).collect();
-    assert_eq!(named, listed, "{what}: the fields the layout names and the fields this test checks");
-    for (name, value) in fields {
-        assert_eq!(block.get(name), Some(*value), "{what}: {name}");
-    }
-    eprintln!("{what}: {} values equal the hand-derived ones", 2 * regs.len() + fields.len());
 }
 
 /// PCI 3.0 §6.4: VPD Address at +2 (F flag 15, address 14:0), VPD Data at +4.
