@@ -50,6 +50,8 @@ for arch, getter in (("compute_90", "PTX"), ("sm_90", "CUBIN")):
     check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"marrow_kernels.cu", 0, None, None), "create")
     opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17",
             ("-I" + os.path.join(root, "kernels", "include")).encode()]
+    # The tuning knobs `marrow` passes from the same variable (kernels/README.md).
+    opts += [f"-D{d.strip()}".encode() for d in os.environ.get("MARROW_NVRTC_DEFINE", "").split(",") if d.strip()]
     arr = (ctypes.c_char_p * len(opts))(*opts)
     check(nvrtc.nvrtcCompileProgram(prog, len(opts), arr), f"compile for {arch}", prog)
     size = ctypes.c_size_t()

@@ -70,10 +70,20 @@ fn many_threads_put_in(w: &World) {
     let all = total + nops;
     assert_eq!((h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()), (all, all, all, all));
     assert_poll_state_agrees(&h);
+    assert_ready_marks_clear(&w.channels[0].page());
     if gcrb_page::config(&w.channels[0].page()).unwrap().cq_mode() == 0 {
         // Every shared WQE is signaled: one CQE each.
         assert_eq!(h.cq_ci(), all, "CQEs consumed");
     }
+}
+
+/// Every ready mark a poster set was claimed, and cleared, by a holder of
+/// the chain: none is left once nothing is in flight.
+fn assert_ready_marks_clear(page: &marrow_mmio::Region) {
+    let mut marks = [0u8; marrow_gcrb::GCRB_READY_MARK_BITS as usize / 8];
+    page.read_bytes(marrow_gcrb::GCRB_OFF_READY_MARKS as usize, &mut marks).unwrap();
+    let set: Vec<usize> = (0..marks.len() * 8).filter(|b| marks[b / 8] >> (b % 8) & 1 == 1).collect();
+    assert!(set.is_empty(), "ready marks still set for WQEBBs (mod {}): {set:?}", marks.len() * 8);
 }
 
 /// The poller's word, freed, names the same position as the heads the
@@ -124,6 +134,7 @@ fn the_poll_word_widens_past_2_to_the_32_wqebbs_and_2_to_the_31_cqes() {
     assert!(cons0 + total > 1 << 32 && ci0 + total > 1 << 31);
     assert_eq!((h.resv_head(), h.cons_idx(), h.cq_ci()), (cons0 + total, cons0 + total, ci0 + total));
     assert_poll_state_agrees(&h);
+    assert_ready_marks_clear(&page);
 }
 
 #[test]

@@ -9,7 +9,9 @@
  *      a warp that post together reserve once (warp-aggregated);
  *   2. write the WQE (big endian, generated layouts) into the ring, fence;
  *   3. take the ready chain in order: wait until ready_head is our index
- *      (only we can move it on), and while holding it
+ *      (only we can move it on), or, marked ready (the ready marks), until
+ *      a holder's run passes our WQEBBs; while holding it, claim the run
+ *      of marked WQEBBs after ours, and
  *   4. ring when NVSHMEM would (last reserver, a batch of 32 crossed) or
  *      someone may wait for room: doorbell record = next WQEBB (BE32), then
  *      one 8-byte doorbell {BE32(pi << 8), BE32(qpn << 8)} (ibgda_ring_db),
@@ -244,7 +246,7 @@ MARROW_FN int quiet(const Channel &ch) {
         int rc = post(ch, nop, &idx, true);
         return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
     }
-    int rc = wait_ready(ch, target);
+    int rc = wait_ready(ch, target).rc;
     return rc != OK ? rc : wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
 }
 

@@ -162,6 +162,47 @@ MARROW_FN void fence_release_gpu() {
 #endif
 }
 
+/* The ready marks' bits (post_shared.h): set once a poster's WQEs are
+ * fenced, so a relaxed OR after that fence is a release (a fence then a
+ * strong write, PTX); cleared by the holder that claims them, ordered
+ * before the ready_head store that lets the next lap's posters mark. No
+ * value comes back, so the GPU issues them as reductions and waits for
+ * neither. */
+MARROW_FN void atomic_or_relaxed(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    atomicOr((unsigned long long *)p, (unsigned long long)v);
+#else
+    __atomic_fetch_or(p, v, __ATOMIC_RELEASE);
+#endif
+}
+MARROW_FN void atomic_and_relaxed(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    atomicAnd((unsigned long long *)p, (unsigned long long)v);
+#else
+    __atomic_fetch_and(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* After relaxed loads, makes them acquires (PTX: a relaxed load then a
+ * fence.acq_rel is an acquire pattern): one fence for several words. */
+MARROW_FN void fence_acquire_gpu() {
+#if MARROW_GPU
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+/* Trailing one bits of x (64 when all are ones). */
+MARROW_FN uint32_t trailing_ones64(uint64_t x) {
+    uint64_t z = ~x;
+#if MARROW_GPU
+    return z ? (uint32_t)(__ffsll((long long)z) - 1) : 64u;
+#else
+    return z ? (uint32_t)__builtin_ctzll(z) : 64u;
+#endif
+}
+
 MARROW_FN uint64_t load_acquire(const uint64_t *p) {
 #if MARROW_GPU
     uint64_t v;

@@ -35,9 +35,10 @@ MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
 }
 
 /* The ready chain: [idx, idx+n) becomes ready strictly in order, and only
- * the thread whose reservation starts at ready_head may move it, so waiting
- * with loads and then one release store is enough (no compare-and-swap
- * storm, unlike NVSHMEM's atomicCAS loop). The holder of the chain also
+ * the poster whose reservation holds ready_head may move it (at its first
+ * WQEBB, or inside it where a run of ready marks stopped: see below), so
+ * waiting with loads and then one release store is enough (no
+ * compare-and-swap storm, unlike NVSHMEM's atomicCAS loop). The holder of the chain also
  * rings, so doorbell records never go backwards without a doorbell lock.
  * It rings when
  *   - the caller asks (a blocking call waits for this WQE), or
@@ -90,18 +91,23 @@ constexpr uint32_t READY_POLLS_PER_LOOK = 16;
  * store and the next waiter's load meet less traffic there. In ns per
  * group ahead; 0 polls without sleeping. */
 #ifndef MARROW_READY_BACKOFF_NS
-#define MARROW_READY_BACKOFF_NS 200
+#define MARROW_READY_BACKOFF_NS 0
 #endif
 constexpr uint64_t READY_BACKOFF_MAX_NS = 4000;
 
 /* Wait until ready_head reaches `target`: a holder's turn (only the holder
  * can move it past its own index), or quiet's target. */
-MARROW_FN int wait_ready(const Channel &ch, uint64_t target) {
+struct Waited {
+    int rc;
+    uint64_t ready; /* where ready_head stood, at or past the target */
+};
+
+MARROW_FN Waited wait_ready(const Channel &ch, uint64_t target) {
     marrow_gcrb_heads *h = ch.heads();
     Deadline d;
     for (uint32_t polls = 1;; polls++) {
         uint64_t ready = load_acquire(&h->ready_head);
-        if (ready >= target) return OK;
+        if (ready >= target) return Waited{OK, ready};
 #if MARROW_GPU
         uint64_t groups = (target - ready) / MAX_GROUP;
         if (MARROW_READY_BACKOFF_NS && groups > 1) {
@@ -111,9 +117,133 @@ MARROW_FN int wait_ready(const Channel &ch, uint64_t target) {
 #endif
         if (polls % READY_POLLS_PER_LOOK) continue;
         int rc = sticky_error(ch);
-        if (rc != OK) return rc;
-        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return E_TIMEOUT;
+        if (rc != OK) return Waited{rc, ready};
+        if (d.expired(ch, MARROW_GCRB_WAIT_READY)) return Waited{E_TIMEOUT, ready};
     }
+}
+
+/* ------------------------------------------------------------ ready marks */
+
+/* A chain handed on one group per turn is as fast as a turn's round trip
+ * to L2, whatever the GPU does in parallel: a whole GPU on one channel
+ * waits there. So a poster that is not next marks its WQEBBs in the ready
+ * marks (GCRB_OFF_READY_MARKS, a bit per WQEBB) once they are written and
+ * fenced, and the holder of the chain claims the run of marked WQEBBs
+ * after its own in the same turn: one turn, one ring and one store of
+ * ready_head for as many groups as are written by then (at most
+ * MARROW_RUN_SCAN_WORDS words of marks). A marked poster waits until ready_head
+ * passes its WQEBBs (someone's run covered them) or stops inside them (the
+ * last holder's run ended there: its turn, for the rest of its WQEBBs and
+ * what follows). Exactly one group contains ready_head, so there is one
+ * holder, as before.
+ * Not marked, the classic turn instead: a poster that must ring (a
+ * blocking call: only a holder rings), and channels whose doorbell is the
+ * last WQE's control bytes (flags.db_ctrl_bytes: a holder knows only its
+ * own). A holder's run stops at such a poster's first WQEBB, whose bit is
+ * never set. */
+constexpr uint32_t MARK_WORDS = MARROW_GCRB_READY_MARK_BITS / 64;
+
+MARROW_FN uint64_t *ready_marks(const Channel &ch) { return (uint64_t *)(ch.page + MARROW_GCRB_OFF_READY_MARKS); }
+
+MARROW_FN bool marks_runs(const Channel &ch, bool force) {
+    return !force && !ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT);
+}
+
+/* Set the bits of WQEBBs [from, to): a group's, at most MAX_GROUP, so at
+ * most two words. */
+MARROW_FN void mark_ready(const Channel &ch, uint64_t from, uint64_t to) {
+    uint64_t *m = ready_marks(ch);
+    while (from < to) {
+        uint32_t bit = (uint32_t)(from % 64);
+        uint64_t n = to - from < 64 - bit ? to - from : 64 - bit;
+        uint64_t mask = (n == 64 ? ~0ull : (1ull << n) - 1) << bit;
+        atomic_or_relaxed(&m[(from / 64) % MARK_WORDS], mask);
+        from += n;
+    }
+}
+
+/* One word of a claim: the set bits from `s.bit` on, cleared, extend the
+ * run; a clear bit ends it. */
+struct RunScan {
+    uint64_t end;
+    uint32_t bit;
+    bool more;
+};
+
+MARROW_FN void claim_word(uint64_t *word, uint64_t w, RunScan &s) {
+    if (!s.more) return;
+    uint32_t room = 64 - s.bit;
+    uint32_t n = trailing_ones64(w >> s.bit);
+    if (n > room) n = room;
+    if (n) atomic_and_relaxed(word, ~((n == 64 ? ~0ull : (1ull << n) - 1) << s.bit));
+    s.end += n;
+    s.more = n == room;
+    s.bit = 0;
+}
+
+/* Four words of marks, loaded together. */
+struct MarkQuad {
+    uint64_t a0, a1, a2, a3;
+};
+
+MARROW_FN MarkQuad load_quad(uint64_t *m, uint32_t w) {
+    return MarkQuad{load_relaxed(&m[w % MARK_WORDS]), load_relaxed(&m[(w + 1) % MARK_WORDS]),
+                    load_relaxed(&m[(w + 2) % MARK_WORDS]), load_relaxed(&m[(w + 3) % MARK_WORDS])};
+}
+
+MARROW_FN void claim_quad(uint64_t *m, uint32_t w, const MarkQuad &q, RunScan &s) {
+    claim_word(&m[w % MARK_WORDS], q.a0, s);
+    claim_word(&m[(w + 1) % MARK_WORDS], q.a1, s);
+    claim_word(&m[(w + 2) % MARK_WORDS], q.a2, s);
+    claim_word(&m[(w + 3) % MARK_WORDS], q.a3, s);
+}
+
+/* The holder's claim: the run of set bits from `from` (where its turn
+ * stands), cleared; returns the run's end. The MARROW_RUN_SCAN_WORDS words
+ * are loaded together, then one fence makes them acquires: the WQE stores
+ * of every group in the run are then ordered before the ring that follows.
+ * Written out four words at a time: a local array would go to local
+ * memory. A longer scan lets one turn hand on more groups when a whole GPU
+ * posts; its loads all land in the same round trip. */
+#ifndef MARROW_RUN_SCAN_WORDS
+#define MARROW_RUN_SCAN_WORDS 8
+#endif
+static_assert(MARROW_RUN_SCAN_WORDS == 4 || MARROW_RUN_SCAN_WORDS == 8 || MARROW_RUN_SCAN_WORDS == 16,
+              "a claim scans 4, 8 or 16 words");
+MARROW_FN uint64_t claim_run(const Channel &ch, uint64_t from) {
+    uint64_t *m = ready_marks(ch);
+    uint32_t w = (uint32_t)(from / 64);
+    MarkQuad q0 = load_quad(m, w);
+#if MARROW_RUN_SCAN_WORDS >= 8
+    MarkQuad q1 = load_quad(m, w + 4);
+#endif
+#if MARROW_RUN_SCAN_WORDS >= 16
+    MarkQuad q2 = load_quad(m, w + 8), q3 = load_quad(m, w + 12);
+#endif
+    fence_acquire_gpu();
+    RunScan s{from, (uint32_t)(from % 64), true};
+    claim_quad(m, w, q0, s);
+#if MARROW_RUN_SCAN_WORDS >= 8
+    claim_quad(m, w + 4, q1, s);
+#endif
+#if MARROW_RUN_SCAN_WORDS >= 16
+    claim_quad(m, w + 8, q2, s);
+    claim_quad(m, w + 12, q3, s);
+#endif
+    return s.end;
+}
+
+/* A poster that is not next: wait until its WQEBBs lie within the marks'
+ * window of ready_head, mark them, and wait until ready_head reaches them.
+ * Where ready_head then stands, at or past `idx`: below `end`, this
+ * poster's turn. */
+MARROW_FN Waited mark_and_wait(const Channel &ch, uint64_t idx, uint64_t end) {
+    if (end > MARROW_GCRB_READY_MARK_BITS) {
+        Waited w = wait_ready(ch, end - MARROW_GCRB_READY_MARK_BITS);
+        if (w.rc != OK) return w;
+    }
+    mark_ready(ch, idx, end);
+    return wait_ready(ch, idx);
 }
 
 /* `v` was loaded before the caller's to_device() fence, which makes the
@@ -123,33 +253,54 @@ MARROW_FN int wait_ready(const Channel &ch, uint64_t target) {
 MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, bool lazy, uint64_t last_ctrl,
                              ChainView v) {
     marrow_gcrb_heads *h = ch.heads();
+    uint64_t end = idx + n;
+    bool runs = marks_runs(ch, force);
+    /* Marked: our bits are set and the claim must take them back. */
+    bool marked = false;
     if (v.ready != idx) {
-        int rc = wait_ready(ch, idx);
-        if (rc != OK) return rc;
+        marked = runs;
+        Waited w = runs ? mark_and_wait(ch, idx, end) : wait_ready(ch, idx);
+        if (w.rc != OK) return w.rc;
+        /* A holder's run covered ours: it or a later holder rings it. */
+        if (runs && w.ready >= end) return OK;
+        /* Our turn, from where the last run stopped (our bits from there
+         * on are set). */
+        if (runs) end = w.ready;
     }
     uint64_t resv = v.resv, cons = v.cons;
-    uint64_t end = idx + n;
+    /* Unmarked and nobody reserved after us when we looked: no run to
+     * claim (a later poster that marked anyway finds ready_head at its
+     * first WQEBB: its own turn). */
+    if (marked || (runs && resv > end)) {
+        uint64_t mine = end;
+        end = claim_run(ch, end);
+        /* The snapshot predates the run: read it again. It may still be
+         * older than the marks the claim saw, and below `end`: that reads
+         * as the tail, which rings (ringing more is always safe). */
+        if (end != mine) resv = load_relaxed(&h->resv_head);
+    }
     uint64_t depth = ch.c.sq_wqebbs;
     /* Lazy (flags.lazy_nbi_doorbell, put_nbi only): the last poster does not
      * ring; a ring more than half full (less a group) does instead, which
      * covers anyone who reserves later and waits for room: the holder just
      * before such a waiter sees end - cons > depth - MAX_GROUP. */
-    bool tail = lazy ? end - cons + MAX_GROUP > depth / 2 : resv == end;
+    bool tail = lazy ? end - cons + MAX_GROUP > depth / 2 : resv <= end;
     /* Lazy posters keep DeepEP's batch: a lone one rings only at its edges. */
     uint64_t batch_mask = ~((lazy ? RING_BATCH : shared_ring_batch(depth)) - 1);
     if (force || tail || (end & batch_mask) != (idx & batch_mask) || resv > cons + depth) {
-        /* Every poster fenced (to_device) its WQE stores before its turn,
-         * and our acquire of ready_head saw theirs: the WQEs are ordered
-         * before this doorbell record. */
+        /* Every poster fenced (to_device) its WQE stores before its turn or
+         * its mark, and our acquire of ready_head and of the marks saw
+         * theirs: the WQEs are ordered before this doorbell record. */
         ring(ch, end, last_ctrl, force);
 #if MARROW_GPU
         /* The ring's wc_start (fence.acq_rel.sys) came after every WQE
          * store this turn hands on: the group's (the warp barrier), the
-         * earlier holders' (our acquire of ready_head). A fence then a
-         * strong store is a release pattern (PTX memory consistency model),
-         * so the release store's own fence would only wait again. On the
-         * CPU wc_start orders stores only (sfence, dsb st): keep the
-         * release. */
+         * earlier holders' (our acquire of ready_head), the marked runs'
+         * (the claim's acquire), and after the claim's clears. A fence
+         * then a strong store is a release pattern (PTX memory consistency
+         * model), so the release store's own fence would only wait again.
+         * On the CPU wc_start orders stores only (sfence, dsb st): keep
+         * the release. */
         store_relaxed(&h->ready_head, end);
         return OK;
 #endif
