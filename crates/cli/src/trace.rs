@@ -50,11 +50,7 @@ pub fn parse_kind(s: &str) -> Result<Kind, String> {
 /// A decimal or `0x` hex number.
 pub fn parse_num(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|e| format!("'{s}': {e}"))
+    clap_num::maybe_hex::<u64>(s).map_err(|e| format!("'{s}': {e}"))
 }
 
 /// What `--opcode` matches.
