@@ -845,6 +845,17 @@ mod tests {
     }
 
     #[test]
+    fn numbers_parse_in_decimal_or_with_0x() {
+        assert_eq!(parse_num("0x1F"), Ok(31));
+        assert_eq!(parse_num("0X1f"), Ok(31));
+        assert_eq!(parse_num(" 42 "), Ok(42));
+        assert_eq!(parse_num("18446744073709551615"), Ok(u64::MAX));
+        for bad in ["", "0x", "-1", "1f", "0x1g", "18446744073709551616", "0x1_0"] {
+            assert!(parse_num(bad).is_err_and(|e| e.contains(bad.trim())), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn state_changes_and_errors() {
         let f = file(&[
             (Kind::QP_STATE, 0x100, 0, 0, vec![3, 6]),
