@@ -435,7 +435,7 @@ fn kernel_key(fragment: &str, rustc: &str) -> String {
         fragment.trim_end_matches('\n')
     );
     let h = Sha256::digest(text.as_bytes());
-    let hex: String = h.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(&h[..6]);
     format!("kernel-{KERNEL_VERSION}-{hex}")
 }
 

@@ -247,7 +247,7 @@ impl Link {
 }
 
 fn hex(h: &IpcHandle) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(h)
 }
 
 fn unhex(s: &str) -> Res<IpcHandle> {
@@ -255,10 +255,7 @@ fn unhex(s: &str) -> Res<IpcHandle> {
     if s.len() != 128 {
         return check(format!("IPC handle of {} hex digits, not 128", s.len()));
     }
-    for (i, b) in h.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-            .map_err(|e| BenchError::Check(format!("IPC handle digit pair {i}: {e}")))?;
-    }
+    hex::decode_to_slice(s, &mut h).map_err(|e| BenchError::Check(format!("IPC handle: {e}")))?;
     Ok(h)
 }
 

@@ -225,17 +225,9 @@ pub fn size_text(n: usize) -> String {
     }
 }
 
+/// `512 B`, `1.5 MiB`: one decimal past a KiB.
 fn bytes_text(n: u64) -> String {
-    let f = n as f64;
-    if n >= 1 << 30 {
-        format!("{:.1} GiB", f / f64::from(1u32 << 30))
-    } else if n >= 1 << 20 {
-        format!("{:.1} MiB", f / f64::from(1u32 << 20))
-    } else if n >= 1 << 10 {
-        format!("{:.1} KiB", f / 1024.0)
-    } else {
-        format!("{n} B")
-    }
+    bytesize::ByteSize(n).display().iec().to_string()
 }
 
 /// One row as `--json` gives it: the table's columns, plus perftest's
@@ -1169,6 +1161,21 @@ mod tests {
         assert_eq!(size_text(8), "8 B");
         assert_eq!(size_text(4096), "4 KiB");
         assert_eq!(size_text(1 << 20), "1 MiB");
+    }
+
+    #[test]
+    fn byte_counts_keep_one_decimal_past_a_kib() {
+        // The text the demo printed before it used bytesize.
+        for (n, want) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1.0 KiB"),
+            (1536, "1.5 KiB"),
+            (3 << 20, "3.0 MiB"),
+            ((5 << 30) + (1 << 29), "5.5 GiB"),
+        ] {
+            assert_eq!(bytes_text(n), want);
+        }
     }
 
     #[test]

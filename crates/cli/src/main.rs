@@ -529,11 +529,7 @@ fn run_interop_host(a: &InteropHostArgs) -> ExitCode {
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u32::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|e| format!("'{s}': {e}"))
+    clap_num::maybe_hex::<u32>(s).map_err(|e| format!("'{s}': {e}"))
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -692,11 +688,7 @@ fn parse_size(s: &str) -> Result<usize, String> {
         t if t.ends_with('G') => (t[..t.len() - 1].to_string(), 30),
         t => (t, 0),
     };
-    let v = match num.strip_prefix("0X") {
-        Some(h) => usize::from_str_radix(h, 16),
-        None => num.parse::<usize>(),
-    }
-    .map_err(|e| format!("{s:?} is not a byte count: {e}"))?;
+    let v = clap_num::maybe_hex::<usize>(&num).map_err(|e| format!("{s:?} is not a byte count: {e}"))?;
     v.checked_shl(shift).filter(|x| x >> shift == v).ok_or_else(|| format!("{s} bytes is too large"))
 }
 

@@ -50,11 +50,7 @@ pub fn parse_kind(s: &str) -> Result<Kind, String> {
 /// A decimal or `0x` hex number.
 pub fn parse_num(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|e| format!("'{s}': {e}"))
+    clap_num::maybe_hex::<u64>(s).map_err(|e| format!("'{s}': {e}"))
 }
 
 /// What `--opcode` matches.
@@ -846,6 +842,17 @@ mod tests {
         assert!(parse_opcode("WRITE").is_err());
         assert_eq!(qp_state_name(3), "RTS");
         assert_eq!(qp_state_name(6), "ERR");
+    }
+
+    #[test]
+    fn numbers_parse_in_decimal_or_with_0x() {
+        assert_eq!(parse_num("0x1F"), Ok(31));
+        assert_eq!(parse_num("0X1f"), Ok(31));
+        assert_eq!(parse_num(" 42 "), Ok(42));
+        assert_eq!(parse_num("18446744073709551615"), Ok(u64::MAX));
+        for bad in ["", "0x", "-1", "1f", "0x1g", "18446744073709551616", "0x1_0"] {
+            assert!(parse_num(bad).is_err_and(|e| e.contains(bad.trim())), "{bad:?}");
+        }
     }
 
     #[test]

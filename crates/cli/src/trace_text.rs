@@ -105,30 +105,44 @@ fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Opt
 const BYTES_01: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
 
 /// `v` as `{:#0w$x}` formats it with `w = digits + 2`: `0x`, then at least `digits` hex digits.
+// Inlined into every caller: most calls have a constant `digits` and a
+// value of 32 bits or less, so what is left is the short path below.
+#[inline(always)]
 fn hex(o: &mut Vec<u8>, v: u64, digits: usize) {
     let n = ((64 - v.leading_zeros()).div_ceil(4).max(1) as usize).max(digits);
+    if n <= 8 {
+        hex_short(o, v, n);
+    } else {
+        hex_long(o, v, n);
+    }
+}
+
+/// [`hex`] of `n <= 8` digits: the same steps as [`hex_long`] in one register.
+#[inline(always)]
+fn hex_short(o: &mut Vec<u8>, v: u64, n: usize) {
+    let mut x = v;
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = x.swap_bytes();
+    let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+    x += 0x3030_3030_3030_3030 + letters * 0x27;
+    // "0x", then the digits: one 16-byte copy.
+    let text = u128::from(u16::from_le_bytes(*b"0x")) | (u128::from(x >> (8 * (8 - n))) << 16);
+    let at = o.len();
+    o.extend_from_slice(&text.to_le_bytes());
+    o.truncate(at + 2 + n);
+}
+
+/// [`hex`] of more than 8 digits.
+#[inline(never)]
+fn hex_long(o: &mut Vec<u8>, v: u64, n: usize) {
     if n > 16 {
         o.extend_from_slice(b"0x");
         o.extend(std::iter::repeat_n(b'0', n - 16));
         let at = o.len();
         hex(o, v, 16);
         o.drain(at..at + 2);
-        return;
-    }
-    if n <= 8 {
-        // Most values (QPNs, indices, offsets) fit 32 bits: the same steps in one register.
-        let mut x = v;
-        x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
-        x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
-        x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
-        x = x.swap_bytes();
-        let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
-        x += 0x3030_3030_3030_3030 + letters * 0x27;
-        // "0x", then the digits: one 16-byte copy.
-        let text = u128::from(u16::from_le_bytes(*b"0x")) | (u128::from(x >> (8 * (8 - n))) << 16);
-        let at = o.len();
-        o.extend_from_slice(&text.to_le_bytes());
-        o.truncate(at + 2 + n);
         return;
     }
     // Nibble i of `v` to byte i, in four spreading steps.
@@ -150,6 +164,7 @@ fn hex(o: &mut Vec<u8>, v: u64, digits: usize) {
 
 /// The 8 decimal digits of `y < 10^8` (leading zeros included), one a
 /// byte, most significant first in memory, as numbers 0 to 9.
+#[inline(always)]
 fn digits8(y: u64) -> u64 {
     // Halves of 4 digits in the two 32-bit lanes, then pairs in 16-bit
     // lanes, then digits in bytes; each step divides every lane at once by
@@ -163,6 +178,7 @@ fn digits8(y: u64) -> u64 {
 
 /// The decimal digits of `v` as characters, most significant first in
 /// memory, and how many; `None` past 16 digits.
+#[inline(always)]
 fn dec_digits(v: u64) -> Option<(u128, usize)> {
     if v >= 10_000_000_000_000_000 {
         return None;
@@ -177,6 +193,7 @@ fn dec_digits(v: u64) -> Option<(u128, usize)> {
 }
 
 /// `v` as `{}` formats it.
+#[inline(always)]
 fn dec(o: &mut Vec<u8>, v: u64) {
     if v < 10 {
         o.push(b'0' + v as u8);
@@ -207,6 +224,7 @@ fn dec_right(o: &mut Vec<u8>, v: u64, width: usize) {
 }
 
 /// `n` spaces.
+#[inline(always)]
 fn spaces(o: &mut Vec<u8>, n: usize) {
     if n <= 16 {
         let at = o.len();

@@ -31,10 +31,7 @@ pub struct Dest {
 impl Dest {
     /// The 52-byte message.
     pub fn to_wire(&self) -> [u8; MSG_LEN] {
-        let mut gid = String::with_capacity(32);
-        for b in self.gid {
-            gid.push_str(&format!("{b:02x}"));
-        }
+        let gid = hex::encode(self.gid);
         let text = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn & 0xff_ffff, self.psn & 0xff_ffff);
         let mut out = [0u8; MSG_LEN];
         out[..text.len()].copy_from_slice(text.as_bytes());
@@ -60,9 +57,7 @@ impl Dest {
         if gid.len() != 32 {
             return Err(bad("GID is not 32 hex digits"));
         }
-        for (i, b) in g.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&gid[2 * i..2 * i + 2], 16).map_err(|_| bad("GID is not hex"))?;
-        }
+        hex::decode_to_slice(gid, &mut g).map_err(|_| bad("GID is not hex"))?;
         Ok(Dest { lid: hex(lid, 4, "LID")? as u16, qpn: hex(qpn, 6, "QPN")?, psn: hex(psn, 6, "PSN")?, gid: g })
     }
 }

@@ -9,13 +9,53 @@
 //! ```
 
 use std::io::{BufRead, Read, Write};
+use zerocopy::byteorder::{LittleEndian as LE, U16, U32, U64};
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"MRWTRACE";
 /// Format version.
 pub const VERSION: u32 = 1;
-const HEADER: usize = 32;
-const FILE_HEADER: usize = 16;
+const HEADER: usize = size_of::<RecordHeader>();
+const FILE_HEADER: usize = size_of::<FileHeader>();
+
+/// The file's first bytes: [`MAGIC`], then [`VERSION`] and a reserved word.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct FileHeader {
+    magic: [u8; 8],
+    version: U32<LE>,
+    reserved: U32<LE>,
+}
+
+/// The header before each record's bytes, little-endian on every host.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RecordHeader {
+    t_ns: U64<LE>,
+    kind: u8,
+    reserved0: u8,
+    len: U16<LE>,
+    qpn: U32<LE>,
+    obj: U32<LE>,
+    reserved1: U32<LE>,
+    addr: U64<LE>,
+}
+
+// The file format's sizes: readers written against it count on them.
+const _: () = assert!(size_of::<FileHeader>() == 16);
+const _: () = assert!(size_of::<RecordHeader>() == 32);
+
+impl RecordHeader {
+    /// The fields of `rec` except its bytes, taken from the header.
+    fn fill(&self, rec: &mut Record) {
+        rec.t_ns = self.t_ns.get();
+        rec.kind = Kind(self.kind);
+        rec.qpn = self.qpn.get();
+        rec.obj = self.obj.get();
+        rec.addr = self.addr.get();
+    }
+}
 /// The most bytes one record may carry: its length is a `u16`, so a reader
 /// never allocates more than this for a record, whatever the file says.
 pub const MAX_RECORD_BYTES: usize = u16::MAX as usize;
@@ -97,9 +137,7 @@ impl Recorder {
     /// A recorder that keeps at most `cap` bytes (then counts what it drops).
     pub fn new(cap: usize) -> Self {
         let mut buf = Vec::with_capacity(1 << 16);
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&VERSION.to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(FileHeader { magic: *MAGIC, version: VERSION.into(), reserved: 0.into() }.as_bytes());
         Recorder { buf, start: std::time::Instant::now(), cap, dropped: 0 }
     }
 
@@ -111,14 +149,17 @@ impl Recorder {
             return;
         }
         let t = self.start.elapsed().as_nanos() as u64;
-        self.buf.extend_from_slice(&t.to_le_bytes());
-        self.buf.push(kind.0);
-        self.buf.push(0);
-        self.buf.extend_from_slice(&(len as u16).to_le_bytes());
-        self.buf.extend_from_slice(&qpn.to_le_bytes());
-        self.buf.extend_from_slice(&obj.to_le_bytes());
-        self.buf.extend_from_slice(&0u32.to_le_bytes());
-        self.buf.extend_from_slice(&addr.to_le_bytes());
+        let h = RecordHeader {
+            t_ns: t.into(),
+            kind: kind.0,
+            reserved0: 0,
+            len: (len as u16).into(),
+            qpn: qpn.into(),
+            obj: obj.into(),
+            reserved1: 0.into(),
+            addr: addr.into(),
+        };
+        self.buf.extend_from_slice(h.as_bytes());
         self.buf.extend_from_slice(&bytes[..len]);
     }
 
@@ -199,12 +240,13 @@ pub struct Reader<R> {
 impl<R: Read> Reader<R> {
     /// Reads and checks the file header.
     pub fn new(mut src: R) -> Result<Self, TraceError> {
-        let mut h = [0u8; FILE_HEADER];
-        let n = read_full(&mut src, &mut h).map_err(|e| TraceError::Read { offset: 0, message: e.to_string() })?;
-        if n < FILE_HEADER || &h[..8] != MAGIC {
+        let mut h = FileHeader::new_zeroed();
+        let n = read_full(&mut src, h.as_mut_bytes())
+            .map_err(|e| TraceError::Read { offset: 0, message: e.to_string() })?;
+        if n < FILE_HEADER || &h.magic != MAGIC {
             return Err(TraceError::BadMagic);
         }
-        let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        let version = h.version.get();
         if version != VERSION {
             return Err(TraceError::BadVersion(version));
         }
@@ -231,15 +273,15 @@ impl<R: Read> Reader<R> {
     fn read_record(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
         let at = self.offset;
         let read_err = |e: std::io::Error| TraceError::Read { offset: at, message: e.to_string() };
-        let mut h = [0u8; HEADER];
-        let n = read_full(&mut self.src, &mut h).map_err(read_err)?;
+        let mut h = RecordHeader::new_zeroed();
+        let n = read_full(&mut self.src, h.as_mut_bytes()).map_err(read_err)?;
         if n == 0 {
             return Ok(false);
         }
         if n < HEADER {
             return Err(TraceError::Truncated { offset: at, need: HEADER, have: n });
         }
-        let len = usize::from(u16::from_le_bytes([h[10], h[11]]));
+        let len = usize::from(h.len.get());
         rec.bytes.clear();
         rec.bytes.resize(len.min(MAX_RECORD_BYTES), 0);
         let got = read_full(&mut self.src, &mut rec.bytes).map_err(read_err)?;
@@ -247,13 +289,7 @@ impl<R: Read> Reader<R> {
             return Err(TraceError::Truncated { offset: at, need: HEADER + len, have: HEADER + got });
         }
         self.offset = at + HEADER + len;
-        let u64le = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
-        let u32le = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap_or([0; 4]));
-        rec.t_ns = u64le(0);
-        rec.kind = Kind(h[8]);
-        rec.qpn = u32le(12);
-        rec.obj = u32le(16);
-        rec.addr = u64le(24);
+        h.fill(rec);
         Ok(true)
     }
 }
@@ -269,14 +305,10 @@ impl<R: BufRead> Reader<R> {
             return Ok(false);
         }
         let Ok(buf) = self.src.fill_buf() else { return self.next_into(rec) };
-        let Some(h) = buf.first_chunk::<HEADER>() else { return self.next_into(rec) };
-        let len = usize::from(u16::from_le_bytes([h[10], h[11]]));
-        let Some(bytes) = buf.get(HEADER..HEADER + len) else { return self.next_into(rec) };
-        rec.t_ns = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
-        rec.kind = Kind(h[8]);
-        rec.qpn = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
-        rec.obj = u32::from_le_bytes([h[16], h[17], h[18], h[19]]);
-        rec.addr = u64::from_le_bytes([h[24], h[25], h[26], h[27], h[28], h[29], h[30], h[31]]);
+        let Ok((h, rest)) = RecordHeader::ref_from_prefix(buf) else { return self.next_into(rec) };
+        let len = usize::from(h.len.get());
+        let Some(bytes) = rest.get(..len) else { return self.next_into(rec) };
+        h.fill(rec);
         rec.bytes.clear();
         rec.bytes.extend_from_slice(bytes);
         self.src.consume(HEADER + len);

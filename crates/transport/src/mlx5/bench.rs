@@ -202,14 +202,17 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, Mlx5Error> {
             return Err(Mlx5Error::Queue(format!("byte {i} read back {:#04x}, put {:#04x}", back[i], pattern(i))));
         }
         let _ = writeln!(out, "put {n} B and read it back with a get: every byte matches");
-        let mut lat = Vec::with_capacity(o.iters);
+        // Nanoseconds, three significant digits; it grows to any duration.
+        let mut lat = hdrhistogram::Histogram::<u64>::new(3).map_err(|e| Mlx5Error::Queue(e.to_string()))?;
         for _ in 0..o.iters {
             let t = Instant::now();
             d.put(1, (half + n) as u64, 0, 8).map_err(|e| dev("put", e))?;
-            lat.push(t.elapsed());
+            lat.saturating_record(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
         }
-        lat.sort();
-        let pct = |p: f64| lat.get(((lat.len().max(1) as f64 - 1.0) * p) as usize).copied().unwrap_or_default();
+        let pct = |p: f64| {
+            let ns = if p >= 1.0 { lat.max() } else { lat.value_at_quantile(p) };
+            std::time::Duration::from_nanos(if lat.is_empty() { 0 } else { ns })
+        };
         let _ = writeln!(out, "8 B put+quiet x{}: p50 {:?} p99 {:?} max {:?}", o.iters, pct(0.5), pct(0.99), pct(1.0));
         for (what, p) in [("p50", 0.5), ("p99", 0.99), ("max", 1.0)] {
             figures.push(Figure {
