@@ -20,6 +20,7 @@
 //! none); the functions that need one return [`VerbsError`]s that name what
 //! is missing.
 
+pub mod any;
 pub mod bootstrap;
 pub mod device;
 pub mod devx;
@@ -32,7 +33,7 @@ pub mod probe;
 pub mod proxy;
 pub mod qp;
 
-pub use lib_load::Verbs;
+pub use lib_load::{Ibverbs, Verbs};
 
 /// A failure of the mlx5 backend, each naming what is missing or refused.
 #[derive(Debug, thiserror::Error)]
