@@ -62,20 +62,30 @@ pub struct Args {
 }
 
 /// The value of column `col` in the first data row of perftest's table
-/// whose header names `want` there.
+/// whose header names `want`.
 fn perftest_column(text: &str, want: &str, col: usize) -> Result<f64, String> {
     let mut header_ok = false;
     for l in text.lines() {
         let w: Vec<&str> = l.split_whitespace().collect();
         if w.first() == Some(&"#bytes") {
-            header_ok = w.get(col).is_some_and(|h| h.starts_with(want));
+            // Header words and data columns differ ("BW peak[MB/sec]" is two
+            // words, one column): the header must name the figure, the
+            // column is perftest's (`print_report_bw`, `print_report_lat`).
+            header_ok = w.iter().any(|h| h.starts_with(want));
             if !header_ok {
-                return Err(format!("perftest's header has {:?} in column {col}, not {want}", w.get(col)));
+                return Err(format!("perftest's header does not name {want}: {l}"));
             }
             continue;
         }
         if header_ok && w.first().is_some_and(|t| t.parse::<u64>().is_ok()) {
-            return w.get(col).and_then(|v| v.parse().ok()).ok_or_else(|| format!("no number in column {col}: {l}"));
+            let v: f64 =
+                w.get(col).and_then(|v| v.parse().ok()).ok_or_else(|| format!("no number in column {col}: {l}"))?;
+            if !v.is_finite() || v <= 0.0 {
+                return Err(format!(
+                    "perftest measured nothing ({want} = {v}: its TSC calibration failed, \"Correlation coefficient\" in its output)"
+                ));
+            }
+            return Ok(v);
         }
     }
     Err(format!("no perftest table with {want}"))
@@ -123,10 +133,7 @@ pub fn main(a: &Args) -> ExitCode {
                          (put+quiet waits for the ACK: a round trip; ib_write_lat reports half its ping-pong's)",
                         p50 / t
                     ),
-                    Err(e) => {
-                        println!("not ok - ib_write_lat output {}: {e}", path.display());
-                        return ExitCode::from(1);
-                    }
+                    Err(e) => println!("ratio unavailable - ib_write_lat output {}: {e}", path.display()),
                 }
             }
             if let (Some(path), Some(rate)) = (&a.ib_write_bw, fig("put8_rate")) {
@@ -139,10 +146,7 @@ pub fn main(a: &Args) -> ExitCode {
                         rate / 1e6,
                         rate / 1e6 / mpps
                     ),
-                    Err(e) => {
-                        println!("not ok - ib_write_bw output {}: {e}", path.display());
-                        return ExitCode::from(1);
-                    }
+                    Err(e) => println!("ratio unavailable - ib_write_bw output {}: {e}", path.display()),
                 }
             }
             ExitCode::SUCCESS
@@ -170,5 +174,7 @@ mod tests {
         assert_eq!(perftest_column(bw, "MsgRate", 4), Ok(1.229));
         assert!(perftest_column(bw, "t_typical", 4).is_err());
         assert!(perftest_column("nothing", "MsgRate", 4).is_err());
+        let inf = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]\n 8       1000          inf            inf          inf\n";
+        assert!(perftest_column(inf, "t_typical", 4).unwrap_err().contains("TSC calibration"));
     }
 }

@@ -8,6 +8,7 @@
 //! | gets | rank 1 fills its upper half with a pattern before connecting; rank 0 gets every size, 8 B to 1 MiB, and compares every byte |
 //! | puts | rank 0 puts a pattern of every size, gets it back and compares; rank 1 checks the last (1 MiB) one byte for byte |
 //! | atomics | fetch-and-adds of 1..=n: each returns the sum so far; compare-and-swaps i→i+1 each return i; one with a stale compare returns the value and swaps nothing; rank 1 checks both words |
+//! | sends | on the second channel, the CPU initiator (`marrow_driver`) posts SENDs of 8 B to 1 MiB (one with immediate), an inline SEND, an RDMA WRITE with immediate and an inline RDMA WRITE; rank 1 posts mlx5 receive WQEs and checks each receive CQE (opcode, length, immediate) and every byte |
 //! | figures | 8 B put (blocking: put + quiet) latency, and the message rate of 8 B non-blocking puts then one quiet |
 //!
 //! Fault modes, each passing only when the device code gets the error CQE
@@ -16,10 +17,13 @@
 //! responder error), `vanished-peer` (rank 1 exits after connecting: the
 //! put's retries run out, TRANSPORT_RETRY_EXC_ERR 0x15).
 
-use super::{ProxyError, ProxyRank, RankOpts};
+use super::{CpuChannel, ProxyError, ProxyRank, RankOpts};
 use crate::cpu::Device;
 use crate::gcrb_page;
+use marrow_mlx5::cqe::Completion;
+use marrow_mlx5::raw::CqeOpcode;
 use marrow_mlx5::raw::Syndrome;
+use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_softnic::QpState;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -82,11 +86,57 @@ const BURST_OFF: usize = 3 * MIB + 4096;
 /// The done flag on rank 1.
 const FLAG_OFF: usize = 4 * MIB - 8;
 const DONE: u64 = 0x4d41_5252_4f57_2121; // "MARROW!!"
+/// Rank 1's receive buffer.
+const RECV_OFF: usize = MIB;
+/// Where the RDMA WRITE with immediate and the inline RDMA WRITE land on rank 1.
+const WIMM_OFF: usize = 3 * MIB + 8192;
+const WINL_OFF: usize = 3 * MIB + 16384;
+const SEND_SIZES: [usize; 5] = [8, 64, 4096, 65536, MIB];
+const SEND_IMM: u32 = 0x1234_5678;
+const WRITE_IMM: u32 = 0xfeed_beef;
+const INLINE_SEND: usize = 48;
+const WIMM_LEN: usize = 256;
+const INLINE_WRITE: usize = 40;
 const SIZES: [usize; 7] = [8, 64, 512, 4096, 32768, 262_144, MIB];
 const ATOMICS: u64 = 32;
 
 fn get_pattern(i: usize) -> u8 {
     (i as u8).wrapping_mul(13).wrapping_add((i >> 8) as u8).wrapping_add(5)
+}
+
+fn send_pattern(size: usize, i: usize) -> u8 {
+    (i as u8).wrapping_mul(7).wrapping_add((i >> 8) as u8).wrapping_add(size as u8).wrapping_add(0x40)
+}
+
+/// The next CQE of `cq`, or an error after `timeout`.
+fn wait_cqe(cq: &mut marrow_driver::CqPoller, timeout: Duration, what: &str) -> Result<Completion, ProxyError> {
+    let t0 = Instant::now();
+    loop {
+        match cq.poll() {
+            Ok(Some(c)) => return Ok(c),
+            Ok(None) => {}
+            Err(e) => return Err(ProxyError::Check(format!("{what}: {e}"))),
+        }
+        if t0.elapsed() > timeout {
+            return Err(ProxyError::Check(format!("{what}: no CQE within {timeout:?}")));
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Post `op` on the CPU channel, ring, and wait for its requester CQE.
+fn post_wait(c: &mut CpuChannel, op: &WqeOp<'_>, timeout: Duration, what: &str) -> Result<(), ProxyError> {
+    let post = |e: marrow_driver::PostError| ProxyError::Check(format!("{what}: {e}"));
+    let index = c.sq.pi() as u16;
+    let built = c.sq.post(CtrlParams::signaled(0, 0), op).map_err(post)?;
+    c.sq.ring().map_err(post)?;
+    match wait_cqe(&mut c.scq, timeout, what)? {
+        Completion::Requester { wqe_counter, .. } if wqe_counter == index => {
+            c.sq.complete_through(wqe_counter, u32::from(built.wqebbs));
+            Ok(())
+        }
+        other => Err(ProxyError::Check(format!("{what}: expected the requester CQE of WQE {index}, got {other:?}"))),
+    }
 }
 
 fn put_pattern(size: usize, i: usize) -> u8 {
@@ -205,6 +255,7 @@ fn rank0_check(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyE
         run.text,
         "ok - {ATOMICS} fetch-and-adds (each returned the sum so far), {ATOMICS} compare-and-swaps and a stale one (returned {stale}, swapped nothing)"
     );
+    rank0_sends(o, r, run)?;
     // Figures.
     let mut lat = Vec::with_capacity(o.iters as usize);
     for i in 0..o.iters {
@@ -232,7 +283,88 @@ fn rank0_check(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyE
     Ok(())
 }
 
+fn rank0_sends(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyError> {
+    let t = o.rank.timeout;
+    let mut c = r.cpu.lock().unwrap_or_else(|p| p.into_inner());
+    let base = r.buf.base_addr() as u64;
+    let lkey = c.lkey;
+    let peer = c.peer;
+    for &n in &SEND_SIZES {
+        let p: Vec<u8> = (0..n).map(|i| send_pattern(n, i)).collect();
+        r.buf.write_bytes(LAND_OFF, &p)?;
+        let sgl = [Sge { addr: base + LAND_OFF as u64, length: n as u32, lkey }];
+        let op = if n == 4096 { WqeOp::SendImm { sgl: &sgl, imm: SEND_IMM } } else { WqeOp::Send { sgl: &sgl } };
+        post_wait(&mut c, &op, t, &format!("SEND {n} B"))?;
+    }
+    let inline: Vec<u8> = (0..INLINE_SEND).map(|i| send_pattern(INLINE_SEND, i)).collect();
+    post_wait(&mut c, &WqeOp::SendInline { data: &inline }, t, "inline SEND")?;
+    let p: Vec<u8> = (0..WIMM_LEN).map(|i| send_pattern(WIMM_LEN, i)).collect();
+    r.buf.write_bytes(LAND_OFF, &p)?;
+    let sgl = [Sge { addr: base + LAND_OFF as u64, length: WIMM_LEN as u32, lkey }];
+    let remote = RemoteAddr { raddr: peer.addr + WIMM_OFF as u64, rkey: peer.rkey };
+    post_wait(&mut c, &WqeOp::RdmaWriteImm { remote, sgl: &sgl, imm: WRITE_IMM }, t, "RDMA WRITE with immediate")?;
+    let data: Vec<u8> = (0..INLINE_WRITE).map(|i| send_pattern(INLINE_WRITE, i)).collect();
+    let remote = RemoteAddr { raddr: peer.addr + WINL_OFF as u64, rkey: peer.rkey };
+    post_wait(&mut c, &WqeOp::RdmaWriteInline { remote, data: &data }, t, "inline RDMA WRITE")?;
+    let _ = writeln!(
+        run.text,
+        "ok - CPU-initiator channel: {} SENDs of 8 B to 1 MiB (one with immediate), an inline SEND, an RDMA WRITE with immediate and an inline RDMA WRITE completed",
+        SEND_SIZES.len()
+    );
+    Ok(())
+}
+
+/// Rank 1's side of the sends: each arrival in a receive WQE, checked.
+fn rank1_receives(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyError> {
+    let t = o.rank.timeout * 4;
+    let mut c = r.cpu.lock().unwrap_or_else(|p| p.into_inner());
+    let base = r.buf.base_addr() as u64;
+    let lkey = c.lkey;
+    let mut expect: Vec<(CqeOpcode, usize, Option<u32>)> =
+        SEND_SIZES
+            .iter()
+            .map(|&n| {
+                if n == 4096 { (CqeOpcode::RESP_SEND_IMM, n, Some(SEND_IMM)) } else { (CqeOpcode::RESP_SEND, n, None) }
+            })
+            .collect();
+    expect.push((CqeOpcode::RESP_SEND, INLINE_SEND, None));
+    expect.push((CqeOpcode::RESP_WR_IMM, WIMM_LEN, Some(WRITE_IMM)));
+    for (k, &(op, n, imm)) in expect.iter().enumerate() {
+        r.buf.fill(RECV_OFF, MIB, 0)?;
+        let index =
+            c.rq.post(&[Sge { addr: base + RECV_OFF as u64, length: MIB as u32, lkey }])
+                .map_err(|e| ProxyError::Check(format!("receive WQE: {e}")))?;
+        let got = wait_cqe(&mut c.rcq, t, &format!("receive #{k} ({op:?}, {n} B)"))?;
+        let ok = matches!(got, Completion::Responder { opcode, wqe_counter, byte_cnt, imm: i, .. }
+            if opcode == op && wqe_counter == index && byte_cnt as usize == n && i == imm);
+        if !ok {
+            return Err(ProxyError::Check(format!(
+                "receive #{k}: expected {op:?} of {n} B (immediate {imm:x?}) in receive WQE {index}, got {got:?}"
+            )));
+        }
+        c.rq.complete(index);
+        let (at, what) =
+            if op == CqeOpcode::RESP_WR_IMM { (WIMM_OFF, "RDMA WRITE with immediate") } else { (RECV_OFF, "SEND") };
+        let mut b = vec![0u8; n];
+        r.buf.read_bytes(at, &mut b)?;
+        if let Some(i) = (0..n).find(|&i| b[i] != send_pattern(n, i)) {
+            return Err(ProxyError::Check(format!(
+                "{what} of {n} B: byte {i} is {:#04x}, sent {:#04x}",
+                b[i],
+                send_pattern(n, i)
+            )));
+        }
+    }
+    let _ = writeln!(
+        run.text,
+        "ok - rank 1: {} receive CQEs (SENDs of 8 B to 1 MiB, with immediate, inline; an RDMA WRITE with immediate), opcode, length, immediate and every byte as sent",
+        expect.len()
+    );
+    Ok(())
+}
+
 fn rank1_check(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyError> {
+    rank1_receives(o, r, run)?;
     let t0 = Instant::now();
     while u64::from_le_bytes(r.buf.read_array::<8>(FLAG_OFF)?) != DONE {
         if t0.elapsed() > o.rank.timeout * 4 {
@@ -258,9 +390,14 @@ fn rank1_check(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyE
             "rank 1: atomic words {fa} and {cs}, expected {sum} (fetch-and-adds) and {ATOMICS} (compare-and-swaps)"
         )));
     }
+    let mut w = vec![0u8; INLINE_WRITE];
+    r.buf.read_bytes(WINL_OFF, &mut w)?;
+    if let Some(i) = (0..INLINE_WRITE).find(|&i| w[i] != send_pattern(INLINE_WRITE, i)) {
+        return Err(ProxyError::Check(format!("rank 1: byte {i} of the inline RDMA WRITE is {:#04x}", w[i])));
+    }
     let _ = writeln!(
         run.text,
-        "ok - rank 1: rank 0's {last}-byte put arrived intact; atomic words {fa} and {cs} as the operations require"
+        "ok - rank 1: rank 0's {last}-byte put and inline RDMA WRITE arrived intact; atomic words {fa} and {cs} as the operations require"
     );
     Ok(())
 }

@@ -107,6 +107,28 @@ impl Default for RankOpts {
     }
 }
 
+/// The second channel, driven by the CPU initiator (`marrow_driver`), which
+/// writes the WQEs device.h has no call for (SEND, SEND with immediate,
+/// RDMA WRITE with immediate, inline data) into the same kind of mlx5 ring,
+/// served by the same proxy.
+#[derive(Debug)]
+pub struct CpuChannel {
+    /// Its softnic QP.
+    pub qpn: u32,
+    /// Send queue.
+    pub sq: marrow_driver::SendQueue,
+    /// Send CQ.
+    pub scq: marrow_driver::CqPoller,
+    /// Receive queue.
+    pub rq: marrow_driver::RecvQueue,
+    /// Receive CQ.
+    pub rcq: marrow_driver::CqPoller,
+    /// The softnic lkey of the symmetric buffer.
+    pub lkey: u32,
+    /// The peer's endpoint for this channel (its QP, and the buffer's rkey on that QP's PD).
+    pub peer: RcEndpoint,
+}
+
 /// One rank: its verbs endpoint (inside the engine), its softnic QP whose
 /// rings the device code writes, its symmetric buffer and GCRB page.
 #[derive(Debug)]
@@ -119,8 +141,10 @@ pub struct ProxyRank {
     pub qpn: u32,
     /// The verbs QP carrying it.
     pub verbs_qpn: u32,
-    /// The peer's endpoint.
+    /// The peer's endpoint (the device code's channel).
     pub peer: RcEndpoint,
+    /// The CPU initiator's channel.
+    pub cpu: std::sync::Mutex<CpuChannel>,
     /// The symmetric buffer.
     pub buf: Region,
     /// The GCRB page.
@@ -150,30 +174,38 @@ impl ProxyRank {
         }
         let ibv = Arc::new(marrow_verbs::Ibverbs::load()?);
         let sizes = Sizes::default();
-        let mut ep = Endpoint::open(ibv, o.device.as_deref(), o.port, o.gid_index, sizes.send_wr, sizes.recv_slots)?;
+        let open =
+            || Endpoint::open(ibv.clone(), o.device.as_deref(), o.port, o.gid_index, sizes.send_wr, sizes.recv_slots);
+        // Channel 0: the device code's; channel 1: the CPU initiator's
+        // (SENDs, RDMA WRITE with immediate, inline WQEs: device.h posts none).
+        let mut eps = [open()?, open()?];
         let describe = format!(
-            "{} port {} ({:?}, active MTU code {}), GID[{}] {} ({}), verbs QP {:#x}",
-            ep.name,
-            ep.port,
-            ep.link,
-            ep.port_attr.active_mtu,
-            ep.gid_index,
-            gid_text(&ep.gid),
-            ep.gid_reason,
-            ep.qpn
+            "{} port {} ({:?}, active MTU code {}), GID[{}] {} ({}), verbs QPs {:#x} {:#x}",
+            eps[0].name,
+            eps[0].port,
+            eps[0].link,
+            eps[0].port_attr.active_mtu,
+            eps[0].gid_index,
+            gid_text(&eps[0].gid),
+            eps[0].gid_reason,
+            eps[0].qpn,
+            eps[1].qpn
         );
         say(&describe);
         let buf_shm =
             Shm::create("verbs-proxy-buf", o.buf_len).map_err(|e| ProxyError::Setup(format!("buffer: {e}")))?;
         let buf = buf_shm.region().sub(0, o.buf_len)?;
-        // SAFETY: `buf_shm` is kept in the rank, declared after `nic` (which
-        // owns the endpoint and its MRs), so it is unmapped after them.
-        let (_, rkey) = unsafe { ep.reg(buf.base_addr() as *mut u8, o.buf_len, RC_ACCESS)? };
         let psn = (std::process::id().wrapping_mul(2654435761)) & 0xff_ffff;
-        let me = ep.endpoint(psn, buf.base_addr() as u64, o.buf_len as u64, rkey);
-        let params = ep.params(o.ack_timeout, o.retry_cnt);
-        let verbs_qpn = ep.qpn;
-        let mut d = VerbsDelegate::new(ep, sizes)?;
+        let mut me = [RcEndpoint::sample(0); 2];
+        for (k, ep) in eps.iter_mut().enumerate() {
+            // SAFETY: `buf_shm` is kept in the rank, declared after `nic`
+            // (which owns the endpoints and their MRs), so it is unmapped after them.
+            let (_, rkey) = unsafe { ep.reg(buf.base_addr() as *mut u8, o.buf_len, RC_ACCESS)? };
+            me[k] = ep.endpoint(psn + k as u32, buf.base_addr() as u64, o.buf_len as u64, rkey);
+        }
+        let params = eps[0].params(o.ack_timeout, o.retry_cnt);
+        let [ep0, ep1] = eps;
+        let mut ds = [VerbsDelegate::new(ep0, sizes)?, VerbsDelegate::new(ep1, sizes)?];
         let (rank, all, via) = match (&o.listen, &o.connect) {
             (Some(addr), None) => {
                 let root = Root::bind(addr, o.id.clone())?;
@@ -197,29 +229,41 @@ impl ProxyRank {
             (Some(_), Some(_)) => return Err(ProxyError::Setup("give --listen or --connect, not both".into())),
         };
         prefill(rank, &buf)?;
-        let peer = all[1 - rank];
-        d.endpoint().connect(&params, psn, &peer)?;
-        d.post_receives()?;
-        say(&format!("rank {rank}: verbs QP {verbs_qpn:#x} RTS, connected to QP {:#x} (endpoints by {via})", peer.qpn));
+        let peers = all[1 - rank];
+        for (k, d) in ds.iter_mut().enumerate() {
+            d.endpoint().connect(&params, psn + k as u32, &peers[k])?;
+            d.post_receives()?;
+        }
+        say(&format!(
+            "rank {rank}: verbs QPs {:#x} {:#x} RTS, connected to QPs {:#x} {:#x} (endpoints by {via})",
+            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn
+        ));
+        let verbs_qpn = me[0].qpn;
         let mut nic = SoftNic::new();
-        let (qpn, setup) = {
+        let (qpn, setup, cpu) = {
             let mut hca = nic.hca();
             let pd = hca.alloc_pd();
             let (lkey, _) = hca.reg_mr(pd, buf.base_addr() as u64, buf, Access::all());
-            let cq = hca.create_cq(64, CqMode::Normal)?;
-            let rcq = hca.create_cq(64, CqMode::Normal)?;
-            let qpn = hca.create_qp(pd, cq, rcq, QpCaps { sq_wqebbs: 64, ..QpCaps::default() })?;
-            hca.modify_qp(qpn, ModifyQp::to(QpState::Init))?;
-            hca.modify_qp(qpn, ModifyQp::rtr(peer.qpn))?;
-            hca.modify_qp(qpn, ModifyQp::to(QpState::Rts))?;
-            hca.set_delegate(qpn, Box::new(d))?;
-            let q = hca.qp(qpn)?;
-            let c = hca.cq(cq)?;
+            let mut qps = [0u32; 2];
+            let mut cqs = [(0u32, 0u32); 2];
+            for (k, d) in ds.into_iter().enumerate() {
+                let cq = hca.create_cq(64, CqMode::Normal)?;
+                let rcq = hca.create_cq(64, CqMode::Normal)?;
+                let qpn = hca.create_qp(pd, cq, rcq, QpCaps { sq_wqebbs: 64, ..QpCaps::default() })?;
+                hca.modify_qp(qpn, ModifyQp::to(QpState::Init))?;
+                hca.modify_qp(qpn, ModifyQp::rtr(peers[k].qpn))?;
+                hca.modify_qp(qpn, ModifyQp::to(QpState::Rts))?;
+                hca.set_delegate(qpn, Box::new(d))?;
+                qps[k] = qpn;
+                cqs[k] = (cq, rcq);
+            }
+            let q = hca.qp(qps[0])?;
+            let c = hca.cq(cqs[0].0)?;
             let mut keys = [(0u64, 0u32); 2];
-            keys[rank] = (me.addr, me.rkey);
-            keys[1 - rank] = (peer.addr, peer.rkey);
+            keys[rank] = (me[0].addr, me[0].rkey);
+            keys[1 - rank] = (peers[0].addr, peers[0].rkey);
             let setup = GcrbSetup {
-                qpn,
+                qpn: qps[0],
                 sq: (q.mem.sq.base_addr() as u64, 64),
                 dbrec: q.mem.dbrec.base_addr() as u64,
                 db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
@@ -229,13 +273,36 @@ impl ProxyRank {
                 timeout_ns: o.timeout.as_nanos() as u64,
                 trace: false,
             };
-            (qpn, setup)
+            let q = hca.qp(qps[1])?;
+            let (sc, rc) = (hca.cq(cqs[1].0)?, hca.cq(cqs[1].1)?);
+            let cpu = CpuChannel {
+                qpn: qps[1],
+                sq: marrow_driver::SendQueue::new(q.mem.sq, 64, q.mem.dbrec, q.mem.uar, qps[1]),
+                scq: marrow_driver::CqPoller::new(sc.buf, sc.ncqe, sc.dbrec, marrow_driver::CqMode::Normal),
+                rq: marrow_driver::RecvQueue::new(q.mem.rq, q.caps.rq_wqes, q.caps.rq_stride as usize, q.mem.dbrec),
+                rcq: marrow_driver::CqPoller::new(rc.buf, rc.ncqe, rc.dbrec, marrow_driver::CqMode::Normal),
+                lkey,
+                peer: peers[1],
+            };
+            (qps[0], setup, cpu)
         };
         let page = Shm::create("verbs-proxy-gcrb", marrow_gcrb::GCRB_PAGE_SIZE as usize)
             .map_err(|e| ProxyError::Setup(format!("GCRB page: {e}")))?;
         gcrb_page::fill(&page.region(), &setup)?;
         nic.start(1);
-        Ok(ProxyRank { rank, nic, qpn, verbs_qpn, peer, buf, page, describe, via, _buf: buf_shm })
+        Ok(ProxyRank {
+            rank,
+            nic,
+            qpn,
+            verbs_qpn,
+            peer: peers[0],
+            cpu: std::sync::Mutex::new(cpu),
+            buf,
+            page,
+            describe,
+            via,
+            _buf: buf_shm,
+        })
     }
 
     /// The softnic QP's state (ERR once the verbs QP reported an error).
