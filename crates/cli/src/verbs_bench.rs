@@ -1,10 +1,10 @@
 //! `marrow bench verbs`: the verbs proxy backend on any RDMA device, two
-//! ranks (`marrow_transport::verbs_proxy::bench`). With `--ib-write-lat` and
-//! `--ib-write-bw` (perftest's output on the same device in the same run) it
-//! prints the proxy's 8 B put latency and message rate as ratios to them.
+//! ranks (`marrow_transport::verbs_proxy::bench`). With `--perftest PORT`
+//! rank 0 then runs perftest's `ib_write_lat` and `ib_write_bw` (8 B) on the
+//! same device and prints the proxy's 8 B put latency and message rate as
+//! ratios to them.
 
 use clap::Args as ClapArgs;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -53,12 +53,86 @@ pub struct Args {
     /// Seconds for every device-side wait and the bootstrap.
     #[arg(long, default_value_t = 60)]
     pub timeout_s: u64,
-    /// Rank 0: `ib_write_lat -s 8` output on the same device, for the latency ratio.
-    #[arg(long, value_name = "FILE")]
-    pub ib_write_lat: Option<PathBuf>,
-    /// Rank 0: `ib_write_bw -s 8` output on the same device, for the message-rate ratio.
-    #[arg(long, value_name = "FILE")]
-    pub ib_write_bw: Option<PathBuf>,
+    /// Rank 0, after the checks: time perftest's `ib_write_lat` and
+    /// `ib_write_bw` (8 B) on the same device, server and client here, TCP
+    /// port PORT and the next, and print the proxy's figures as ratios to them.
+    #[arg(long, value_name = "PORT")]
+    pub perftest: Option<u16>,
+    /// perftest iterations: the short run (its setup) and the long run; the
+    /// per-iteration time is the difference of their wall times over the
+    /// difference of the counts.
+    #[arg(long, value_name = "SHORT,LONG", default_value = "100,2000", value_parser = parse_pair)]
+    pub perftest_lat_iters: (u32, u32),
+    /// As `--perftest-lat-iters`, for `ib_write_bw`.
+    #[arg(long, value_name = "SHORT,LONG", default_value = "1000,20000", value_parser = parse_pair)]
+    pub perftest_bw_iters: (u32, u32),
+}
+
+fn parse_pair(s: &str) -> Result<(u32, u32), String> {
+    let (a, b) = s.split_once(',').ok_or("SHORT,LONG")?;
+    let (a, b) = (a.parse::<u32>().map_err(|e| e.to_string())?, b.parse::<u32>().map_err(|e| e.to_string())?);
+    if a >= b || a < 5 {
+        return Err(format!("{a},{b}: SHORT must be at least 5 and below LONG"));
+    }
+    Ok((a, b))
+}
+
+/// One perftest pair on loopback: the server in the background, then the
+/// client, timed by the wall clock; returns its time and output.
+fn perftest_pair(tool: &str, dev: &str, gid: u8, port: u16, iters: u32) -> Result<(Duration, String), String> {
+    use std::process::{Command, Stdio};
+    let args = |c: &mut Command| {
+        c.args(["-d", dev, "-x", &gid.to_string(), "-s", "8", "-n", &iters.to_string(), "-p", &port.to_string(), "-F"]);
+    };
+    let mut sc = Command::new(tool);
+    args(&mut sc);
+    let mut server =
+        sc.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("starting {tool}: {e}"))?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut cc = Command::new(tool);
+    args(&mut cc);
+    cc.arg("127.0.0.1");
+    let t0 = std::time::Instant::now();
+    let out = cc.output().map_err(|e| format!("running {tool}: {e}"));
+    let wall = t0.elapsed();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let server_ok = loop {
+        match server.try_wait() {
+            Ok(Some(st)) => break st.success(),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = server.kill();
+                let _ = server.wait();
+                break false;
+            }
+        }
+    };
+    let out = out?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || !server_ok {
+        return Err(format!("{tool} -n {iters} failed (client {}, server ok {server_ok}): {text}", out.status));
+    }
+    Ok((wall, text))
+}
+
+/// perftest's time per iteration: two runs, their wall-time difference over
+/// their iteration difference (the setup, the same in both, cancels).
+/// perftest's own figures come from the TSC, calibrated at start against
+/// gettimeofday; in a TCG guest that calibration fails ("Correlation
+/// coefficient"), so the wall clock is the measure both sides share.
+fn perftest_per_iter(
+    tool: &str,
+    dev: &str,
+    gid: u8,
+    port: u16,
+    (n0, n1): (u32, u32),
+) -> Result<(Duration, String), String> {
+    let (t0, _) = perftest_pair(tool, dev, gid, port, n0)?;
+    let (t1, text) = perftest_pair(tool, dev, gid, port + 1, n1)?;
+    let d = t1.checked_sub(t0).filter(|d| !d.is_zero()).ok_or_else(|| {
+        format!("{tool}: {n1} iterations took {t1:?}, not longer than {n0} ({t0:?}): give more iterations")
+    })?;
+    Ok((d / (n1 - n0), text))
 }
 
 /// The value of column `col` in the first data row of perftest's table
@@ -123,30 +197,45 @@ pub fn main(a: &Args) -> ExitCode {
         Ok(run) => {
             print!("{}", run.text);
             let fig = |n: &str| run.figures.iter().find(|f| f.name == n).map(|f| f.value);
-            if let (Some(path), Some(p50)) = (&a.ib_write_lat, fig("put8_lat_p50")) {
-                match std::fs::read_to_string(path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| perftest_column(&t, "t_typical", 4))
-                {
-                    Ok(t) => println!(
-                        "ratio - 8 B put+quiet p50 {p50:.2} us / ib_write_lat t_typical {t:.2} us = {:.2} \
-                         (put+quiet waits for the ACK: a round trip; ib_write_lat reports half its ping-pong's)",
-                        p50 / t
-                    ),
-                    Err(e) => println!("ratio unavailable - ib_write_lat output {}: {e}", path.display()),
+            if let (Some(port), 0) = (a.perftest, run.rank) {
+                let (dev, gid) = (&run.device.0, run.device.1);
+                match (fig("put8_lat_mean"), perftest_per_iter("ib_write_lat", dev, gid, port, a.perftest_lat_iters)) {
+                    (Some(mean), Ok((per, text))) => {
+                        let own = perftest_column(&text, "t_typical", 4)
+                            .map(|t| format!("its own t_typical {t:.2} us"))
+                            .unwrap_or_else(|e| format!("its own figure unusable: {e}"));
+                        println!(
+                            "ratio - 8 B put+quiet mean {mean:.1} us / ib_write_lat iteration {:.1} us = {:.2} \
+                             (both one round trip; perftest by the wall clock over {} iterations, {own})",
+                            per.as_secs_f64() * 1e6,
+                            mean / (per.as_secs_f64() * 1e6),
+                            a.perftest_lat_iters.1 - a.perftest_lat_iters.0
+                        );
+                    }
+                    (_, Err(e)) => {
+                        println!("not ok - ib_write_lat on {dev}: {e}");
+                        return ExitCode::from(1);
+                    }
+                    (None, _) => {}
                 }
-            }
-            if let (Some(path), Some(rate)) = (&a.ib_write_bw, fig("put8_rate")) {
-                match std::fs::read_to_string(path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| perftest_column(&t, "MsgRate", 4))
-                {
-                    Ok(mpps) => println!(
-                        "ratio - 8 B put_nbi rate {:.4} Mpps / ib_write_bw MsgRate {mpps:.4} Mpps = {:.3}",
-                        rate / 1e6,
-                        rate / 1e6 / mpps
-                    ),
-                    Err(e) => println!("ratio unavailable - ib_write_bw output {}: {e}", path.display()),
+                match (fig("put8_rate"), perftest_per_iter("ib_write_bw", dev, gid, port + 2, a.perftest_bw_iters)) {
+                    (Some(rate), Ok((per, text))) => {
+                        let pr = 1.0 / per.as_secs_f64();
+                        let own = perftest_column(&text, "MsgRate", 4)
+                            .map(|m| format!("its own MsgRate {m:.4} Mpps"))
+                            .unwrap_or_else(|e| format!("its own figure unusable: {e}"));
+                        println!(
+                            "ratio - 8 B put_nbi {rate:.0} msg/s / ib_write_bw {pr:.0} msg/s = {:.3} \
+                             (perftest by the wall clock over {} iterations, {own})",
+                            rate / pr,
+                            a.perftest_bw_iters.1 - a.perftest_bw_iters.0
+                        );
+                    }
+                    (_, Err(e)) => {
+                        println!("not ok - ib_write_bw on {dev}: {e}");
+                        return ExitCode::from(1);
+                    }
+                    (None, _) => {}
                 }
             }
             ExitCode::SUCCESS

@@ -185,7 +185,11 @@ impl Endpoint {
                 e.name, e.port_attr.state
             )));
         }
-        let sys = crate::gids::read_port(&e.name, u32::from(port), std::path::Path::new("/sys/class/infiniband"));
+        let sys = crate::gids::read_port(
+            &e.name,
+            u32::from(port),
+            &std::path::Path::new("/sys/class/infiniband").join(&e.name).join(format!("ports/{port}")),
+        );
         e.link = if e.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET || sys.link_layer.as_deref() == Some("Ethernet") {
             LinkLayer::Ethernet
         } else {

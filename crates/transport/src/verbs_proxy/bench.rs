@@ -66,6 +66,10 @@ pub struct Figure {
 /// What a rank did.
 #[derive(Clone, Debug, Default)]
 pub struct Run {
+    /// This rank.
+    pub rank: usize,
+    /// The device and GID index it ran on.
+    pub device: (String, u8),
     /// Lines to print.
     pub text: String,
     /// Figures (rank 0).
@@ -156,8 +160,7 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, ProxyError> 
         Ok(())
     };
     let r = ProxyRank::connect(&o.rank, prefill, say)?;
-    let mut run = Run::default();
-    let _ = writeln!(run.text, "rank {}: {}", r.rank, r.describe);
+    let mut run = Run { rank: r.rank, device: r.device.clone(), ..Run::default() };
     match (r.rank, o.mode) {
         (0, Mode::Check) => rank0_check(o, &r, &mut run)?,
         (0, Mode::BadRkey) => rank0_fault(o, &r, &mut run, Syndrome::REMOTE_ACCESS_ERR)?,
@@ -267,6 +270,8 @@ fn rank0_check(o: &BenchOpts, r: &ProxyRank, run: &mut Run) -> Result<(), ProxyE
     let pct = |p: f64| lat.get(((lat.len().max(1) as f64 - 1.0) * p) as usize).copied().unwrap_or_default();
     let _ = writeln!(run.text, "8 B put+quiet x{}: p50 {:?} p99 {:?} max {:?}", o.iters, pct(0.5), pct(0.99), pct(1.0));
     run.figures.push(Figure { name: "put8_lat_p50".into(), value: pct(0.5).as_secs_f64() * 1e6, unit: "us" });
+    let mean = lat.iter().sum::<Duration>() / lat.len().max(1) as u32;
+    run.figures.push(Figure { name: "put8_lat_mean".into(), value: mean.as_secs_f64() * 1e6, unit: "us" });
     let t = Instant::now();
     d.put_burst(1, BURST_OFF as u64, 8, o.burst, 0).map_err(|e| dev("put burst".into(), e))?;
     let el = t.elapsed();

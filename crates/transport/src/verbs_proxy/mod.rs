@@ -101,7 +101,12 @@ impl Default for RankOpts {
             buf_len: 4 << 20,
             timeout: Duration::from_secs(60),
             ack_timeout: 14,
-            retry_cnt: 7,
+            // 6, not rc_pingpong's 7: Linux rxe takes retry_cnt 7 as "retry
+            // forever" (drivers/infiniband/sw/rxe/rxe_comp.c, rxe_completer,
+            // COMPST_ERROR_RETRY: `if (qp->comp.retry_cnt != 7)
+            // qp->comp.retry_cnt--`), so a vanished peer would never end in
+            // TRANSPORT_RETRY_EXC_ERR there. 6 retries of 67 ms each: ~0.5 s.
+            retry_cnt: 6,
             masked_atomics: false,
         }
     }
@@ -151,6 +156,8 @@ pub struct ProxyRank {
     pub page: Shm,
     /// What was opened, for a person.
     pub describe: String,
+    /// The device's name and the GID index in use.
+    pub device: (String, u8),
     /// The exchange used.
     pub via: String,
     _buf: Shm,
@@ -179,6 +186,7 @@ impl ProxyRank {
         // Channel 0: the device code's; channel 1: the CPU initiator's
         // (SENDs, RDMA WRITE with immediate, inline WQEs: device.h posts none).
         let mut eps = [open()?, open()?];
+        let device = (eps[0].name.clone(), eps[0].gid_index);
         let describe = format!(
             "{} port {} ({:?}, active MTU code {}), GID[{}] {} ({}), verbs QPs {:#x} {:#x}",
             eps[0].name,
@@ -300,6 +308,7 @@ impl ProxyRank {
             buf,
             page,
             describe,
+            device,
             via,
             _buf: buf_shm,
         })
