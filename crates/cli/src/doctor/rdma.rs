@@ -73,7 +73,10 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
     let verbs_proxy_blocker = if !ibv_ok {
         Some(verbs_proxy_lib.clone())
     } else if p.devices.is_empty() {
-        Some(escape(&probe::no_device_reason(sysfs)).into_owned())
+        Some(format!(
+            "{}; any Ethernet NIC can carry Soft-RoCE: rdma link add rxe0 type rxe netdev IF",
+            escape(&probe::no_device_reason(sysfs))
+        ))
     } else if !p.devices.iter().any(active) {
         Some("no RDMA port is ACTIVE (RoCE: is the netdev up? rxe: rdma link add rxe0 type rxe netdev IF)".into())
     } else {
@@ -152,10 +155,11 @@ pub fn render(b: &Backend, o: &mut String) {
             "  {}{}: {}{}{}{}; backends: {}",
             d.name,
             d.pci.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
-            if d.mlx5 {
-                "mlx5".to_string()
-            } else {
-                format!("not mlx5 (driver {})", d.driver.as_deref().unwrap_or("unknown"))
+            match (d.mlx5, d.driver.as_deref(), &d.pci) {
+                (true, _, _) => "mlx5".to_string(),
+                (false, Some(drv), _) => format!("not mlx5 (driver {drv})"),
+                (false, None, None) => "not mlx5 (no PCI function: a software device such as rxe or siw)".to_string(),
+                (false, None, Some(_)) => "not mlx5 (driver unknown)".to_string(),
             },
             d.hca_type.as_ref().map(|t| format!(", {t}")).unwrap_or_default(),
             d.fw_ver.as_ref().map(|f| format!(", fw {f}")).unwrap_or_default(),
@@ -250,7 +254,9 @@ mod tests {
         assert!(o.contains("mlx5_0 (0000:17:00.0): mlx5, MT4129; port 1 Ethernet 4: ACTIVE"), "{o}");
         assert!(o.contains("ACTIVE; backends: mlx5 direct doorbells, verbs proxy\n"), "{o}");
         assert!(
-            o.contains("rxe0: not mlx5 (driver unknown); port 1 Ethernet 4: ACTIVE; backends: verbs proxy\n"),
+            o.contains(
+                "rxe0: not mlx5 (no PCI function: a software device such as rxe or siw); port 1 Ethernet 4: ACTIVE; backends: verbs proxy\n"
+            ),
             "{o}"
         );
         if b.verbs_proxy_blocker.is_none() {
