@@ -159,6 +159,14 @@ fn initramfs(work: &Path, marrow: &Path) -> Result<PathBuf> {
             libraries(f, &mut libs)?;
         }
     }
+    // marrow itself, for the verbs proxy's ranks in the guest (`marrow bench
+    // verbs` on rxe0), stripped: the debug build's symbols would make the
+    // initramfs ten times larger. It loads libibverbs at run time, which the
+    // tools above bring.
+    let guest_marrow = dir.join("usr/bin/marrow");
+    std::fs::copy(marrow, &guest_marrow).context("copying marrow into the guest root")?;
+    kmod::sh(Command::new("strip").arg(&guest_marrow))?;
+    libraries(&marrow.to_string_lossy(), &mut libs)?;
     for l in &libs {
         copy_into(&dir, l)?;
     }

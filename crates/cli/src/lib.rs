@@ -41,3 +41,4 @@ pub mod print;
 pub mod trace;
 pub mod trace_stats;
 mod trace_text;
+pub mod verbs_bench;

@@ -154,6 +154,9 @@ enum BenchCmd {
     /// The ConnectX backend (rdma-core, two ranks): puts checked, put+quiet
     /// latency; without a NIC, says what is missing.
     Mlx5(marrow::mlx5_bench::Args),
+    /// The verbs proxy on any RDMA device (rxe, EFA, eRDMA...), two ranks:
+    /// gets, puts, atomics checked; 8 B put latency and message rate.
+    Verbs(marrow::verbs_bench::Args),
     /// The GPU-initiated path (needs an NVIDIA GPU): put latency, posting
     /// rate, compute->put loop and bandwidth, each against its floor.
     Gpu {
@@ -583,6 +586,7 @@ fn main() -> ExitCode {
         }
         Cmd::Interop(InteropCmd::Host(a)) => run_interop_host(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
+        Cmd::Bench(BenchCmd::Verbs(a)) => marrow::verbs_bench::main(&a),
         Cmd::Bench(BenchCmd::Softnic { runs, all, size, iters, lat_iters, json, csv, plot, wire, one_process }) => {
             use marrow_bench::softnic::sweep::SweepOptions;
             let sizes = match (all, size.is_empty()) {

@@ -375,6 +375,7 @@ impl Hca {
             rnr: None,
             rnr_retry: 7,
             wire: None,
+            delegate: None,
             blueflame: None,
         })
     }
@@ -428,6 +429,7 @@ impl Hca {
             qp.rq_ci = 0;
             qp.peer = None;
             qp.wire = None;
+            qp.delegate = None;
             qp.blueflame = None;
             qp.error_reported = false;
             qp.rnr = None;
@@ -685,6 +687,11 @@ impl Hca {
             if qp.faults.stall {
                 break;
             }
+            if qp.state == QpState::Err && qp.delegate.as_ref().is_some_and(|d| d.d.outstanding() > 0) {
+                // The delegate's QP flushes what it holds first; the WQEs
+                // after them are flushed here once those are reported.
+                break;
+            }
             if qp.state == QpState::Err && qp.wire.as_ref().is_some_and(|w| w.req.outstanding() > 0) {
                 // WQEs on the wire when the QP failed complete first, flushed.
                 let mut actions = Vec::new();
@@ -807,7 +814,8 @@ impl Hca {
         // CQEs come in WQE order: a WQE that completes here (a NOP, a local
         // error) waits until the wire has answered for the ones before it.
         if matches!(outcome, Outcome::Done { .. } | Outcome::Error { .. })
-            && qp.wire.as_ref().is_some_and(|w| w.req.outstanding() > 0)
+            && (qp.wire.as_ref().is_some_and(|w| w.req.outstanding() > 0)
+                || qp.delegate.as_ref().is_some_and(|d| d.d.outstanding() > 0))
         {
             return false;
         }
@@ -976,7 +984,8 @@ impl exec::Initiator for Hca {
             }
             return Err(Outcome::Error { syndrome, vendor, why: "injected fault".into() });
         }
-        Ok(exec::Prepared { pd: qp.pd, sq_ci: qp.sq_ci as u16, peer: qp.peer, wire: qp.wire.is_some() })
+        let wire = qp.wire.is_some() || qp.delegate.is_some();
+        Ok(exec::Prepared { pd: qp.pd, sq_ci: qp.sq_ci as u16, peer: qp.peer, wire })
     }
 
     fn wire_post(&mut self, qpn: u32, msg: crate::rc::requester::Message, ctrl: CtrlFields, byte_cnt: u32) -> Outcome {

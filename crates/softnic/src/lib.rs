@@ -21,6 +21,7 @@
 pub mod client;
 pub mod cq;
 pub mod daemon;
+pub mod delegate;
 pub mod exec;
 pub mod fault;
 pub mod hca;

@@ -183,6 +183,9 @@ pub struct Qp {
     pub rnr_retry: u32,
     /// The RoCEv2 transport, when the peer is reached over a wire port.
     pub wire: Option<Box<crate::rc::WireQp>>,
+    /// The transport outside the model, when a delegate carries this QP's
+    /// messages ([`crate::delegate`]).
+    pub delegate: Option<crate::delegate::DelegateQp>,
     /// A WQE that arrived by BlueFlame: its index and bytes.
     pub blueflame: Option<(u16, Vec<u8>)>,
 }
@@ -198,13 +201,14 @@ impl Qp {
 
     /// Nothing for the engine to do on this QP this scan: no doorbell in
     /// its UAR registers, no WQE announced and not executed, no delayed
-    /// doorbell, no RNR wait and no wire state (a wire QP's timers run
-    /// every scan).
+    /// doorbell, no RNR wait and no wire state or delegate (a wire QP's
+    /// timers run, and a delegate is polled, every scan).
     pub fn idle(&self) -> bool {
         self.pending() == 0
             && self.delayed.is_empty()
             && self.rnr.is_none()
             && self.wire.is_none()
+            && self.delegate.is_none()
             && DOORBELL_OFFSETS.iter().all(|&off| {
                 self.mem.uar.atomic_u64(off).is_ok_and(|a| a.load(std::sync::atomic::Ordering::Relaxed) == 0)
             })

@@ -51,6 +51,14 @@ pub fn fill(page: &Region, s: &GcrbSetup) -> Result<(), marrow_mmio::OutOfBounds
     Ok(())
 }
 
+/// Replace PE `pe`'s remote window (address, rkey) in a filled GCRB (the
+/// host owns it while no device code runs on the channel).
+pub fn set_key(page: &Region, pe: usize, raddr: u64, rkey: u32) -> Result<(), marrow_mmio::OutOfBounds> {
+    let mut k = gcrb_key::new_zeroed();
+    k.set_raddr(raddr).set_rkey(rkey);
+    page.write_bytes(GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE, k.as_bytes())
+}
+
 /// Change a filled GCRB's configuration in place (the host owns it until
 /// device code runs): read, edit, write back.
 pub fn edit_config(page: &Region, edit: impl FnOnce(&mut gcrb_config)) -> Result<(), marrow_mmio::OutOfBounds> {

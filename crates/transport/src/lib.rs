@@ -16,6 +16,7 @@ pub mod mlx5;
 pub mod p2p;
 pub mod p2p_relay;
 pub mod remote;
+pub mod verbs_proxy;
 pub mod world;
 
 pub use world::{Channel, WireOptions, WirePeer, World, WorldConfig};

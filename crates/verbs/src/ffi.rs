@@ -535,6 +535,228 @@ pub const MLX5DV_UAR_ALLOC_TYPE_BF: u32 = 0;
 /// `MLX5DV_UAR_ALLOC_TYPE_NC` (mlx5dv.h): a non-cached UAR (doorbell only).
 pub const MLX5DV_UAR_ALLOC_TYPE_NC: u32 = 1;
 
+/// `struct ibv_sge`: one scatter/gather element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_sge {
+    /// Start address.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of the MR that covers it.
+    pub lkey: u32,
+}
+
+/// `struct ibv_send_wr`. The `wr` union is kept as four words: `rdma` is
+/// `{remote_addr, rkey}` (words 0, 1), `atomic` is `{remote_addr,
+/// compare_add, swap, rkey}` (words 0..3); [`ibv_send_wr::rdma`] and
+/// [`ibv_send_wr::atomic`] fill them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_send_wr {
+    /// Returned in the work completion.
+    pub wr_id: u64,
+    /// Next request of a chain (null: last).
+    pub next: *mut ibv_send_wr,
+    /// Scatter/gather list.
+    pub sg_list: *mut ibv_sge,
+    /// Its entries.
+    pub num_sge: c_int,
+    /// `IBV_WR_*`.
+    pub opcode: c_uint,
+    /// `IBV_SEND_*`.
+    pub send_flags: c_uint,
+    /// Immediate data, big endian (network order) as the wire carries it.
+    pub imm_data: u32,
+    /// The `wr` union (`rdma`, `atomic`, `ud`).
+    pub wr: [u64; 4],
+    /// The `qp_type` union (`xrc.remote_srqn`), and padding.
+    pub qp_type: [u32; 2],
+    /// The `bind_mw`/`tso` union, unused here.
+    pub tail: [u64; 6],
+}
+
+impl ibv_send_wr {
+    /// An empty request (no chain, no SGE).
+    pub fn zeroed() -> ibv_send_wr {
+        ibv_send_wr {
+            wr_id: 0,
+            next: core::ptr::null_mut(),
+            sg_list: core::ptr::null_mut(),
+            num_sge: 0,
+            opcode: 0,
+            send_flags: 0,
+            imm_data: 0,
+            wr: [0; 4],
+            qp_type: [0; 2],
+            tail: [0; 6],
+        }
+    }
+
+    /// `wr.rdma`.
+    pub fn rdma(&mut self, remote_addr: u64, rkey: u32) {
+        self.wr = [remote_addr, u64::from(rkey), 0, 0];
+    }
+
+    /// `wr.atomic`.
+    pub fn atomic(&mut self, remote_addr: u64, compare_add: u64, swap: u64, rkey: u32) {
+        self.wr = [remote_addr, compare_add, swap, u64::from(rkey)];
+    }
+}
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_recv_wr {
+    /// Returned in the work completion.
+    pub wr_id: u64,
+    /// Next request of a chain.
+    pub next: *mut ibv_recv_wr,
+    /// Scatter list.
+    pub sg_list: *mut ibv_sge,
+    /// Its entries.
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_wc`: one work completion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_wc {
+    /// The request's `wr_id`.
+    pub wr_id: u64,
+    /// `IBV_WC_*` status.
+    pub status: c_uint,
+    /// `IBV_WC_*` opcode.
+    pub opcode: c_uint,
+    /// The provider's own error code.
+    pub vendor_err: u32,
+    /// Bytes (receives, reads).
+    pub byte_len: u32,
+    /// Immediate data, network order, with `IBV_WC_WITH_IMM`.
+    pub imm_data: u32,
+    /// Local QP.
+    pub qp_num: u32,
+    /// Remote QP (UD).
+    pub src_qp: u32,
+    /// `IBV_WC_*` flags.
+    pub wc_flags: c_uint,
+    /// P_Key index (GSI).
+    pub pkey_index: u16,
+    /// Source LID.
+    pub slid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Path bits.
+    pub dlid_path_bits: u8,
+}
+
+/// Offsets into `struct ibv_context` of the provider ops `verbs.h`'s inline
+/// `ibv_poll_cq`, `ibv_post_send` and `ibv_post_recv` call through
+/// (`ctx->ops.poll_cq` ...): they are not exported symbols.
+pub const IBV_CONTEXT_OPS_POLL_CQ: usize = 96;
+/// `offsetof(struct ibv_context, ops.post_send)`.
+pub const IBV_CONTEXT_OPS_POST_SEND: usize = 208;
+/// `offsetof(struct ibv_context, ops.post_recv)`.
+pub const IBV_CONTEXT_OPS_POST_RECV: usize = 216;
+
+/// `enum ibv_wc_status`, in order, with their names (`ibv_wc_status_str`).
+pub const IBV_WC_STATUS_NAMES: [&str; 24] = [
+    "IBV_WC_SUCCESS",
+    "IBV_WC_LOC_LEN_ERR",
+    "IBV_WC_LOC_QP_OP_ERR",
+    "IBV_WC_LOC_EEC_OP_ERR",
+    "IBV_WC_LOC_PROT_ERR",
+    "IBV_WC_WR_FLUSH_ERR",
+    "IBV_WC_MW_BIND_ERR",
+    "IBV_WC_BAD_RESP_ERR",
+    "IBV_WC_LOC_ACCESS_ERR",
+    "IBV_WC_REM_INV_REQ_ERR",
+    "IBV_WC_REM_ACCESS_ERR",
+    "IBV_WC_REM_OP_ERR",
+    "IBV_WC_RETRY_EXC_ERR",
+    "IBV_WC_RNR_RETRY_EXC_ERR",
+    "IBV_WC_LOC_RDD_VIOL_ERR",
+    "IBV_WC_REM_INV_RD_REQ_ERR",
+    "IBV_WC_REM_ABORT_ERR",
+    "IBV_WC_INV_EECN_ERR",
+    "IBV_WC_INV_EEC_STATE_ERR",
+    "IBV_WC_FATAL_ERR",
+    "IBV_WC_RESP_TIMEOUT_ERR",
+    "IBV_WC_GENERAL_ERR",
+    "IBV_WC_TM_ERR",
+    "IBV_WC_TM_RNDV_INCOMPLETE",
+];
+/// `IBV_WC_SUCCESS`.
+pub const IBV_WC_SUCCESS: u32 = 0;
+/// `IBV_WC_LOC_LEN_ERR`.
+pub const IBV_WC_LOC_LEN_ERR: u32 = 1;
+/// `IBV_WC_LOC_QP_OP_ERR`.
+pub const IBV_WC_LOC_QP_OP_ERR: u32 = 2;
+/// `IBV_WC_LOC_EEC_OP_ERR`.
+pub const IBV_WC_LOC_EEC_OP_ERR: u32 = 3;
+/// `IBV_WC_LOC_PROT_ERR`.
+pub const IBV_WC_LOC_PROT_ERR: u32 = 4;
+/// `IBV_WC_WR_FLUSH_ERR`.
+pub const IBV_WC_WR_FLUSH_ERR: u32 = 5;
+/// `IBV_WC_MW_BIND_ERR`.
+pub const IBV_WC_MW_BIND_ERR: u32 = 6;
+/// `IBV_WC_BAD_RESP_ERR`.
+pub const IBV_WC_BAD_RESP_ERR: u32 = 7;
+/// `IBV_WC_LOC_ACCESS_ERR`.
+pub const IBV_WC_LOC_ACCESS_ERR: u32 = 8;
+/// `IBV_WC_REM_INV_REQ_ERR`.
+pub const IBV_WC_REM_INV_REQ_ERR: u32 = 9;
+/// `IBV_WC_REM_ACCESS_ERR`.
+pub const IBV_WC_REM_ACCESS_ERR: u32 = 10;
+/// `IBV_WC_REM_OP_ERR`.
+pub const IBV_WC_REM_OP_ERR: u32 = 11;
+/// `IBV_WC_RETRY_EXC_ERR`.
+pub const IBV_WC_RETRY_EXC_ERR: u32 = 12;
+/// `IBV_WC_RNR_RETRY_EXC_ERR`.
+pub const IBV_WC_RNR_RETRY_EXC_ERR: u32 = 13;
+/// `IBV_WC_LOC_RDD_VIOL_ERR`.
+pub const IBV_WC_LOC_RDD_VIOL_ERR: u32 = 14;
+/// `IBV_WC_REM_INV_RD_REQ_ERR`.
+pub const IBV_WC_REM_INV_RD_REQ_ERR: u32 = 15;
+/// `IBV_WC_REM_ABORT_ERR`.
+pub const IBV_WC_REM_ABORT_ERR: u32 = 16;
+/// `IBV_WC_INV_EECN_ERR`.
+pub const IBV_WC_INV_EECN_ERR: u32 = 17;
+/// `IBV_WC_INV_EEC_STATE_ERR`.
+pub const IBV_WC_INV_EEC_STATE_ERR: u32 = 18;
+/// `IBV_WC_FATAL_ERR`.
+pub const IBV_WC_FATAL_ERR: u32 = 19;
+/// `IBV_WC_RESP_TIMEOUT_ERR`.
+pub const IBV_WC_RESP_TIMEOUT_ERR: u32 = 20;
+/// `IBV_WC_GENERAL_ERR`.
+pub const IBV_WC_GENERAL_ERR: u32 = 21;
+/// `IBV_WC_TM_ERR`.
+pub const IBV_WC_TM_ERR: u32 = 22;
+/// `IBV_WC_TM_RNDV_INCOMPLETE`.
+pub const IBV_WC_TM_RNDV_INCOMPLETE: u32 = 23;
+/// `IBV_WR_RDMA_WRITE`.
+pub const IBV_WR_RDMA_WRITE: u32 = 0;
+/// `IBV_WR_RDMA_WRITE_WITH_IMM`.
+pub const IBV_WR_RDMA_WRITE_WITH_IMM: u32 = 1;
+/// `IBV_WR_SEND`.
+pub const IBV_WR_SEND: u32 = 2;
+/// `IBV_WR_SEND_WITH_IMM`.
+pub const IBV_WR_SEND_WITH_IMM: u32 = 3;
+/// `IBV_WR_RDMA_READ`.
+pub const IBV_WR_RDMA_READ: u32 = 4;
+/// `IBV_WR_ATOMIC_CMP_AND_SWP`.
+pub const IBV_WR_ATOMIC_CMP_AND_SWP: u32 = 5;
+/// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
+pub const IBV_WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+/// `IBV_SEND_SIGNALED`.
+pub const IBV_SEND_SIGNALED: u32 = 1 << 1;
+/// `IBV_WC_RECV`: set in the opcode of every receive completion.
+pub const IBV_WC_RECV: u32 = 1 << 7;
+/// `IBV_WC_RECV_RDMA_WITH_IMM`.
+pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = IBV_WC_RECV + 1;
+/// `IBV_WC_WITH_IMM` in `wc_flags`.
+pub const IBV_WC_WITH_IMM: u32 = 1 << 1;
+
 /// One hand-declared struct: its C name, Rust size, and its fields' Rust
 /// offsets, for the oracle to compare with gcc's.
 #[derive(Clone, Copy, Debug)]
@@ -619,6 +841,44 @@ pub const STRUCTS: &[StructAbi] = &[
     abi!("mlx5dv_devx_uar", mlx5dv_devx_uar, true, [
         "reg_addr" => reg_addr, "base_addr" => base_addr, "page_id" => page_id,
         "mmap_off" => mmap_off, "comp_mask" => comp_mask]),
+    abi!("ibv_sge", ibv_sge, true, ["addr" => addr, "length" => length, "lkey" => lkey]),
+    StructAbi {
+        name: "ibv_send_wr",
+        size: Some(core::mem::size_of::<ibv_send_wr>()),
+        fields: &[
+            ("wr_id", core::mem::offset_of!(ibv_send_wr, wr_id)),
+            ("next", core::mem::offset_of!(ibv_send_wr, next)),
+            ("sg_list", core::mem::offset_of!(ibv_send_wr, sg_list)),
+            ("num_sge", core::mem::offset_of!(ibv_send_wr, num_sge)),
+            ("opcode", core::mem::offset_of!(ibv_send_wr, opcode)),
+            ("send_flags", core::mem::offset_of!(ibv_send_wr, send_flags)),
+            ("imm_data", core::mem::offset_of!(ibv_send_wr, imm_data)),
+            ("wr", core::mem::offset_of!(ibv_send_wr, wr)),
+            // The words `rdma` and `atomic` fill (see `ibv_send_wr::rdma`, `::atomic`).
+            ("wr.rdma.remote_addr", core::mem::offset_of!(ibv_send_wr, wr)),
+            ("wr.rdma.rkey", core::mem::offset_of!(ibv_send_wr, wr) + 8),
+            ("wr.atomic.remote_addr", core::mem::offset_of!(ibv_send_wr, wr)),
+            ("wr.atomic.compare_add", core::mem::offset_of!(ibv_send_wr, wr) + 8),
+            ("wr.atomic.swap", core::mem::offset_of!(ibv_send_wr, wr) + 16),
+            ("wr.atomic.rkey", core::mem::offset_of!(ibv_send_wr, wr) + 24),
+            ("qp_type", core::mem::offset_of!(ibv_send_wr, qp_type)),
+        ],
+    },
+    abi!("ibv_recv_wr", ibv_recv_wr, true, ["wr_id" => wr_id, "next" => next, "sg_list" => sg_list, "num_sge" => num_sge]),
+    abi!("ibv_wc", ibv_wc, true, [
+        "wr_id" => wr_id, "status" => status, "opcode" => opcode, "vendor_err" => vendor_err,
+        "byte_len" => byte_len, "imm_data" => imm_data, "qp_num" => qp_num, "src_qp" => src_qp,
+        "wc_flags" => wc_flags, "pkey_index" => pkey_index, "slid" => slid, "sl" => sl,
+        "dlid_path_bits" => dlid_path_bits]),
+    StructAbi {
+        name: "ibv_context",
+        size: None,
+        fields: &[
+            ("ops.poll_cq", IBV_CONTEXT_OPS_POLL_CQ),
+            ("ops.post_send", IBV_CONTEXT_OPS_POST_SEND),
+            ("ops.post_recv", IBV_CONTEXT_OPS_POST_RECV),
+        ],
+    },
 ];
 
 /// Every constant above by its C name, for the oracle.
@@ -665,4 +925,39 @@ pub const CONSTS: &[(&str, u64)] = &[
     ("MLX5DV_UMEM_MASK_DMABUF", MLX5DV_UMEM_MASK_DMABUF),
     ("MLX5DV_UAR_ALLOC_TYPE_BF", MLX5DV_UAR_ALLOC_TYPE_BF as u64),
     ("MLX5DV_UAR_ALLOC_TYPE_NC", MLX5DV_UAR_ALLOC_TYPE_NC as u64),
+    ("IBV_WR_RDMA_WRITE", IBV_WR_RDMA_WRITE as u64),
+    ("IBV_WR_RDMA_WRITE_WITH_IMM", IBV_WR_RDMA_WRITE_WITH_IMM as u64),
+    ("IBV_WR_SEND", IBV_WR_SEND as u64),
+    ("IBV_WR_SEND_WITH_IMM", IBV_WR_SEND_WITH_IMM as u64),
+    ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ as u64),
+    ("IBV_WR_ATOMIC_CMP_AND_SWP", IBV_WR_ATOMIC_CMP_AND_SWP as u64),
+    ("IBV_WR_ATOMIC_FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD as u64),
+    ("IBV_SEND_SIGNALED", IBV_SEND_SIGNALED as u64),
+    ("IBV_WC_RECV", IBV_WC_RECV as u64),
+    ("IBV_WC_RECV_RDMA_WITH_IMM", IBV_WC_RECV_RDMA_WITH_IMM as u64),
+    ("IBV_WC_WITH_IMM", IBV_WC_WITH_IMM as u64),
+    ("IBV_WC_SUCCESS", IBV_WC_SUCCESS as u64),
+    ("IBV_WC_LOC_LEN_ERR", IBV_WC_LOC_LEN_ERR as u64),
+    ("IBV_WC_LOC_QP_OP_ERR", IBV_WC_LOC_QP_OP_ERR as u64),
+    ("IBV_WC_LOC_EEC_OP_ERR", IBV_WC_LOC_EEC_OP_ERR as u64),
+    ("IBV_WC_LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR as u64),
+    ("IBV_WC_WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR as u64),
+    ("IBV_WC_MW_BIND_ERR", IBV_WC_MW_BIND_ERR as u64),
+    ("IBV_WC_BAD_RESP_ERR", IBV_WC_BAD_RESP_ERR as u64),
+    ("IBV_WC_LOC_ACCESS_ERR", IBV_WC_LOC_ACCESS_ERR as u64),
+    ("IBV_WC_REM_INV_REQ_ERR", IBV_WC_REM_INV_REQ_ERR as u64),
+    ("IBV_WC_REM_ACCESS_ERR", IBV_WC_REM_ACCESS_ERR as u64),
+    ("IBV_WC_REM_OP_ERR", IBV_WC_REM_OP_ERR as u64),
+    ("IBV_WC_RETRY_EXC_ERR", IBV_WC_RETRY_EXC_ERR as u64),
+    ("IBV_WC_RNR_RETRY_EXC_ERR", IBV_WC_RNR_RETRY_EXC_ERR as u64),
+    ("IBV_WC_LOC_RDD_VIOL_ERR", IBV_WC_LOC_RDD_VIOL_ERR as u64),
+    ("IBV_WC_REM_INV_RD_REQ_ERR", IBV_WC_REM_INV_RD_REQ_ERR as u64),
+    ("IBV_WC_REM_ABORT_ERR", IBV_WC_REM_ABORT_ERR as u64),
+    ("IBV_WC_INV_EECN_ERR", IBV_WC_INV_EECN_ERR as u64),
+    ("IBV_WC_INV_EEC_STATE_ERR", IBV_WC_INV_EEC_STATE_ERR as u64),
+    ("IBV_WC_FATAL_ERR", IBV_WC_FATAL_ERR as u64),
+    ("IBV_WC_RESP_TIMEOUT_ERR", IBV_WC_RESP_TIMEOUT_ERR as u64),
+    ("IBV_WC_GENERAL_ERR", IBV_WC_GENERAL_ERR as u64),
+    ("IBV_WC_TM_ERR", IBV_WC_TM_ERR as u64),
+    ("IBV_WC_TM_RNDV_INCOMPLETE", IBV_WC_TM_RNDV_INCOMPLETE as u64),
 ];

@@ -5,6 +5,7 @@
 //! | Module | What |
 //! |---|---|
 //! | [`ffi`] | hand-declared `#[repr(C)]` structs and constants, checked against the real headers by `tests/oracle` |
+//! | [`any`] | an RC endpoint on a device of any provider (rxe, EFA, eRDMA...) through libibverbs alone: PD, MR, CQ, RC QP, post and poll through the provider's ops (the verbs proxy's) |
 //! | [`lib_load`] | `dlopen` of rdma-core; a typed error naming the package when it is absent |
 //! | [`device`] | step 1: PD, CQ, RC QP on host memory, `mlx5dv_init_obj`, QP transitions, memory registration (host, dma-buf) |
 //! | [`devx`] | step 2: devx CREATE_CQ/CREATE_QP/CREATE_UMEM command mailboxes built from the generated PRM layouts (GPU-memory queues) |
@@ -20,6 +21,7 @@
 //! none); the functions that need one return [`VerbsError`]s that name what
 //! is missing.
 
+pub mod any;
 pub mod bootstrap;
 pub mod device;
 pub mod devx;
@@ -32,7 +34,7 @@ pub mod probe;
 pub mod proxy;
 pub mod qp;
 
-pub use lib_load::Verbs;
+pub use lib_load::{Ibverbs, Verbs};
 
 /// A failure of the mlx5 backend, each naming what is missing or refused.
 #[derive(Debug, thiserror::Error)]

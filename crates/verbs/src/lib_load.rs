@@ -160,6 +160,32 @@ impl Verbs {
     }
 }
 
+/// libibverbs alone, for a device of any provider (the verbs proxy):
+/// rxe, EFA, eRDMA and the rest have no libmlx5 to load.
+#[derive(Debug)]
+pub struct Ibverbs {
+    /// libibverbs functions.
+    pub ibv: IbvFns,
+    /// `ibv_reg_dmabuf_mr`, when this rdma-core has it.
+    pub reg_dmabuf: Option<unsafe extern "C" fn(*mut c_void, u64, usize, u64, c_int, c_int) -> *mut ibv_mr>,
+    /// Path opened, for messages.
+    pub path: String,
+    _lib: libloading::Library,
+}
+
+impl Ibverbs {
+    /// Open libibverbs ([`ENV_IBVERBS`] names another) and look up the
+    /// exported functions the proxy calls.
+    pub fn load() -> Result<Ibverbs, VerbsError> {
+        let path = std::env::var(ENV_IBVERBS).unwrap_or_else(|_| "libibverbs.so.1".into());
+        let lib = open(&path, "libibverbs1")?;
+        let ibv = IbvFns::load(&lib, &path)?;
+        // SAFETY: the signature of verbs.h's ibv_reg_dmabuf_mr; kept only while `lib` lives.
+        let reg_dmabuf = unsafe { lib.get(b"ibv_reg_dmabuf_mr\0").ok().map(|s: libloading::Symbol<_>| *s) };
+        Ok(Ibverbs { ibv, reg_dmabuf, path, _lib: lib })
+    }
+}
+
 /// `ibv_get_device_list` returned NULL. ENOSYS is what a machine without
 /// the kernel's uverbs interface gets (libibverbs finds no
 /// `/sys/class/infiniband_verbs`): that is "no RDMA device", not a bug.

@@ -1,5 +1,7 @@
 //! The "RDMA backend" section of `marrow doctor`: can the mlx5 backend run
-//! here, on which devices, in which doorbell mode, and why. The library
+//! here, on which devices, in which doorbell mode, and why; and every RDMA
+//! device of any provider with the backends it can run (mlx5 direct
+//! doorbells on a ConnectX; the verbs proxy on any device, libibverbs alone). The library
 //! check loads rdma-core for real (this host); devices, ports and the mode
 //! come from the sysfs/procfs roots given (live or captured).
 
@@ -25,6 +27,20 @@ pub struct Backend {
     pub memlock_known: bool,
     /// Set when the backend cannot start: what is missing.
     pub blocker: Option<String>,
+    /// libibverbs alone (what the verbs proxy loads): `loaded (path)` or the error.
+    pub verbs_proxy_lib: String,
+    /// Set when the verbs proxy cannot start on any device: what is missing.
+    pub verbs_proxy_blocker: Option<String>,
+}
+
+/// The backends device `d` can run: the verbs proxy on any provider, and
+/// the mlx5 direct doorbells on a ConnectX as well.
+pub fn backends(d: &RdmaDevice) -> &'static [&'static str] {
+    if d.mlx5 { &["mlx5 direct doorbells", "verbs proxy"] } else { &["verbs proxy"] }
+}
+
+fn active(d: &RdmaDevice) -> bool {
+    d.ports.iter().any(|p| p.state.contains("ACTIVE"))
 }
 
 pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
@@ -50,6 +66,22 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
     } else {
         None
     };
+    let (verbs_proxy_lib, ibv_ok) = match marrow_verbs::Ibverbs::load() {
+        Ok(v) => (format!("loaded ({})", v.path), true),
+        Err(e) => (e.to_string(), false),
+    };
+    let verbs_proxy_blocker = if !ibv_ok {
+        Some(verbs_proxy_lib.clone())
+    } else if p.devices.is_empty() {
+        Some(format!(
+            "{}; any Ethernet NIC can carry Soft-RoCE: rdma link add rxe0 type rxe netdev IF",
+            escape(&probe::no_device_reason(sysfs))
+        ))
+    } else if !p.devices.iter().any(active) {
+        Some("no RDMA port is ACTIVE (RoCE: is the netdev up? rxe: rdma link add rxe0 type rxe netdev IF)".into())
+    } else {
+        None
+    };
     let memlock = p.memlock;
     let memlock_known = p.memlock_known;
     Backend {
@@ -63,6 +95,8 @@ pub fn read(sysfs: &Path, proc_root: &Path) -> Backend {
         memlock,
         memlock_known,
         blocker,
+        verbs_proxy_lib,
+        verbs_proxy_blocker,
     }
 }
 
@@ -82,7 +116,9 @@ impl Backend {
             gpu_mem_reason: why.clone(),
             memlock: None,
             memlock_known: false,
-            blocker: Some(why),
+            blocker: Some(why.clone()),
+            verbs_proxy_lib: why.clone(),
+            verbs_proxy_blocker: Some(why),
         }
     }
 }
@@ -116,13 +152,19 @@ pub fn render(b: &Backend, o: &mut String) {
             d.ports.iter().map(|p| format!("port {} {} {}", p.num, p.link_layer, p.state)).collect();
         let _ = writeln!(
             o,
-            "  {}{}: {}{}{}{}",
+            "  {}{}: {}{}{}{}; backends: {}",
             d.name,
             d.pci.as_ref().map(|p| format!(" ({p})")).unwrap_or_default(),
-            if d.mlx5 { "mlx5" } else { "not mlx5 (unsupported)" },
+            match (d.mlx5, d.driver.as_deref(), &d.pci) {
+                (true, _, _) => "mlx5".to_string(),
+                (false, Some(drv), _) => format!("not mlx5 (driver {drv})"),
+                (false, None, None) => "not mlx5 (no PCI function: a software device such as rxe or siw)".to_string(),
+                (false, None, Some(_)) => "not mlx5 (driver unknown)".to_string(),
+            },
             d.hca_type.as_ref().map(|t| format!(", {t}")).unwrap_or_default(),
             d.fw_ver.as_ref().map(|f| format!(", fw {f}")).unwrap_or_default(),
-            if ports.is_empty() { String::new() } else { format!("; {}", ports.join(", ")) }
+            if ports.is_empty() { String::new() } else { format!("; {}", ports.join(", ")) },
+            backends(d).join(", ")
         );
     }
     let mode = match b.mode {
@@ -157,6 +199,21 @@ pub fn render(b: &Backend, o: &mut String) {
             );
         }
     }
+    let _ = writeln!(o, "verbs proxy (any provider, libibverbs alone: {}):", b.verbs_proxy_lib);
+    match &b.verbs_proxy_blocker {
+        Some(why) => {
+            let _ = writeln!(o, "  verbs proxy: unavailable: {why}");
+        }
+        None => {
+            let ready: Vec<&str> = b.devices.iter().filter(|d| active(d)).map(|d| d.name.as_str()).collect();
+            let _ = writeln!(
+                o,
+                "  verbs proxy: ready on {} (marrow bench verbs --device {} --listen 0.0.0.0:18900, --connect on the peer)",
+                ready.join(", "),
+                ready.first().copied().unwrap_or("DEV")
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +235,11 @@ mod tests {
         fs::write(ib.join("ports/1/link_layer"), "Ethernet\n").unwrap();
         fs::write(ib.join("ports/1/state"), "4: ACTIVE\n").unwrap();
         fs::write(ib.join("hca_type"), "MT4129\n").unwrap();
+        // Soft-RoCE: no PCI function, any provider.
+        let rxe = r.join("sys/class/infiniband/rxe0");
+        fs::create_dir_all(rxe.join("ports/1")).unwrap();
+        fs::write(rxe.join("ports/1/link_layer"), "Ethernet\n").unwrap();
+        fs::write(rxe.join("ports/1/state"), "4: ACTIVE\n").unwrap();
         fs::create_dir_all(r.join("proc/driver/nvidia")).unwrap();
         fs::write(r.join("proc/driver/nvidia/params"), "RegistryDwords: \"\"\n").unwrap();
         fs::create_dir_all(r.join("proc/self")).unwrap();
@@ -190,6 +252,18 @@ mod tests {
         let mut o = String::new();
         render(&b, &mut o);
         assert!(o.contains("mlx5_0 (0000:17:00.0): mlx5, MT4129; port 1 Ethernet 4: ACTIVE"), "{o}");
+        assert!(o.contains("ACTIVE; backends: mlx5 direct doorbells, verbs proxy\n"), "{o}");
+        assert!(
+            o.contains(
+                "rxe0: not mlx5 (no PCI function: a software device such as rxe or siw); port 1 Ethernet 4: ACTIVE; backends: verbs proxy\n"
+            ),
+            "{o}"
+        );
+        if b.verbs_proxy_blocker.is_none() {
+            assert!(o.contains("verbs proxy: ready on mlx5_0, rxe0"), "{o}");
+        } else {
+            assert!(o.contains("verbs proxy: unavailable: libibverbs"), "{o}");
+        }
         if !marrow_transport::mlx5::is_root() {
             assert!(o.contains("doorbell mode: CPU proxy: PeerMappingOverride=1 is not in"), "{o}");
         }

@@ -16,6 +16,13 @@ use std::time::Instant;
 impl Hca {
     /// Put the WQE `ctrl` of wire QP `qpn` on the wire as `msg`.
     pub(crate) fn wire_post(&mut self, qpn: u32, msg: Message, ctrl: CtrlFields, byte_cnt: u32) -> Outcome {
+        if let Some(d) = self.qps.get_mut(&qpn).and_then(|q| q.delegate.as_mut()) {
+            return match d.d.post(msg, ctrl, byte_cnt) {
+                Ok(()) => Outcome::Sent,
+                Err(crate::delegate::Refused::Busy) => Outcome::Busy,
+                Err(crate::delegate::Refused::Error(syndrome, why)) => Outcome::Error { syndrome, vendor: 0, why },
+            };
+        }
         let rd_atomic = matches!(msg, Message::Read { .. } | Message::Atomic { .. });
         let Some(w) = self.qps.get_mut(&qpn).and_then(|q| q.wire.as_mut()) else {
             return Outcome::Error {
@@ -74,6 +81,9 @@ impl Hca {
     /// Run the requester timers of `qpn`; returns the actions taken.
     pub(crate) fn tick_wire(&mut self, qpn: u32, now: Instant) -> usize {
         let Some(qp) = self.qps.get_mut(&qpn) else { return 0 };
+        if qp.delegate.is_some() {
+            return self.poll_delegate(qpn);
+        }
         if qp.state == QpState::Err {
             return 0;
         }

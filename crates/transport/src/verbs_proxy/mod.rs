@@ -1,0 +1,328 @@
+//! The verbs proxy backend: the device code's mlx5 rings in host memory,
+//! served by a host thread that drives a verbs RC QP of any provider (rxe,
+//! EFA, eRDMA, or a ConnectX through plain verbs). NVSHMEM's IBRC does the
+//! same with its own proxy format; here the device code is unchanged: it
+//! writes mlx5 WQEs, rings an mlx5 doorbell and polls mlx5 CQEs, and the
+//! proxy looks to it like a ConnectX.
+//!
+//! The host thread is the softnic's engine (`marrow_softnic::hca`): the
+//! same doorbell scan, WQE fetch, validation and decoding, and CQE writer
+//! the softnic uses for its own QPs, with the QP's transport delegated
+//! ([`marrow_softnic::delegate`]) to [`delegate::VerbsDelegate`], which
+//! posts `ibv_send_wr`s and turns `ibv_wc`s back into CQEs
+//! ([`status`] maps the statuses to syndromes).
+//!
+//! | Piece | Where |
+//! |---|---|
+//! | libibverbs alone, any provider: device, PD, MR (host; dma-buf where the provider has it), CQ, RC QP, post/poll | `marrow_verbs::any` |
+//! | bootstrap (TCP rendezvous; MPI under mpirun) | `marrow_verbs::bootstrap` |
+//! | one rank: verbs endpoint + softnic QP in host memory + GCRB | [`ProxyRank`] |
+//! | the two-rank run (`marrow bench verbs`) | [`mod@bench`] |
+//!
+//! What the device code cannot have on a verbs QP: masked atomics (verbs
+//! names only compare-and-swap and fetch-and-add). [`ProxyRank::connect`]
+//! refuses a channel asked for them ([`RankOpts::masked_atomics`]); a
+//! masked-atomic WQE posted anyway completes with LOCAL_QP_OP_ERR.
+
+pub mod bench;
+pub mod delegate;
+pub mod status;
+
+use crate::gcrb_page::{self, GcrbSetup};
+use delegate::{Sizes, VerbsDelegate};
+use marrow_mmio::Region;
+use marrow_softnic::{Access, CqMode, ModifyQp, QpCaps, QpState, Shm, SoftNic};
+use marrow_verbs::any::Endpoint;
+use marrow_verbs::bootstrap::{self, Root};
+use marrow_verbs::qp::{RC_ACCESS, RcEndpoint};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A failure of the verbs proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// rdma-core refused or is missing.
+    #[error(transparent)]
+    Verbs(#[from] marrow_verbs::VerbsError),
+    /// The softnic engine refused an object.
+    #[error("softnic: {0}")]
+    Hca(#[from] marrow_softnic::HcaError),
+    /// Setting a rank up failed.
+    #[error("{0}")]
+    Setup(String),
+    /// What the device code cannot have over verbs.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// A check of the run failed.
+    #[error("{0}")]
+    Check(String),
+    /// The GCRB page.
+    #[error("{0}")]
+    Window(#[from] marrow_mmio::OutOfBounds),
+}
+
+/// How one rank finds its device and its peer.
+#[derive(Clone, Debug)]
+pub struct RankOpts {
+    /// RDMA device (`rxe0`); the first listed when `None`.
+    pub device: Option<String>,
+    /// Port.
+    pub port: u8,
+    /// GID index; the port's RoCE v2 GID with an IPv4 address when `None`.
+    pub gid_index: Option<u8>,
+    /// Rank 0: listen here (`127.0.0.1:18900`) and print the token.
+    pub listen: Option<String>,
+    /// Rank 1: rank 0's token (`host:port:id`). Neither: the launcher's
+    /// exchange (MPI under mpirun, else `MARROW_BOOTSTRAP`).
+    pub connect: Option<String>,
+    /// The rendezvous id rank 0 expects.
+    pub id: Option<String>,
+    /// Bytes of each rank's symmetric buffer.
+    pub buf_len: usize,
+    /// Timeout of every device-side wait and of the bootstrap.
+    pub timeout: Duration,
+    /// The local ACK timeout code (4.096 µs × 2^t) and retry count of the verbs QP.
+    pub ack_timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// The channel is asked for masked atomics (refused: verbs has none).
+    pub masked_atomics: bool,
+}
+
+impl Default for RankOpts {
+    fn default() -> Self {
+        RankOpts {
+            device: None,
+            port: 1,
+            gid_index: None,
+            listen: None,
+            connect: None,
+            id: None,
+            buf_len: 4 << 20,
+            timeout: Duration::from_secs(60),
+            ack_timeout: 14,
+            // 6, not rc_pingpong's 7: Linux rxe takes retry_cnt 7 as "retry
+            // forever" (drivers/infiniband/sw/rxe/rxe_comp.c, rxe_completer,
+            // COMPST_ERROR_RETRY: `if (qp->comp.retry_cnt != 7)
+            // qp->comp.retry_cnt--`), so a vanished peer would never end in
+            // TRANSPORT_RETRY_EXC_ERR there. 6 retries of 67 ms each: ~0.5 s.
+            retry_cnt: 6,
+            masked_atomics: false,
+        }
+    }
+}
+
+/// The second channel, driven by the CPU initiator (`marrow_driver`), which
+/// writes the WQEs device.h has no call for (SEND, SEND with immediate,
+/// RDMA WRITE with immediate, inline data) into the same kind of mlx5 ring,
+/// served by the same proxy.
+#[derive(Debug)]
+pub struct CpuChannel {
+    /// Its softnic QP.
+    pub qpn: u32,
+    /// Send queue.
+    pub sq: marrow_driver::SendQueue,
+    /// Send CQ.
+    pub scq: marrow_driver::CqPoller,
+    /// Receive queue.
+    pub rq: marrow_driver::RecvQueue,
+    /// Receive CQ.
+    pub rcq: marrow_driver::CqPoller,
+    /// The softnic lkey of the symmetric buffer.
+    pub lkey: u32,
+    /// The peer's endpoint for this channel (its QP, and the buffer's rkey on that QP's PD).
+    pub peer: RcEndpoint,
+}
+
+/// One rank: its verbs endpoint (inside the engine), its softnic QP whose
+/// rings the device code writes, its symmetric buffer and GCRB page.
+#[derive(Debug)]
+pub struct ProxyRank {
+    /// This rank (0 or 1).
+    pub rank: usize,
+    /// The engine (the proxy thread) and the QP's rings.
+    pub nic: SoftNic,
+    /// The softnic QP the device code posts on.
+    pub qpn: u32,
+    /// The verbs QP carrying it.
+    pub verbs_qpn: u32,
+    /// The peer's endpoint (the device code's channel).
+    pub peer: RcEndpoint,
+    /// The CPU initiator's channel.
+    pub cpu: std::sync::Mutex<CpuChannel>,
+    /// The symmetric buffer.
+    pub buf: Region,
+    /// The GCRB page.
+    pub page: Shm,
+    /// What was opened, for a person.
+    pub describe: String,
+    /// The device's name and the GID index in use.
+    pub device: (String, u8),
+    /// The exchange used.
+    pub via: String,
+    _buf: Shm,
+}
+
+impl ProxyRank {
+    /// Open the device, register the buffer, exchange endpoints, connect,
+    /// and start the proxy. `prefill` fills the buffer before the peer can
+    /// reach it. `say` gets progress lines.
+    pub fn connect(
+        o: &RankOpts,
+        prefill: impl FnOnce(usize, &Region) -> Result<(), ProxyError>,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<ProxyRank, ProxyError> {
+        if o.masked_atomics {
+            return Err(ProxyError::Refused(
+                "masked atomics: verbs has only IBV_WR_ATOMIC_CMP_AND_SWP and IBV_WR_ATOMIC_FETCH_AND_ADD; \
+                 a channel over the verbs proxy cannot offer them (the mlx5 direct path on a ConnectX can)"
+                    .into(),
+            ));
+        }
+        let ibv = Arc::new(marrow_verbs::Ibverbs::load()?);
+        let sizes = Sizes::default();
+        let open =
+            || Endpoint::open(ibv.clone(), o.device.as_deref(), o.port, o.gid_index, sizes.send_wr, sizes.recv_slots);
+        // Channel 0: the device code's; channel 1: the CPU initiator's
+        // (SENDs, RDMA WRITE with immediate, inline WQEs: device.h posts none).
+        let mut eps = [open()?, open()?];
+        let device = (eps[0].name.clone(), eps[0].gid_index);
+        let describe = format!(
+            "{} port {} ({:?}, active MTU code {}), GID[{}] {} ({}), verbs QPs {:#x} {:#x}",
+            eps[0].name,
+            eps[0].port,
+            eps[0].link,
+            eps[0].port_attr.active_mtu,
+            eps[0].gid_index,
+            gid_text(&eps[0].gid),
+            eps[0].gid_reason,
+            eps[0].qpn,
+            eps[1].qpn
+        );
+        say(&describe);
+        let buf_shm =
+            Shm::create("verbs-proxy-buf", o.buf_len).map_err(|e| ProxyError::Setup(format!("buffer: {e}")))?;
+        let buf = buf_shm.region().sub(0, o.buf_len)?;
+        let psn = (std::process::id().wrapping_mul(2654435761)) & 0xff_ffff;
+        let mut me = [RcEndpoint::sample(0); 2];
+        for (k, ep) in eps.iter_mut().enumerate() {
+            // SAFETY: `buf_shm` is kept in the rank, declared after `nic`
+            // (which owns the endpoints and their MRs), so it is unmapped after them.
+            let (_, rkey) = unsafe { ep.reg(buf.base_addr() as *mut u8, o.buf_len, RC_ACCESS)? };
+            me[k] = ep.endpoint(psn + k as u32, buf.base_addr() as u64, o.buf_len as u64, rkey);
+        }
+        let params = eps[0].params(o.ack_timeout, o.retry_cnt);
+        let [ep0, ep1] = eps;
+        let mut ds = [VerbsDelegate::new(ep0, sizes)?, VerbsDelegate::new(ep1, sizes)?];
+        let (rank, all, via) = match (&o.listen, &o.connect) {
+            (Some(addr), None) => {
+                let root = Root::bind(addr, o.id.clone())?;
+                let host = addr.rsplit_once(':').map_or("HOST", |(h, _)| h);
+                say(&format!("rank 0 waiting; on the peer run: marrow bench verbs --connect {}", root.token(host)));
+                (0usize, root.allgather(2, &me, o.timeout)?, "TCP rendezvous".to_string())
+            }
+            (None, Some(token)) => {
+                (1usize, bootstrap::peer_allgather(token, 1, 2, &me, o.timeout)?, "TCP rendezvous".into())
+            }
+            (None, None) => {
+                let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), &me, o.timeout)?;
+                if g.size != 2 {
+                    return Err(ProxyError::Setup(format!(
+                        "the launcher started {} ranks; this runs exactly 2",
+                        g.size
+                    )));
+                }
+                (g.rank, g.all, g.via)
+            }
+            (Some(_), Some(_)) => return Err(ProxyError::Setup("give --listen or --connect, not both".into())),
+        };
+        prefill(rank, &buf)?;
+        let peers = all[1 - rank];
+        for (k, d) in ds.iter_mut().enumerate() {
+            d.endpoint().connect(&params, psn + k as u32, &peers[k])?;
+            d.post_receives()?;
+        }
+        say(&format!(
+            "rank {rank}: verbs QPs {:#x} {:#x} RTS, connected to QPs {:#x} {:#x} (endpoints by {via})",
+            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn
+        ));
+        let verbs_qpn = me[0].qpn;
+        let mut nic = SoftNic::new();
+        let (qpn, setup, cpu) = {
+            let mut hca = nic.hca();
+            let pd = hca.alloc_pd();
+            let (lkey, _) = hca.reg_mr(pd, buf.base_addr() as u64, buf, Access::all());
+            let mut qps = [0u32; 2];
+            let mut cqs = [(0u32, 0u32); 2];
+            for (k, d) in ds.into_iter().enumerate() {
+                let cq = hca.create_cq(64, CqMode::Normal)?;
+                let rcq = hca.create_cq(64, CqMode::Normal)?;
+                let qpn = hca.create_qp(pd, cq, rcq, QpCaps { sq_wqebbs: 64, ..QpCaps::default() })?;
+                hca.modify_qp(qpn, ModifyQp::to(QpState::Init))?;
+                hca.modify_qp(qpn, ModifyQp::rtr(peers[k].qpn))?;
+                hca.modify_qp(qpn, ModifyQp::to(QpState::Rts))?;
+                hca.set_delegate(qpn, Box::new(d))?;
+                qps[k] = qpn;
+                cqs[k] = (cq, rcq);
+            }
+            let q = hca.qp(qps[0])?;
+            let c = hca.cq(cqs[0].0)?;
+            let mut keys = [(0u64, 0u32); 2];
+            keys[rank] = (me[0].addr, me[0].rkey);
+            keys[1 - rank] = (peers[0].addr, peers[0].rkey);
+            let setup = GcrbSetup {
+                qpn: qps[0],
+                sq: (q.mem.sq.base_addr() as u64, 64),
+                dbrec: q.mem.dbrec.base_addr() as u64,
+                db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
+                cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64, false),
+                local: (lkey, buf.base_addr() as u64, o.buf_len as u64),
+                keys,
+                timeout_ns: o.timeout.as_nanos() as u64,
+                trace: false,
+            };
+            let q = hca.qp(qps[1])?;
+            let (sc, rc) = (hca.cq(cqs[1].0)?, hca.cq(cqs[1].1)?);
+            let cpu = CpuChannel {
+                qpn: qps[1],
+                sq: marrow_driver::SendQueue::new(q.mem.sq, 64, q.mem.dbrec, q.mem.uar, qps[1]),
+                scq: marrow_driver::CqPoller::new(sc.buf, sc.ncqe, sc.dbrec, marrow_driver::CqMode::Normal),
+                rq: marrow_driver::RecvQueue::new(q.mem.rq, q.caps.rq_wqes, q.caps.rq_stride as usize, q.mem.dbrec),
+                rcq: marrow_driver::CqPoller::new(rc.buf, rc.ncqe, rc.dbrec, marrow_driver::CqMode::Normal),
+                lkey,
+                peer: peers[1],
+            };
+            (qps[0], setup, cpu)
+        };
+        let page = Shm::create("verbs-proxy-gcrb", marrow_gcrb::GCRB_PAGE_SIZE as usize)
+            .map_err(|e| ProxyError::Setup(format!("GCRB page: {e}")))?;
+        gcrb_page::fill(&page.region(), &setup)?;
+        nic.start(1);
+        Ok(ProxyRank {
+            rank,
+            nic,
+            qpn,
+            verbs_qpn,
+            peer: peers[0],
+            cpu: std::sync::Mutex::new(cpu),
+            buf,
+            page,
+            describe,
+            device,
+            via,
+            _buf: buf_shm,
+        })
+    }
+
+    /// The softnic QP's state (ERR once the verbs QP reported an error).
+    pub fn qp_state(&self) -> Option<QpState> {
+        self.nic.hca().qp(self.qpn).ok().map(|q| q.state)
+    }
+}
+
+fn gid_text(g: &[u8; 16]) -> String {
+    match marrow_verbs::gids::ipv4_of(g) {
+        Some(ip) => format!("::ffff:{ip}"),
+        None => g.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect::<Vec<_>>().join(":"),
+    }
+}
