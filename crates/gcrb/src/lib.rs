@@ -20,7 +20,7 @@ const _: () = assert!(GCRB_OFF_HEADS as usize >= GCRB_OFF_CONFIG as usize + gcrb
 const _: () = assert!(GCRB_OFF_ERROR as usize >= GCRB_OFF_HEADS as usize + gcrb_heads::SIZE);
 const _: () = assert!(GCRB_OFF_KEYS as usize >= GCRB_OFF_ERROR as usize + gcrb_error::SIZE);
 const _: () = assert!(GCRB_OFF_READY_MARKS as usize >= GCRB_OFF_KEYS as usize + GCRB_KEYS as usize * gcrb_key::SIZE);
-const _: () = assert!(GCRB_READY_MARK_BITS % 64 == 0 && GCRB_OFF_READY_MARKS % 8 == 0);
+const _: () = assert!(GCRB_READY_MARK_BITS.is_multiple_of(64) && GCRB_OFF_READY_MARKS.is_multiple_of(8));
 const _: () = assert!(GCRB_OFF_TRACE as usize >= GCRB_OFF_READY_MARKS as usize + GCRB_READY_MARK_BITS as usize / 8);
 const _: () =
     assert!(GCRB_PAGE_SIZE as usize == GCRB_OFF_TRACE as usize + GCRB_TRACE_ENTRIES as usize * gcrb_trace_entry::SIZE);
