@@ -15,23 +15,12 @@
 //! Every object is destroyed on drop, QP before CQ, MRs, PD, context.
 
 use crate::VerbsError;
+use crate::device::{errno, rc};
 use crate::ffi::*;
 use crate::lib_load::Ibverbs;
 use crate::qp::{self, LinkLayer, RcEndpoint, RcParams};
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
-
-fn errno(call: &'static str) -> VerbsError {
-    VerbsError::Call { call, err: std::io::Error::last_os_error() }
-}
-
-fn rc(call: &'static str, r: c_int) -> Result<(), VerbsError> {
-    match r {
-        0 => Ok(()),
-        -1 => Err(errno(call)),
-        e => Err(VerbsError::Call { call, err: std::io::Error::from_raw_os_error(e.abs()) }),
-    }
-}
 
 type PollCq = unsafe extern "C" fn(*mut c_void, c_int, *mut ibv_wc) -> c_int;
 type PostSend = unsafe extern "C" fn(*mut c_void, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;

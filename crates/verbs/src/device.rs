@@ -15,11 +15,11 @@ use crate::{Verbs, VerbsError};
 use core::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-fn errno(call: &'static str) -> VerbsError {
+pub(crate) fn errno(call: &'static str) -> VerbsError {
     VerbsError::Call { call, err: std::io::Error::last_os_error() }
 }
 
-fn rc(call: &'static str, r: c_int) -> Result<(), VerbsError> {
+pub(crate) fn rc(call: &'static str, r: c_int) -> Result<(), VerbsError> {
     // verbs calls return an errno value (positive) or -1 with errno set.
     match r {
         0 => Ok(()),
