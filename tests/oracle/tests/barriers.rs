@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const BARRIERS: [(&str, &str); 4] = [
     ("to_device", "udma_to_device_barrier"),
@@ -83,7 +84,16 @@ fn body(objdump: &str, obj: &Path, symbol: &str) -> Vec<String> {
     insns
 }
 
+/// The probe object for `arch`, compiled once per test binary: the two
+/// tests run in parallel, and two compilers writing the same `probe.o`
+/// let an objdump read a half-written file.
 fn compile_probe(arch: &Arch) -> PathBuf {
+    static OBJECTS: [OnceLock<PathBuf>; ARCHES.len()] = [const { OnceLock::new() }; ARCHES.len()];
+    let index = ARCHES.iter().position(|a| a.name == arch.name).expect("a listed architecture");
+    OBJECTS[index].get_or_init(|| compile_probe_once(arch)).clone()
+}
+
+fn compile_probe_once(arch: &Arch) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("barriers-{}", arch.name));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("probe.cpp");
