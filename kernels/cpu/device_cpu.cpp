@@ -66,6 +66,11 @@ int marrow_cpu_wait_until_ge(uint8_t *page, uint64_t loff, uint64_t value) {
 
 void marrow_cpu_fence(uint8_t *page) { marrow::fence(Channel{page}); }
 
+/* The holder's claim alone, for the claim test: the run of ready marks
+ * from WQEBB `from`, cleared, as a holder of the chain claims it; returns
+ * the run's end. */
+uint64_t marrow_cpu_claim_run(uint8_t *page, uint64_t from) { return marrow::claim_run(Channel{page}, from); }
+
 /* The encoder alone, for the differential test (tests/oracle): the WQE for
  * one operation written at index `idx`, then the doorbell record and the
  * doorbell for it, by the same write_wqe and ring every post uses, without

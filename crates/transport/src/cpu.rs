@@ -37,6 +37,7 @@ unsafe extern "C" {
     fn marrow_cpu_p(page: *mut u8, pe: u32, roff: u64, value: u64) -> i32;
     fn marrow_cpu_wait_until_ge(page: *mut u8, loff: u64, value: u64) -> i32;
     fn marrow_cpu_fence(page: *mut u8);
+    fn marrow_cpu_claim_run(page: *mut u8, from: u64) -> u64;
     fn marrow_cpu_encode(
         page: *mut u8,
         idx: u64,
@@ -136,6 +137,15 @@ impl Device {
                 i32::from(signaled),
             )
         }
+    }
+
+    /// The holder's claim alone (`claim_run` in `post_shared.h`): the run
+    /// of set ready marks from WQEBB `from`, cleared; returns where it
+    /// ends. Only for a page no poster is using.
+    pub fn claim_run(&self, from: u64) -> u64 {
+        // SAFETY: `page` is a live GCRB page (see `new`); the claim reads
+        // and clears words of its ready marks only.
+        unsafe { marrow_cpu_claim_run(self.page, from) }
     }
 
     /// Name the calling thread in the device trace.

@@ -623,3 +623,62 @@ fn an_overrun_ignoring_cq_is_never_handed_its_doorbell_record() {
         assert!(!w.nic.hca().cq(w.channels[0].cqn).unwrap().overflowed);
     }
 }
+
+/// Write the whole window of ready marks: the mark of WQEBB `b` (mod the
+/// window) set where `set(b)`.
+fn write_ready_marks(page: &marrow_mmio::Region, set: impl Fn(u64) -> bool) {
+    let bits = marrow_gcrb::GCRB_READY_MARK_BITS as u64;
+    let mut marks = vec![0u8; bits as usize / 8];
+    for b in (0..bits).filter(|&b| set(b)) {
+        marks[b as usize / 8] |= 1 << (b % 8);
+    }
+    page.write_bytes(marrow_gcrb::GCRB_OFF_READY_MARKS as usize, &marks).unwrap();
+}
+
+fn ready_mark(page: &marrow_mmio::Region, wqebb: u64) -> bool {
+    let bit = wqebb % marrow_gcrb::GCRB_READY_MARK_BITS as u64;
+    let mut byte = [0u8];
+    page.read_bytes(marrow_gcrb::GCRB_OFF_READY_MARKS as usize + bit as usize / 8, &mut byte).unwrap();
+    byte[0] >> (bit % 8) & 1 == 1
+}
+
+/// How far one claim may reach, in this build's defaults
+/// (MARROW_RUN_SCAN_CHUNKS × MARROW_RUN_SCAN_WORDS words of 64 marks),
+/// counted from the start of the word the claim starts in.
+const CLAIM_REACH: u64 = 4 * 8 * 64;
+
+#[test]
+fn a_claim_takes_a_long_run_across_its_chunks_and_clears_it() {
+    let w = world(1024, 1024, false);
+    let page = w.channels[0].page();
+    let dev = Device::new(&w.channels[0]);
+    // A run of 1500 from bit 37 of a word crosses two chunk boundaries; the
+    // WQEBB after it is clear, the one after that set (another group's,
+    // not yet reachable): the claim stops at the gap and leaves it.
+    let (from, n) = (37u64, 1500u64);
+    write_ready_marks(&page, |b| (from..from + n).contains(&b) || b == from + n + 1);
+    assert_eq!(dev.claim_run(from), from + n);
+    assert!((from..from + n).all(|b| !ready_mark(&page, b)), "the run's marks are cleared");
+    assert!(ready_mark(&page, from + n + 1), "the mark past the gap is kept");
+    assert!(!ready_mark(&page, from - 1), "nothing before `from` was set");
+}
+
+#[test]
+fn a_claim_stops_at_its_reach_and_the_next_claim_goes_on() {
+    let w = world(1024, 1024, false);
+    let page = w.channels[0].page();
+    let dev = Device::new(&w.channels[0]);
+    // Every mark set: the claim ends where its chunks end, counted from the
+    // word `from` lies in, and leaves the rest for the next turn; the
+    // window wraps, so the second claim runs past the marks' last word.
+    let bits = marrow_gcrb::GCRB_READY_MARK_BITS as u64;
+    let from = bits - 100;
+    write_ready_marks(&page, |_| true);
+    let end = dev.claim_run(from);
+    assert_eq!(end, from / 64 * 64 + CLAIM_REACH);
+    assert!((from..end).all(|b| !ready_mark(&page, b)));
+    assert!(ready_mark(&page, end) && ready_mark(&page, from - 1));
+    assert_eq!(dev.claim_run(end), end + CLAIM_REACH);
+    // A claim from a clear mark takes nothing.
+    assert_eq!(dev.claim_run(from), from);
+}

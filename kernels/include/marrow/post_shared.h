@@ -131,11 +131,11 @@ MARROW_FN Waited wait_ready(const Channel &ch, uint64_t target) {
  * fenced, and the holder of the chain claims the run of marked WQEBBs
  * after its own in the same turn: one turn, one ring and one store of
  * ready_head for as many groups as are written by then (at most
- * MARROW_RUN_SCAN_WORDS words of marks). A marked poster waits until ready_head
- * passes its WQEBBs (someone's run covered them) or stops inside them (the
- * last holder's run ended there: its turn, for the rest of its WQEBBs and
- * what follows). Exactly one group contains ready_head, so there is one
- * holder, as before.
+ * MARROW_RUN_SCAN_CHUNKS chunks of MARROW_RUN_SCAN_WORDS words of marks).
+ * A marked poster waits until ready_head passes its WQEBBs (someone's run
+ * covered them) or stops inside them (the last holder's run ended there:
+ * its turn, for the rest of its WQEBBs and what follows). Exactly one
+ * group contains ready_head, so there is one holder, as before.
  * Not marked, the classic turn instead: a poster that must ring (a
  * blocking call: only a holder rings), and channels whose doorbell is the
  * last WQE's control bytes (flags.db_ctrl_bytes: a holder knows only its
@@ -199,37 +199,52 @@ MARROW_FN void claim_quad(uint64_t *m, uint32_t w, const MarkQuad &q, RunScan &s
 }
 
 /* The holder's claim: the run of set bits from `from` (where its turn
- * stands), cleared; returns the run's end. The MARROW_RUN_SCAN_WORDS words
- * are loaded together, then one fence makes them acquires: the WQE stores
- * of every group in the run are then ordered before the ring that follows.
- * Written out four words at a time: a local array would go to local
- * memory. A longer scan lets one turn hand on more groups when a whole GPU
- * posts; its loads all land in the same round trip. */
+ * stands), cleared; returns the run's end. A chunk of MARROW_RUN_SCAN_WORDS
+ * words is loaded together, then one fence makes the loads acquires: the
+ * WQE stores of every group in the run are then ordered before the ring
+ * that follows. A run that reaches the chunk's end goes on into the next
+ * chunk, up to MARROW_RUN_SCAN_CHUNKS: a whole GPU posting on one channel
+ * keeps runs long, and one turn then hands on all of them, while a short
+ * run (few posters, or many channels) pays one chunk's loads. Written out
+ * four words at a time: a local array would go to local memory. */
 #ifndef MARROW_RUN_SCAN_WORDS
 #define MARROW_RUN_SCAN_WORDS 8
 #endif
+#ifndef MARROW_RUN_SCAN_CHUNKS
+#define MARROW_RUN_SCAN_CHUNKS 4
+#endif
 static_assert(MARROW_RUN_SCAN_WORDS == 4 || MARROW_RUN_SCAN_WORDS == 8 || MARROW_RUN_SCAN_WORDS == 16,
-              "a claim scans 4, 8 or 16 words");
+              "a claim chunk is 4, 8 or 16 words");
+/* A claim starts at most a group past ready_head and every mark lies
+ * within MARROW_GCRB_READY_MARK_BITS of it: a claim never reaches a bit
+ * that stands for the lap after. */
+static_assert(MARROW_RUN_SCAN_CHUNKS >= 1 &&
+                  MARROW_RUN_SCAN_CHUNKS * MARROW_RUN_SCAN_WORDS * 64 + MAX_GROUP <= MARROW_GCRB_READY_MARK_BITS,
+              "a claim scans less than the marks' window");
 MARROW_FN uint64_t claim_run(const Channel &ch, uint64_t from) {
     uint64_t *m = ready_marks(ch);
-    uint32_t w = (uint32_t)(from / 64);
-    MarkQuad q0 = load_quad(m, w);
-#if MARROW_RUN_SCAN_WORDS >= 8
-    MarkQuad q1 = load_quad(m, w + 4);
-#endif
-#if MARROW_RUN_SCAN_WORDS >= 16
-    MarkQuad q2 = load_quad(m, w + 8), q3 = load_quad(m, w + 12);
-#endif
-    fence_acquire_gpu();
     RunScan s{from, (uint32_t)(from % 64), true};
-    claim_quad(m, w, q0, s);
+    for (uint32_t chunk = 0; chunk < MARROW_RUN_SCAN_CHUNKS && s.more; chunk++) {
+        /* The first chunk starts in `from`'s word; a later one where the
+         * run reached, a word boundary. */
+        uint32_t w = (uint32_t)(s.end / 64);
+        MarkQuad q0 = load_quad(m, w);
 #if MARROW_RUN_SCAN_WORDS >= 8
-    claim_quad(m, w + 4, q1, s);
+        MarkQuad q1 = load_quad(m, w + 4);
 #endif
 #if MARROW_RUN_SCAN_WORDS >= 16
-    claim_quad(m, w + 8, q2, s);
-    claim_quad(m, w + 12, q3, s);
+        MarkQuad q2 = load_quad(m, w + 8), q3 = load_quad(m, w + 12);
 #endif
+        fence_acquire_gpu();
+        claim_quad(m, w, q0, s);
+#if MARROW_RUN_SCAN_WORDS >= 8
+        claim_quad(m, w + 4, q1, s);
+#endif
+#if MARROW_RUN_SCAN_WORDS >= 16
+        claim_quad(m, w + 8, q2, s);
+        claim_quad(m, w + 12, q3, s);
+#endif
+    }
     return s.end;
 }
 
