@@ -7,6 +7,7 @@
 //!   with its floor and ratio; serde for `--json`;
 //! - [`latency`]: latencies kept in an HDR histogram;
 //! - [`render`]: perftest-style text and CSV;
+//! - [`perftest`]: perftest's own result tables, read back as peer curves;
 //! - [`plot`]: latency and bandwidth against message size, floor and peers
 //!   on the same axes (SVG);
 //! - [`softnic`]: the device model's benchmarks (`marrow bench softnic`);
@@ -22,6 +23,7 @@ pub mod gpu;
 pub mod gpu_rows;
 pub mod latency;
 pub mod p2p;
+pub mod perftest;
 pub mod plot;
 pub mod render;
 pub mod report;

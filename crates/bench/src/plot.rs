@@ -57,7 +57,10 @@ pub fn svg(r: &Report, path: &Path) -> Result<(), BenchError> {
     let panels = root.split_evenly((1, 2));
     let kinds = [(LATENCY, "latency [usec] (median)"), (BANDWIDTH, "bandwidth [MB/sec] (average)")];
     for (panel, (quantity, label)) in panels.iter().zip(kinds) {
-        let series: Vec<&Series> = all.iter().filter(|s| s.quantity == quantity && !s.points.is_empty()).collect();
+        // Only what can be drawn on log axes: a peer's table of zeros or
+        // `inf` (a clock perftest could not calibrate) adds nothing.
+        let series: Vec<&Series> =
+            all.iter().filter(|s| s.quantity == quantity && s.points.iter().any(|p| p.0 > 0 && p.1 > 0.0)).collect();
         if series.is_empty() {
             continue;
         }

@@ -83,6 +83,10 @@ fn write_text(s: &mut String, r: &Report) -> std::fmt::Result {
             )?;
         }
     }
+    for p in &r.peers {
+        let sizes: Vec<String> = p.points.iter().map(|(b, _)| b.to_string()).collect();
+        writeln!(s, "peer curve: {} ({}; {} sizes: {})", p.name, p.quantity, p.points.len(), sizes.join(" "))?;
+    }
     Ok(())
 }
 

@@ -141,10 +141,15 @@ enum BenchCmd {
         /// Draw latency and bandwidth against message size, with the floor, into FILE (SVG).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
+        /// A perftest run's output (`ib_write_bw -a`, `ib_write_lat -a`, as
+        /// perftest prints it, a log's prefix allowed): its tables become
+        /// peer curves on the plot and `peers` in the JSON. Repeatable.
+        #[arg(long, value_name = "FILE")]
+        peer: Vec<PathBuf>,
         /// Measure the RC transport between two softnic instances instead:
         /// `udp` (RoCEv2 over loopback UDP), against two threads moving the
         /// same datagrams.
-        #[arg(long, value_name = "KIND", value_parser = ["udp"], conflicts_with_all = ["all", "size", "plot"])]
+        #[arg(long, value_name = "KIND", value_parser = ["udp"], conflicts_with_all = ["all", "size", "plot", "peer"])]
         wire: Option<String>,
         /// With `--wire`: both softnic instances in this process, instead of
         /// B in a `marrow softnic` process of its own.
@@ -587,7 +592,19 @@ fn main() -> ExitCode {
         Cmd::Interop(InteropCmd::Host(a)) => run_interop_host(&a),
         Cmd::Bench(BenchCmd::Mlx5(a)) => marrow::mlx5_bench::main(&a),
         Cmd::Bench(BenchCmd::Verbs(a)) => marrow::verbs_bench::main(&a),
-        Cmd::Bench(BenchCmd::Softnic { runs, all, size, iters, lat_iters, json, csv, plot, wire, one_process }) => {
+        Cmd::Bench(BenchCmd::Softnic {
+            runs,
+            all,
+            size,
+            iters,
+            lat_iters,
+            json,
+            csv,
+            plot,
+            peer,
+            wire,
+            one_process,
+        }) => {
             use marrow_bench::softnic::sweep::SweepOptions;
             let sizes = match (all, size.is_empty()) {
                 (true, _) => SweepOptions::all_sizes(),
@@ -600,7 +617,7 @@ fn main() -> ExitCode {
                 wire.is_none().then_some(sweep),
                 wire.is_some(),
                 one_process,
-                &BenchOutput { json, csv, plot },
+                &BenchOutput { json, csv, plot, peers: peer },
             )
         }
         Cmd::Bench(BenchCmd::P2p { sweep, json, csv }) => {
@@ -701,6 +718,8 @@ struct BenchOutput {
     json: bool,
     csv: bool,
     plot: Option<PathBuf>,
+    /// perftest outputs to draw beside ours.
+    peers: Vec<PathBuf>,
 }
 
 fn run_bench_softnic(
@@ -718,6 +737,18 @@ fn run_bench_softnic(
         && let Err(e) = std::fs::File::create(p)
     {
         return bench_out::fail(f, format!("writing the plot to {}: {e}", p.display()), EXIT_BAD_INPUT);
+    }
+    // So are the peers' files: read and parsed before any measuring.
+    let mut peers = Vec::new();
+    for p in &out.peers {
+        let name = p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned());
+        match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|text| marrow_bench::perftest::peer_series(&text, &name).map_err(|e| e.to_string()))
+        {
+            Ok(series) => peers.extend(series),
+            Err(e) => return bench_out::fail(f, format!("--peer {}: {e}", p.display()), EXIT_BAD_INPUT),
+        }
     }
     let runs = runs.max(1);
     let report = (|| -> Result<Report, BenchError> {
@@ -764,6 +795,7 @@ fn run_bench_softnic(
             None => Report::default(),
         };
         r.figures = figures::rows(runs);
+        r.peers = peers;
         Ok(r)
     })();
     let report = match report {

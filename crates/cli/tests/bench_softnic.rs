@@ -16,7 +16,10 @@ fn the_sweep_in_json_has_every_size_column_and_floor_and_draws_its_plot() {
     let dir = std::env::temp_dir().join(format!("marrow-bench-softnic-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let svg = dir.join("bench-softnic.svg");
-    let mut args = vec!["-a", "--json", "--plot", svg.to_str().unwrap()];
+    // A peer: perftest's own tables from the interop run (ib_write_bw on
+    // rxe in the QEMU guest against the softnic), as the log kept them.
+    let log = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/runs/2026-12-01-interop-daf886a.txt");
+    let mut args = vec!["-a", "--json", "--plot", svg.to_str().unwrap(), "--peer", log];
     args.extend(QUICK);
     let out = marrow(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -72,13 +75,24 @@ fn the_sweep_in_json_has_every_size_column_and_floor_and_draws_its_plot() {
         );
     }
     assert!(r["figures"].as_array().is_some_and(|f| f.len() == 3), "{r}");
+    let peer = "perftest RDMA_Write BW Test, rxe0 (2026-12-01-interop-daf886a.txt";
+    let peers = r["peers"].as_array().unwrap();
+    let write_bw =
+        peers.iter().find(|p| p["name"].as_str().unwrap().starts_with(peer) && p["points"][0][1].as_f64() > Some(0.0));
+    let write_bw = write_bw.unwrap_or_else(|| panic!("no {peer} with a bandwidth in {peers:?}"));
+    assert_eq!(
+        (write_bw["quantity"].as_str(), write_bw["points"][0][0].as_u64()),
+        (Some("bandwidth_mb_s"), Some(65536))
+    );
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(
         plot.starts_with("<svg") && plot.trim_end().ends_with("</svg>"),
         "not an SVG: {}",
         &plot[..80.min(plot.len())]
     );
-    for label in ["latency [usec]", "bandwidth [MB/sec]", "message size [bytes]", "floor: memcpy", "marrow softnic"] {
+    for label in
+        ["latency [usec]", "bandwidth [MB/sec]", "message size [bytes]", "floor: memcpy", "marrow softnic", peer]
+    {
         assert!(plot.contains(label), "the plot has no {label:?}");
     }
     // CI keeps the plot beside the build.
@@ -153,6 +167,20 @@ fn an_unwritable_plot_or_a_bad_size_is_refused_before_measuring() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["bandwidth"][0]["bytes"], 16);
+}
+
+#[test]
+fn a_peer_file_without_a_perftest_table_is_refused_before_measuring() {
+    let out = marrow(&["-a", "--peer", "/nonexistent-dir/ib_write_bw.txt"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("error: --peer /nonexistent-dir/ib_write_bw.txt: "), "{e}");
+    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let out = marrow(&["-a", "--peer", readme]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("no perftest result table"), "{e}");
+    assert!(out.stdout.is_empty(), "it measured first: {}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]
