@@ -273,18 +273,18 @@ impl Row {
     }
 }
 
-fn table_line(size: &str, r: &RowSummary) -> String {
-    format!(
-        "{:<34} {size:>7} {:>7} {:>10} {:>8.1} {:>8.1} {:>9.1} {:>10.0} {:>9.1}",
-        r.op,
-        r.ops,
+fn table_cells(size: String, r: &RowSummary) -> [String; 9] {
+    [
+        r.op.to_string(),
+        size,
+        r.ops.to_string(),
         bytes_text(r.total_bytes),
-        r.t.t_typical_us,
-        r.t.p99_us,
-        r.t.t_max_us,
-        r.ops_per_s,
-        r.mib_per_s
-    )
+        format!("{:.1}", r.t.t_typical_us),
+        format!("{:.1}", r.t.p99_us),
+        format!("{:.1}", r.t.t_max_us),
+        format!("{:.0}", r.ops_per_s),
+        format!("{:.1}", r.mib_per_s),
+    ]
 }
 
 /// The totals line's figures: every row's samples in one histogram.
@@ -299,27 +299,21 @@ pub fn total(rows: &[Row]) -> RowSummary {
     summary("total", 0, &all, ops, bytes, busy)
 }
 
-/// The latency table, with a totals line.
+/// The latency table, with a totals line below a rule.
 pub fn render_table(rows: &[Row]) -> String {
-    let mut o = String::new();
-    let head = format!(
-        "{:<34} {:>7} {:>7} {:>10} {:>8} {:>8} {:>9} {:>10} {:>9}",
-        "operation", "size", "ops", "bytes", "p50 µs", "p99 µs", "max µs", "ops/s", "MiB/s"
-    );
-    let rule = "-".repeat(head.chars().count());
-    o.push_str(&head);
-    o.push('\n');
-    o.push_str(&rule);
-    o.push('\n');
+    use crate::columns::{Align::Left, Align::Right, Columns};
+    let figures = ["size", "ops", "bytes", "p50 µs", "p99 µs", "max µs", "ops/s", "MiB/s"].map(|h| (h, Right));
+    let mut t = Columns::new(&[[("operation", Left)].as_slice(), &figures].concat());
     for r in rows {
-        o.push_str(&table_line(&size_text(r.size), &r.summary()));
-        o.push('\n');
+        t.row(table_cells(size_text(r.size), &r.summary()));
     }
-    o.push_str(&rule);
-    o.push('\n');
-    o.push_str(&table_line("", &total(rows)));
-    o.push('\n');
-    o
+    t.row(table_cells(String::new(), &total(rows)));
+    let mut lines = t.lines("");
+    let rule = "-".repeat(lines.iter().map(|l| l.chars().count()).max().unwrap_or(0));
+    // Under the header, and above the totals line.
+    lines.insert(lines.len() - 1, rule.clone());
+    lines.insert(1, rule);
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// A fast per-iteration pattern (xorshift64), different for every seed.

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench_out;
+pub mod columns;
 pub mod decode;
 pub mod demo;
 pub mod doctor;

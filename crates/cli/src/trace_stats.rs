@@ -374,37 +374,32 @@ pub fn render_text(s: &Stats, file: &str) -> String {
     };
     let _ = writeln!(o, "{file}: {} records, {} bytes, {span}", s.records, s.bytes);
 
-    let _ = writeln!(o, "\nRecords by kind\n  {:<18} {:>12}", "kind", "records");
+    use crate::columns::{Align::Left, Align::Right, Columns};
+    let mut t = Columns::new(&[("kind", Left), ("records", Right)]);
     for (k, n) in &s.kinds {
-        let _ = writeln!(o, "  {:<18} {n:>12}", kind_name(*k));
+        t.row([kind_name(*k).to_string(), n.to_string()]);
     }
-    let _ = writeln!(o, "\nRecords by QP\n  {:<18} {:>12}", "QP", "records");
+    let _ = write!(o, "\nRecords by kind\n{}", t.render("  "));
+    let mut t = Columns::new(&[("QP", Left), ("records", Right)]);
     for (q, n) in s.qp_records() {
-        let _ = writeln!(o, "  {:<18} {n:>12}", qp_name(q));
+        t.row([qp_name(q), n.to_string()]);
     }
-    let _ = writeln!(o, "\nWQE fetches by opcode\n  {:<24} {:>12}", "opcode", "fetches");
+    let _ = write!(o, "\nRecords by QP\n{}", t.render("  "));
+    let mut t = Columns::new(&[("opcode", Left), ("fetches", Right)]);
     for (op, n) in &s.wqe_opcodes {
-        let _ = writeln!(o, "  {:<24} {n:>12}", format!("{} ({op:#04x})", opcode_name(*op)));
+        t.row([format!("{} ({op:#04x})", opcode_name(*op)), n.to_string()]);
     }
-    let _ = writeln!(
-        o,
-        "\nDoorbell to CQE latency, ns\n  {:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "QP", "count", "p50", "p90", "p99", "p99.9", "max", "unpaired"
-    );
+    let _ = write!(o, "\nWQE fetches by opcode\n{}", t.render("  "));
+    let figures = ["count", "p50", "p90", "p99", "p99.9", "max", "unpaired"].map(|h| (h, Right));
+    let mut t = Columns::new(&[[("QP", Left)].as_slice(), &figures].concat());
     for l in s.latencies() {
-        let _ = writeln!(
-            o,
-            "  {:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            qp_name(l.qpn),
-            l.count,
-            l.p50,
-            l.p90,
-            l.p99,
-            l.p999,
-            l.max,
-            l.unpaired
+        t.row(
+            [qp_name(l.qpn)]
+                .into_iter()
+                .chain([l.count, l.p50, l.p90, l.p99, l.p999, l.max, l.unpaired].map(|v| v.to_string())),
         );
     }
+    let _ = write!(o, "\nDoorbell to CQE latency, ns\n{}", t.render("  "));
     let listed = if s.errors_total > s.errors.len() as u64 {
         format!(" (the first {} listed)", s.errors.len())
     } else {
@@ -412,19 +407,25 @@ pub fn render_text(s: &Stats, file: &str) -> String {
     };
     let _ = writeln!(o, "\nErrors: {}{listed}", s.errors_total);
     if !s.errors.is_empty() {
-        let _ = writeln!(o, "  {:<8} {:>12} {:<16} {:<10} {:<28} what", "record", "t_ns", "kind", "QP", "WQE fetch");
-    }
-    for e in &s.errors {
-        let _ = writeln!(
-            o,
-            "  {:<8} {:>12} {:<16} {:<10} {:<28} {}",
-            format!("#{}", e.record),
-            e.t_ns,
-            kind_name(e.kind.0),
-            qp_name(e.qpn),
-            wqe_text(&e.wqe),
-            e.summary
-        );
+        let mut t = Columns::new(&[
+            ("record", Left),
+            ("t_ns", Right),
+            ("kind", Left),
+            ("QP", Left),
+            ("WQE fetch", Left),
+            ("what", Left),
+        ]);
+        for e in &s.errors {
+            t.row([
+                format!("#{}", e.record),
+                e.t_ns.to_string(),
+                kind_name(e.kind.0).to_string(),
+                qp_name(e.qpn),
+                wqe_text(&e.wqe),
+                e.summary.clone(),
+            ]);
+        }
+        o.push_str(&t.render("  "));
     }
     if let Some(d) = &s.damage {
         let _ = writeln!(
