@@ -357,9 +357,11 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
     let pcap = run.join("interop.pcap");
     let trace = run.join("interop.trace");
     let serial = run.join("serial.log");
-    // Two UDP ports on loopback for the cable, per process so runs side by side do not meet.
-    let base = 42000 + (std::process::id() % 1000) as u16 * 2;
+    let wire_pcap = run.join("softnic-rank.pcap");
+    // Two UDP ports on loopback for each cable, per process so runs side by side do not meet.
+    let base = 42000 + (std::process::id() % 1000) as u16 * 4;
     let (softnic_port, qemu_port) = (base, base + 1);
+    let (rank_port, rank_qemu_port) = (base + 2, base + 3);
     let (accel, why) = kmod::accelerator();
     println!("== interop: accelerator: {why}");
     let mut host = kmod::spawn_watched(
@@ -371,6 +373,21 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
             .arg("--trace")
             .arg(&trace),
         "[host marrow] ",
+    )?;
+    // The softnic as rank 0 of `marrow bench verbs` on a cable of its own
+    // (the guest's third NIC, rxe1): its QPs on the wire, the device code's
+    // WQEs executed onto it by the softnic; the guest's rank 1 (the verbs
+    // proxy on rxe1) reaches the rendezvous as 10.0.2.2:18980 late in its
+    // run, hence the long timeout (also every wait's: the run ends it).
+    let mut rank = kmod::spawn_watched(
+        Command::new(marrow)
+            .args(["bench", "verbs", "--wire"])
+            .arg(format!("frames:127.0.0.1:{rank_port},127.0.0.1:{rank_qemu_port},10.78.0.1"))
+            .arg("--pcap")
+            .arg(&wire_pcap)
+            .args(["--listen", "127.0.0.1:18980", "--id", "wire", "--iters", "100", "--burst", "200"])
+            .args(["--timeout-s", "1200"]),
+        "[host rank 0] ",
     )?;
     let steps = kmod::output(Command::new(marrow).args(["interop", "steps"]))?;
     let mut fwd = String::new();
@@ -394,6 +411,12 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
         ))
         .args(["-device", "virtio-net-pci,netdev=roce,mac=52:54:00:4d:00:02,addr=0x5"])
         .arg("-netdev")
+        .arg(format!(
+            "dgram,id=rank,local.type=inet,local.host=127.0.0.1,local.port={rank_qemu_port},\
+             remote.type=inet,remote.host=127.0.0.1,remote.port={rank_port}"
+        ))
+        .args(["-device", "virtio-net-pci,netdev=rank,mac=52:54:00:4d:02:02,addr=0x7"])
+        .arg("-netdev")
         .arg(format!("user,id=oob,net=10.0.2.0/24,restrict=off{fwd}"))
         .args(["-device", "virtio-net-pci,netdev=oob,mac=52:54:00:4d:01:02,addr=0x6"]);
     if accel == "kvm" {
@@ -405,15 +428,17 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
         kmod::wait_timeout(&mut child, QEMU_TIMEOUT)
     })?;
     let host_status = kmod::wait_timeout(&mut host.child, Duration::from_secs(10))?;
+    let rank_status = kmod::wait_timeout(&mut rank.child, Duration::from_secs(10))?;
     let log = std::fs::read_to_string(&serial).unwrap_or_default();
     println!("---- guest serial console ({})", serial.display());
     print!("{log}");
     println!("---- end of guest serial console");
 
     let host_lines = host.lines.lock().expect("not poisoned").clone();
+    let rank_lines = rank.lines.lock().expect("not poisoned").clone();
     let mut problems = Vec::new();
     let mut passed = 0;
-    for l in log.lines().chain(host_lines.iter().map(String::as_str)) {
+    for l in log.lines().chain(host_lines.iter().chain(&rank_lines).map(String::as_str)) {
         if l.starts_with("ok - ") {
             passed += 1;
         } else if l.starts_with("not ok - ") {
@@ -427,6 +452,9 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
     }
     if !matches!(host_status, Some(s) if s.success()) {
         problems.push(format!("marrow interop host: {host_status:?} (its lines above)"));
+    }
+    if !matches!(rank_status, Some(s) if s.success()) {
+        problems.push(format!("marrow bench verbs --wire (host rank 0): {rank_status:?} (its lines above)"));
     }
     let clean = rxe_counters(&log, "clean");
     let faulty = rxe_counters(&log, "faults");
@@ -482,20 +510,23 @@ fn test(work: &Path, bzimage: &Path, initramfs: &Path, marrow: &Path, t: &mut Ti
     for r in &rxes {
         println!("note: a kernel report inside Linux rxe's own code, not marrow's (its error path under lockdep): {r}");
     }
-    match tshark_verdict(&pcap) {
-        Ok((frames, bad)) if frames > 0 && bad.is_empty() => {
-            passed += 1;
-            println!(
-                "ok - tshark: {frames} InfiniBand frames in {}, none malformed or in error in their headers",
-                pcap.display()
-            );
+    for p in [&pcap, &wire_pcap] {
+        match tshark_verdict(p) {
+            Ok((frames, bad)) if frames > 0 && bad.is_empty() => {
+                passed += 1;
+                println!(
+                    "ok - tshark: {frames} InfiniBand frames in {}, none malformed or in error in their headers",
+                    p.display()
+                );
+            }
+            Ok((frames, bad)) => problems.push(format!(
+                "tshark: {} of {frames} InfiniBand frames in {} malformed or in error: {}",
+                bad.len(),
+                p.display(),
+                bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            )),
+            Err(e) => problems.push(format!("tshark: {}: {e}", p.display())),
         }
-        Ok((frames, bad)) => problems.push(format!(
-            "tshark: {} of {frames} InfiniBand frames malformed or in error: {}",
-            bad.len(),
-            bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-        )),
-        Err(e) => problems.push(format!("tshark: {e}")),
     }
     let summary = format!(
         "interop test: {passed} passed, {} problem(s); accelerator {accel}; serial log {}, capture {}, softnic trace {}",

@@ -38,6 +38,7 @@ pub mod pcie_header;
 pub mod pcie_json;
 pub mod pcie_titles;
 pub mod pcie_tlp;
+pub mod port_spec;
 pub mod print;
 pub mod trace;
 pub mod trace_stats;

@@ -221,31 +221,12 @@ struct SoftnicArgs {
     /// datagrams) or `frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP` (whole Ethernet frames
     /// to and from one socket, as QEMU's -netdev dgram carries them; the port is
     /// MAC_IP on that Ethernet).
-    #[arg(long = "port", value_name = "SPEC", value_parser = parse_port)]
+    #[arg(long = "port", value_name = "SPEC", value_parser = marrow::port_spec::parse)]
     ports: Vec<marrow_softnic::rc::port::PortKind>,
     /// Write every frame the wire ports send and receive to this pcap (Ethernet,
     /// nanosecond timestamps). With several ports, port N writes FILE.N.
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
-}
-
-/// `udp:IP:PORT` or `frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP`.
-fn parse_port(s: &str) -> Result<marrow_softnic::rc::port::PortKind, String> {
-    use marrow_softnic::rc::port::{PortKind, udp_mac};
-    use std::net::{Ipv4Addr, SocketAddrV4};
-    let sock = |a: &str| a.parse::<SocketAddrV4>().map_err(|e| format!("'{a}': {e} (want IPv4:PORT)"));
-    if let Some(a) = s.strip_prefix("udp:") {
-        return Ok(PortKind::Udp { bind: sock(a)? });
-    }
-    if let Some(rest) = s.strip_prefix("frames:") {
-        let parts: Vec<&str> = rest.split(',').collect();
-        let [bind, peer, ip] = parts[..] else {
-            return Err(format!("'{s}': frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP"));
-        };
-        let ip: Ipv4Addr = ip.parse().map_err(|e| format!("'{ip}': {e}"))?;
-        return Ok(PortKind::Frames { bind: sock(bind)?, peer: sock(peer)?, mac: udp_mac(ip), ip });
-    }
-    Err(format!("'{s}': a port is udp:IP:PORT or frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP"))
 }
 
 #[derive(Args, Debug)]
@@ -506,7 +487,7 @@ fn run_doctor(a: &DoctorArgs) -> ExitCode {
 }
 
 fn run_interop_host(a: &InteropHostArgs) -> ExitCode {
-    let cable = match parse_port(&format!("frames:{}", a.cable)) {
+    let cable = match marrow::port_spec::parse(&format!("frames:{}", a.cable)) {
         Ok(marrow_softnic::rc::port::PortKind::Frames { bind, peer, ip, .. }) => marrow_interop::host::Cable {
             bind,
             peer,

@@ -50,6 +50,19 @@ pub struct Args {
     /// Ask the channel for masked atomics (refused: verbs has none).
     #[arg(long)]
     pub masked_atomics: bool,
+    /// This rank on the softnic instead of a verbs device: its QPs on a
+    /// RoCEv2 wire port (`udp:IP:PORT`, or `frames:IP:PORT,PEER_IP:PEER_PORT,MAC_IP`
+    /// for QEMU's -netdev dgram), the device code's WQEs executed onto the
+    /// wire by the softnic; the peer rank is any stack (a verbs rank on rxe).
+    #[arg(long, value_name = "SPEC", value_parser = crate::port_spec::parse, conflicts_with_all = ["device", "gid_index", "perftest"])]
+    pub wire: Option<marrow_softnic::rc::port::PortKind>,
+    /// With --wire: the path MTU, the peer's (a verbs rank uses its port's
+    /// active MTU: 4096 for rxe on a 9000-byte netdev).
+    #[arg(long, default_value_t = 4096, value_parser = parse_mtu, requires = "wire")]
+    pub wire_mtu: u32,
+    /// With --wire: write every frame of the port to this pcap.
+    #[arg(long, value_name = "FILE", requires = "wire")]
+    pub pcap: Option<std::path::PathBuf>,
     /// Seconds for every device-side wait and the bootstrap.
     #[arg(long, default_value_t = 60)]
     pub timeout_s: u64,
@@ -66,6 +79,13 @@ pub struct Args {
     /// As `--perftest-lat-iters`, for `ib_write_bw`.
     #[arg(long, value_name = "SHORT,LONG", default_value = "1000,20000", value_parser = parse_pair)]
     pub perftest_bw_iters: (u32, u32),
+}
+
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(m @ (256 | 512 | 1024 | 2048 | 4096)) => Ok(m),
+        _ => Err(format!("{s}: a path MTU is 256, 512, 1024, 2048 or 4096")),
+    }
 }
 
 fn parse_pair(s: &str) -> Result<(u32, u32), String> {
@@ -167,10 +187,16 @@ fn perftest_column(text: &str, want: &str, col: usize) -> Result<f64, String> {
 
 /// Run it.
 pub fn main(a: &Args) -> ExitCode {
-    use marrow_transport::verbs_proxy::{ProxyError, RankOpts, bench};
-    println!(
-        "marrow bench verbs: the verbs proxy (device code on a CPU thread; the softnic's engine drives a verbs RC QP)"
-    );
+    use marrow_transport::verbs_proxy::{ProxyError, RankOpts, WirePort, bench};
+    if a.wire.is_some() {
+        println!(
+            "marrow bench verbs: the softnic on its wire port (device code on a CPU thread; the softnic's engine executes its WQEs onto the wire)"
+        );
+    } else {
+        println!(
+            "marrow bench verbs: the verbs proxy (device code on a CPU thread; the softnic's engine drives a verbs RC QP)"
+        );
+    }
     let mode = match a.fault.as_deref() {
         Some("bad-rkey") => bench::Mode::BadRkey,
         Some("vanished-peer") => bench::Mode::VanishedPeer,
@@ -186,6 +212,12 @@ pub fn main(a: &Args) -> ExitCode {
             id: a.id.clone(),
             timeout: Duration::from_secs(a.timeout_s),
             masked_atomics: a.masked_atomics,
+            wire: a.wire.map(|kind| WirePort {
+                kind,
+                pcap: a.pcap.clone(),
+                path_mtu: a.wire_mtu,
+                send_window: marrow_interop::host::send_window(a.wire_mtu),
+            }),
             ..RankOpts::default()
         },
         mode,

@@ -87,6 +87,28 @@ pub struct RankOpts {
     pub retry_cnt: u8,
     /// The channel is asked for masked atomics (refused: verbs has none).
     pub masked_atomics: bool,
+    /// Instead of a verbs device, this rank's QPs are the softnic's own on
+    /// a RoCEv2 wire port: the device code's WQEs go on the wire as the
+    /// softnic executes them, with no proxy, to a peer rank of any stack.
+    pub wire: Option<WirePort>,
+}
+
+/// A rank on the softnic's RoCEv2 port ([`RankOpts::wire`]).
+#[derive(Clone, Debug)]
+pub struct WirePort {
+    /// The port: RoCEv2 datagrams on UDP, or Ethernet frames to QEMU's
+    /// `-netdev dgram` (`marrow softnic --port`'s forms).
+    pub kind: marrow_softnic::rc::port::PortKind,
+    /// Capture every frame here (pcap).
+    pub pcap: Option<std::path::PathBuf>,
+    /// Path MTU in bytes: the peer's, which the endpoint record does not
+    /// carry (a verbs rank uses its port's active MTU; rxe on a 9000-byte
+    /// netdev, 4096). Linux rxe refuses a first or middle packet shorter
+    /// than its own path MTU.
+    pub path_mtu: u32,
+    /// Packets in flight beyond the last acknowledged (see
+    /// [`marrow_softnic::rc::WireAttrs::send_window`]).
+    pub send_window: u32,
 }
 
 impl Default for RankOpts {
@@ -108,6 +130,7 @@ impl Default for RankOpts {
             // TRANSPORT_RETRY_EXC_ERR there. 6 retries of 67 ms each: ~0.5 s.
             retry_cnt: 6,
             masked_atomics: false,
+            wire: None,
         }
     }
 }
@@ -179,6 +202,9 @@ impl ProxyRank {
                     .into(),
             ));
         }
+        if let Some(w) = &o.wire {
+            return Self::connect_wire(o, w, prefill, say);
+        }
         let ibv = Arc::new(marrow_verbs::Ibverbs::load()?);
         let sizes = Sizes::default();
         let open =
@@ -200,10 +226,8 @@ impl ProxyRank {
             eps[1].qpn
         );
         say(&describe);
-        let buf_shm =
-            Shm::create("verbs-proxy-buf", o.buf_len).map_err(|e| ProxyError::Setup(format!("buffer: {e}")))?;
-        let buf = buf_shm.region().sub(0, o.buf_len)?;
-        let psn = (std::process::id().wrapping_mul(2654435761)) & 0xff_ffff;
+        let (buf_shm, buf) = symmetric_buffer(o)?;
+        let psn = first_psn();
         let mut me = [RcEndpoint::sample(0); 2];
         for (k, ep) in eps.iter_mut().enumerate() {
             // SAFETY: `buf_shm` is kept in the rank, declared after `nic`
@@ -214,30 +238,8 @@ impl ProxyRank {
         let params = eps[0].params(o.ack_timeout, o.retry_cnt);
         let [ep0, ep1] = eps;
         let mut ds = [VerbsDelegate::new(ep0, sizes)?, VerbsDelegate::new(ep1, sizes)?];
-        let (rank, all, via) = match (&o.listen, &o.connect) {
-            (Some(addr), None) => {
-                let root = Root::bind(addr, o.id.clone())?;
-                let host = addr.rsplit_once(':').map_or("HOST", |(h, _)| h);
-                say(&format!("rank 0 waiting; on the peer run: marrow bench verbs --connect {}", root.token(host)));
-                (0usize, root.allgather(2, &me, o.timeout)?, "TCP rendezvous".to_string())
-            }
-            (None, Some(token)) => {
-                (1usize, bootstrap::peer_allgather(token, 1, 2, &me, o.timeout)?, "TCP rendezvous".into())
-            }
-            (None, None) => {
-                let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), &me, o.timeout)?;
-                if g.size != 2 {
-                    return Err(ProxyError::Setup(format!(
-                        "the launcher started {} ranks; this runs exactly 2",
-                        g.size
-                    )));
-                }
-                (g.rank, g.all, g.via)
-            }
-            (Some(_), Some(_)) => return Err(ProxyError::Setup("give --listen or --connect, not both".into())),
-        };
+        let (rank, peers, via) = exchange(o, &me, say)?;
         prefill(rank, &buf)?;
-        let peers = all[1 - rank];
         for (k, d) in ds.iter_mut().enumerate() {
             d.endpoint().connect(&params, psn + k as u32, &peers[k])?;
             d.post_receives()?;
@@ -247,70 +249,149 @@ impl ProxyRank {
             me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn
         ));
         let verbs_qpn = me[0].qpn;
-        let mut nic = SoftNic::new();
-        let (qpn, setup, cpu) = {
+        let nic = SoftNic::new();
+        let rings = {
             let mut hca = nic.hca();
             let pd = hca.alloc_pd();
             let (lkey, _) = hca.reg_mr(pd, buf.base_addr() as u64, buf, Access::all());
-            let mut qps = [0u32; 2];
-            let mut cqs = [(0u32, 0u32); 2];
+            let mut rings = [Rings::default(); 2];
             for (k, d) in ds.into_iter().enumerate() {
-                let cq = hca.create_cq(64, CqMode::Normal)?;
-                let rcq = hca.create_cq(64, CqMode::Normal)?;
-                let qpn = hca.create_qp(pd, cq, rcq, QpCaps { sq_wqebbs: 64, ..QpCaps::default() })?;
-                hca.modify_qp(qpn, ModifyQp::to(QpState::Init))?;
-                hca.modify_qp(qpn, ModifyQp::rtr(peers[k].qpn))?;
-                hca.modify_qp(qpn, ModifyQp::to(QpState::Rts))?;
-                hca.set_delegate(qpn, Box::new(d))?;
-                qps[k] = qpn;
-                cqs[k] = (cq, rcq);
+                rings[k] = Rings::create(&mut hca, pd)?;
+                hca.modify_qp(rings[k].qpn, ModifyQp::to(QpState::Init))?;
+                hca.modify_qp(rings[k].qpn, ModifyQp::rtr(peers[k].qpn))?;
+                hca.modify_qp(rings[k].qpn, ModifyQp::to(QpState::Rts))?;
+                hca.set_delegate(rings[k].qpn, Box::new(d))?;
             }
-            let q = hca.qp(qps[0])?;
-            let c = hca.cq(cqs[0].0)?;
+            (rings, lkey)
+        };
+        Self::finish(o, nic, rings, Finish { rank, me: me[0], peers, buf, buf_shm, describe, device, via, verbs_qpn })
+    }
+
+    /// [`ProxyRank::connect`] on the softnic's wire port: the symmetric
+    /// buffer registered with the softnic, its two QPs' endpoints (QPN,
+    /// `::ffff:IP` GID, PSN, rkey) exchanged as a verbs rank's are, and the
+    /// QPs taken to RTS with the wire attributes; the engine thread then
+    /// executes the device code's WQEs onto the wire itself.
+    fn connect_wire(
+        o: &RankOpts,
+        w: &WirePort,
+        prefill: impl FnOnce(usize, &Region) -> Result<(), ProxyError>,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<ProxyRank, ProxyError> {
+        use marrow_softnic::rc::port::PortOptions;
+        let ip = w.kind.ip();
+        let (buf_shm, buf) = symmetric_buffer(o)?;
+        let nic = SoftNic::new();
+        let port = nic
+            .attach_port(w.kind, PortOptions { pcap: w.pcap.clone(), ..PortOptions::default() })
+            .map_err(|e| ProxyError::Setup(format!("attaching the softnic's wire port {:?}: {e}", w.kind)))?;
+        let psn = first_psn();
+        let gid = marrow_softnic::rc::ipv4_mapped(ip);
+        let (rings, lkey, me) = {
+            let mut hca = nic.hca();
+            let pd = hca.alloc_pd();
+            let (lkey, rkey) = hca.reg_mr(pd, buf.base_addr() as u64, buf, Access::all());
+            let mut rings = [Rings::default(); 2];
+            let mut me = [RcEndpoint::sample(0); 2];
+            for k in 0..2 {
+                rings[k] = Rings::create(&mut hca, pd)?;
+                let (addr, len) = (buf.base_addr() as u64, o.buf_len as u64);
+                me[k] = RcEndpoint { qpn: rings[k].qpn, lid: 0, gid, psn: psn + k as u32, rkey, addr, len };
+            }
+            (rings, lkey, me)
+        };
+        let describe = format!(
+            "softnic wire port {port} ({:?}), GID ::ffff:{ip}, path MTU {}, QPs {:#x} {:#x}",
+            w.kind, w.path_mtu, me[0].qpn, me[1].qpn
+        );
+        say(&describe);
+        let (rank, peers, via) = exchange(o, &me, say)?;
+        prefill(rank, &buf)?;
+        {
+            let mut hca = nic.hca();
+            for k in 0..2 {
+                let attrs = marrow_softnic::rc::WireAttrs {
+                    dgid: peers[k].gid,
+                    sq_psn: psn + k as u32,
+                    rq_psn: peers[k].psn,
+                    path_mtu: w.path_mtu,
+                    timeout: o.ack_timeout,
+                    retry_cnt: o.retry_cnt,
+                    send_window: w.send_window,
+                    ..marrow_softnic::rc::WireAttrs::new(port, ip)
+                };
+                let qpn = rings[k].qpn;
+                hca.modify_qp(qpn, ModifyQp::to(QpState::Init))?;
+                hca.modify_qp(qpn, ModifyQp { wire: Some(attrs), ..ModifyQp::rtr(peers[k].qpn) })?;
+                hca.modify_qp(qpn, ModifyQp { wire: Some(attrs), ..ModifyQp::to(QpState::Rts) })?;
+            }
+        }
+        say(&format!(
+            "rank {rank}: softnic QPs {:#x} {:#x} RTS on the wire, connected to QPs {:#x} {:#x} (endpoints by {via})",
+            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn
+        ));
+        let device = (format!("softnic wire port {port}"), 0);
+        let f = Finish { rank, me: me[0], peers, buf, buf_shm, describe, device, via, verbs_qpn: me[0].qpn };
+        Self::finish(o, nic, (rings, lkey), f)
+    }
+
+    /// The GCRB page over channel 0's rings, the CPU initiator over channel
+    /// 1's, and the engine started.
+    fn finish(
+        o: &RankOpts,
+        mut nic: SoftNic,
+        (rings, lkey): ([Rings; 2], u32),
+        f: Finish,
+    ) -> Result<ProxyRank, ProxyError> {
+        let (setup, cpu) = {
+            let hca = nic.hca();
+            let q = hca.qp(rings[0].qpn)?;
+            let c = hca.cq(rings[0].cq)?;
             let mut keys = [(0u64, 0u32); 2];
-            keys[rank] = (me[0].addr, me[0].rkey);
-            keys[1 - rank] = (peers[0].addr, peers[0].rkey);
+            keys[f.rank] = (f.me.addr, f.me.rkey);
+            keys[1 - f.rank] = (f.peers[0].addr, f.peers[0].rkey);
             let setup = GcrbSetup {
-                qpn: qps[0],
+                qpn: rings[0].qpn,
                 sq: (q.mem.sq.base_addr() as u64, 64),
                 dbrec: q.mem.dbrec.base_addr() as u64,
                 db: (q.mem.uar.base_addr() as u64 + u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET), 8),
                 cq: (c.buf.base_addr() as u64, c.ncqe, c.dbrec.base_addr() as u64, false),
-                local: (lkey, buf.base_addr() as u64, o.buf_len as u64),
+                local: (lkey, f.buf.base_addr() as u64, o.buf_len as u64),
                 keys,
                 timeout_ns: o.timeout.as_nanos() as u64,
                 trace: false,
             };
-            let q = hca.qp(qps[1])?;
-            let (sc, rc) = (hca.cq(cqs[1].0)?, hca.cq(cqs[1].1)?);
+            let qpn = rings[1].qpn;
+            let q = hca.qp(qpn)?;
+            let (sc, rc) = (hca.cq(rings[1].cq)?, hca.cq(rings[1].rcq)?);
             let cpu = CpuChannel {
-                qpn: qps[1],
-                sq: marrow_driver::SendQueue::new(q.mem.sq, 64, q.mem.dbrec, q.mem.uar, qps[1]),
+                qpn,
+                sq: marrow_driver::SendQueue::new(q.mem.sq, 64, q.mem.dbrec, q.mem.uar, qpn),
                 scq: marrow_driver::CqPoller::new(sc.buf, sc.ncqe, sc.dbrec, marrow_driver::CqMode::Normal),
                 rq: marrow_driver::RecvQueue::new(q.mem.rq, q.caps.rq_wqes, q.caps.rq_stride as usize, q.mem.dbrec),
                 rcq: marrow_driver::CqPoller::new(rc.buf, rc.ncqe, rc.dbrec, marrow_driver::CqMode::Normal),
                 lkey,
-                peer: peers[1],
+                peer: f.peers[1],
             };
-            (qps[0], setup, cpu)
+            (setup, cpu)
         };
         let page = Shm::create("verbs-proxy-gcrb", marrow_gcrb::GCRB_PAGE_SIZE as usize)
             .map_err(|e| ProxyError::Setup(format!("GCRB page: {e}")))?;
         gcrb_page::fill(&page.region(), &setup)?;
         nic.start(1);
         Ok(ProxyRank {
-            rank,
+            rank: f.rank,
             nic,
-            qpn,
-            verbs_qpn,
-            peer: peers[0],
+            qpn: rings[0].qpn,
+            verbs_qpn: f.verbs_qpn,
+            peer: f.peers[0],
             cpu: std::sync::Mutex::new(cpu),
-            buf,
+            buf: f.buf,
             page,
-            describe,
-            device,
-            via,
-            _buf: buf_shm,
+            describe: f.describe,
+            device: f.device,
+            via: f.via,
+            _buf: f.buf_shm,
         })
     }
 
@@ -318,6 +399,77 @@ impl ProxyRank {
     pub fn qp_state(&self) -> Option<QpState> {
         self.nic.hca().qp(self.qpn).ok().map(|q| q.state)
     }
+}
+
+/// One channel's softnic objects: its QP and the QP's send and receive CQs.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rings {
+    qpn: u32,
+    cq: u32,
+    rcq: u32,
+}
+
+impl Rings {
+    fn create(hca: &mut marrow_softnic::hca::Hca, pd: marrow_softnic::mr::Pd) -> Result<Rings, ProxyError> {
+        let cq = hca.create_cq(64, CqMode::Normal)?;
+        let rcq = hca.create_cq(64, CqMode::Normal)?;
+        let qpn = hca.create_qp(pd, cq, rcq, QpCaps { sq_wqebbs: 64, ..QpCaps::default() })?;
+        Ok(Rings { qpn, cq, rcq })
+    }
+}
+
+/// What either kind of rank brings to [`ProxyRank::finish`].
+struct Finish {
+    rank: usize,
+    me: RcEndpoint,
+    peers: [RcEndpoint; 2],
+    buf: Region,
+    buf_shm: Shm,
+    describe: String,
+    device: (String, u8),
+    via: String,
+    verbs_qpn: u32,
+}
+
+fn symmetric_buffer(o: &RankOpts) -> Result<(Shm, Region), ProxyError> {
+    let shm = Shm::create("verbs-proxy-buf", o.buf_len).map_err(|e| ProxyError::Setup(format!("buffer: {e}")))?;
+    let buf = shm.region().sub(0, o.buf_len)?;
+    Ok((shm, buf))
+}
+
+/// A first PSN that differs between processes (24 bits).
+fn first_psn() -> u32 {
+    (std::process::id().wrapping_mul(2654435761)) & 0xff_ffff
+}
+
+/// The two ranks' endpoints, by the exchange `o` names: this rank, the
+/// peer's two endpoints, and which exchange it was.
+fn exchange(
+    o: &RankOpts,
+    me: &[RcEndpoint; 2],
+    say: &mut dyn FnMut(&str),
+) -> Result<(usize, [RcEndpoint; 2], String), ProxyError> {
+    let (rank, all, via) = match (&o.listen, &o.connect) {
+        (Some(addr), None) => {
+            let root = Root::bind(addr, o.id.clone())?;
+            let host = addr.rsplit_once(':').map_or("HOST", |(h, _)| h);
+            say(&format!("rank 0 waiting; on the peer run: marrow bench verbs --connect {}", root.token(host)));
+            (0usize, root.allgather(2, me, o.timeout)?, "TCP rendezvous".to_string())
+        }
+        (None, Some(token)) => {
+            (1usize, bootstrap::peer_allgather(token, 1, 2, me, o.timeout)?, "TCP rendezvous".into())
+        }
+        (None, None) => {
+            let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), me, o.timeout)?;
+            if g.size != 2 {
+                return Err(ProxyError::Setup(format!("the launcher started {} ranks; this runs exactly 2", g.size)));
+            }
+            (g.rank, g.all, g.via)
+        }
+        (Some(_), Some(_)) => return Err(ProxyError::Setup("give --listen or --connect, not both".into())),
+    };
+    let peers = all.get(1 - rank).copied().ok_or_else(|| ProxyError::Setup("the exchange returned no peer".into()))?;
+    Ok((rank, peers, via))
 }
 
 fn gid_text(g: &[u8; 16]) -> String {

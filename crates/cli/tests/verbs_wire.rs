@@ -1,0 +1,77 @@
+//! `marrow bench verbs --wire`: a rank whose QPs are the softnic's own on a
+//! RoCEv2 port, the device code's WQEs executed onto the wire with no
+//! proxy. Here both ranks are such processes on loopback UDP (RoCEv2
+//! datagrams at 127.79.x.y); in `cargo xtask interop test` the peer is the
+//! verbs proxy on Linux rxe in the QEMU guest.
+
+use std::process::{Command, Output};
+
+/// Rank 0 and rank 1 at loopback addresses of this test's own (`n`), the
+/// same UDP port, with `args` on both; both outputs.
+fn pair(n: u8, args: &[&str]) -> (Output, Output) {
+    use std::process::Stdio;
+    let pid = std::process::id();
+    let (net, host) = ((pid % 250) as u8, 2 + 2 * n);
+    let port = 20000 + (pid % 20000) as u16 + u16::from(n);
+    let rendezvous = format!("127.0.0.1:{}", 40000 + (pid % 20000) as u16 + u16::from(n));
+    let rank = |host: u8, role: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_marrow"))
+            .args(["bench", "verbs", "--wire", &format!("udp:127.79.{net}.{host}:{port}")])
+            .args(role)
+            .args(["--iters", "20", "--burst", "50", "--timeout-s", "20"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("marrow starts")
+    };
+    let id = format!("wire{n}");
+    let r0 = rank(host, &["--listen", &rendezvous, "--id", &id]);
+    let r1 = rank(host + 1, &["--connect", &format!("{rendezvous}:{id}")]);
+    (r0.wait_with_output().unwrap(), r1.wait_with_output().unwrap())
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn two_softnic_ranks_on_the_wire_pass_every_check() {
+    let (r0, r1) = pair(0, &[]);
+    let (t0, t1) = (text(&r0), text(&r1));
+    assert!(r0.status.success() && r1.status.success(), "rank 0:\n{t0}\nrank 1:\n{t1}");
+    for want in ["ok - gets of 7 sizes", "ok - puts of 7 sizes", "32 fetch-and-adds", "ok - CPU-initiator channel"] {
+        assert!(t0.contains(want), "rank 0 lacks {want:?}:\n{t0}");
+    }
+    assert!(t1.contains("ok - rank 1: 7 receive CQEs") && t1.contains("arrived intact"), "{t1}");
+    assert!(t0.contains("RTS on the wire"), "{t0}");
+}
+
+#[test]
+fn a_bad_rkey_on_the_wire_is_remote_access_err() {
+    let (r0, r1) = pair(1, &["--fault", "bad-rkey"]);
+    let (t0, t1) = (text(&r0), text(&r1));
+    assert!(r0.status.success(), "rank 0:\n{t0}\nrank 1:\n{t1}");
+    assert!(t0.contains("syndrome 0x13"), "{t0}");
+}
+
+#[test]
+fn a_wire_rank_is_refused_a_perftest_run_or_a_device() {
+    let out = Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["bench", "verbs", "--wire", "udp:127.0.0.1:1", "--device", "rxe0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_marrow")).args(["bench", "verbs", "--wire", "udp:nowhere"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("want IPv4:PORT"), "{}", text(&out));
+}
+
+#[test]
+fn a_vanished_peer_on_the_wire_is_transport_retry_exceeded() {
+    let (r0, r1) = pair(2, &["--fault", "vanished-peer"]);
+    let (t0, t1) = (text(&r0), text(&r1));
+    assert!(r0.status.success(), "rank 0:\n{t0}\nrank 1:\n{t1}");
+    assert!(t0.contains("syndrome 0x15"), "{t0}");
+}
