@@ -36,6 +36,34 @@ pub struct Table {
     pub points: Vec<(u64, f64)>,
     /// Rows whose value perftest printed as `inf` or `nan`.
     pub unmeasured: usize,
+    /// Every header cell, as perftest printed it.
+    pub header: Vec<String>,
+    /// Every row, a number per header cell (`inf` and `nan` kept).
+    pub rows: Vec<Vec<f64>>,
+}
+
+impl Table {
+    /// The first row's value in the column whose name starts with `name`
+    /// (`t_typical`, `MsgRate`), if the table has both.
+    pub fn first(&self, name: &str) -> Option<f64> {
+        let c = self.header.iter().position(|h| h.starts_with(name))?;
+        self.rows.first().and_then(|r| r.get(c)).copied()
+    }
+}
+
+/// The first row's `name` column of the first table that has one, as a
+/// measured figure: an error says when perftest printed no such table or
+/// measured nothing there (`inf`, `nan` or 0: its TSC calibration failed,
+/// as under QEMU's TCG).
+pub fn first_figure(text: &str, name: &str) -> Result<f64, String> {
+    let all = tables(text).map_err(|e| e.to_string())?;
+    let v = all.iter().find_map(|t| t.first(name)).ok_or_else(|| format!("no perftest table with {name}"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!(
+            "perftest measured nothing ({name} = {v}: its TSC calibration failed, \"Correlation coefficient\" in its output)"
+        ));
+    }
+    Ok(v)
 }
 
 /// Why a file holds no table.
@@ -89,10 +117,13 @@ pub fn tables(text: &str) -> Result<Vec<Table>, PerftestError> {
             quantity,
             points: Vec::new(),
             unmeasured: 0,
+            header: header.clone(),
+            rows: Vec::new(),
         };
         while let Some(row) = lines.get(i).and_then(|l| row_values(l.get(at..).unwrap_or(""), header.len())) {
             i += 1;
             let (bytes, v) = (row[0], row[col] * factor);
+            table.rows.push(row.clone());
             if !(bytes.is_finite() && bytes >= 1.0 && bytes.fract() == 0.0) {
                 continue;
             }
@@ -202,6 +233,18 @@ mod tests {
             header_columns("#bytes #iterations    t_min[usec]   99% percentile[usec]\t99.9% percentile[usec] "),
             ["#bytes", "#iterations", "t_min[usec]", "99% percentile[usec]", "99.9% percentile[usec]"]
         );
+    }
+
+    #[test]
+    fn the_first_figure_is_read_by_column_name() {
+        let lat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]\n 8       1000          2.13           9.54         2.20                2.25\n";
+        assert_eq!(first_figure(lat, "t_typical"), Ok(2.20));
+        let bw = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 8          5000             9.42               9.38               1.229000\n";
+        assert_eq!(first_figure(bw, "MsgRate"), Ok(1.229));
+        assert!(first_figure(bw, "t_typical").is_err());
+        assert!(first_figure("nothing", "MsgRate").is_err());
+        let inf = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]\n 8       1000          inf            inf          inf\n";
+        assert!(first_figure(inf, "t_typical").unwrap_err().contains("TSC calibration"));
     }
 
     #[test]

@@ -155,36 +155,6 @@ fn perftest_per_iter(
     Ok((d / (n1 - n0), text))
 }
 
-/// The value of column `col` in the first data row of perftest's table
-/// whose header names `want`.
-fn perftest_column(text: &str, want: &str, col: usize) -> Result<f64, String> {
-    let mut header_ok = false;
-    for l in text.lines() {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        if w.first() == Some(&"#bytes") {
-            // Header words and data columns differ ("BW peak[MB/sec]" is two
-            // words, one column): the header must name the figure, the
-            // column is perftest's (`print_report_bw`, `print_report_lat`).
-            header_ok = w.iter().any(|h| h.starts_with(want));
-            if !header_ok {
-                return Err(format!("perftest's header does not name {want}: {l}"));
-            }
-            continue;
-        }
-        if header_ok && w.first().is_some_and(|t| t.parse::<u64>().is_ok()) {
-            let v: f64 =
-                w.get(col).and_then(|v| v.parse().ok()).ok_or_else(|| format!("no number in column {col}: {l}"))?;
-            if !v.is_finite() || v <= 0.0 {
-                return Err(format!(
-                    "perftest measured nothing ({want} = {v}: its TSC calibration failed, \"Correlation coefficient\" in its output)"
-                ));
-            }
-            return Ok(v);
-        }
-    }
-    Err(format!("no perftest table with {want}"))
-}
-
 /// Run it.
 pub fn main(a: &Args) -> ExitCode {
     use marrow_transport::verbs_proxy::{ProxyError, RankOpts, WirePort, bench};
@@ -233,7 +203,7 @@ pub fn main(a: &Args) -> ExitCode {
                 let (dev, gid) = (&run.device.0, run.device.1);
                 match (fig("put8_lat_mean"), perftest_per_iter("ib_write_lat", dev, gid, port, a.perftest_lat_iters)) {
                     (Some(mean), Ok((per, text))) => {
-                        let own = perftest_column(&text, "t_typical", 4)
+                        let own = marrow_bench::perftest::first_figure(&text, "t_typical")
                             .map(|t| format!("its own t_typical {t:.2} us"))
                             .unwrap_or_else(|e| format!("its own figure unusable: {e}"));
                         println!(
@@ -253,7 +223,7 @@ pub fn main(a: &Args) -> ExitCode {
                 match (fig("put8_rate"), perftest_per_iter("ib_write_bw", dev, gid, port + 2, a.perftest_bw_iters)) {
                     (Some(rate), Ok((per, text))) => {
                         let pr = 1.0 / per.as_secs_f64();
-                        let own = perftest_column(&text, "MsgRate", 4)
+                        let own = marrow_bench::perftest::first_figure(&text, "MsgRate")
                             .map(|m| format!("its own MsgRate {m:.4} Mpps"))
                             .unwrap_or_else(|e| format!("its own figure unusable: {e}"));
                         println!(
@@ -280,22 +250,5 @@ pub fn main(a: &Args) -> ExitCode {
             println!("not ok - {e}");
             ExitCode::from(1)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::perftest_column;
-
-    #[test]
-    fn perftest_tables_are_read_by_header() {
-        let lat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]\n 8       1000          2.13           9.54         2.20                2.25\n";
-        assert_eq!(perftest_column(lat, "t_typical", 4), Ok(2.20));
-        let bw = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n 8          5000             9.42               9.38               1.229000\n";
-        assert_eq!(perftest_column(bw, "MsgRate", 4), Ok(1.229));
-        assert!(perftest_column(bw, "t_typical", 4).is_err());
-        assert!(perftest_column("nothing", "MsgRate", 4).is_err());
-        let inf = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]\n 8       1000          inf            inf          inf\n";
-        assert!(perftest_column(inf, "t_typical", 4).unwrap_err().contains("TSC calibration"));
     }
 }
