@@ -60,6 +60,13 @@ pub struct Args {
     /// active MTU: 4096 for rxe on a 9000-byte netdev).
     #[arg(long, default_value_t = 4096, value_parser = parse_mtu, requires = "wire")]
     pub wire_mtu: u32,
+    /// Print the figures as JSON (the `bench gpu` report's schema); the
+    /// run's text goes to stderr.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the figures as CSV, one row per figure; the text goes to stderr.
+    #[arg(long)]
+    pub csv: bool,
     /// With --wire: write every frame of the port to this pcap.
     #[arg(long, value_name = "FILE", requires = "wire")]
     pub pcap: Option<std::path::PathBuf>,
@@ -157,16 +164,17 @@ fn perftest_per_iter(
 
 /// Run it.
 pub fn main(a: &Args) -> ExitCode {
+    use crate::bench_out::{self, Format};
+    use marrow_bench::figure_report::{Collect, Row};
     use marrow_transport::verbs_proxy::{ProxyError, RankOpts, WirePort, bench};
-    if a.wire.is_some() {
-        println!(
-            "marrow bench verbs: the softnic on its wire port (device code on a CPU thread; the softnic's engine executes its WQEs onto the wire)"
-        );
+    let f = Format::of(a.json, a.csv);
+    // The text on stdout, or out of the report's way on stderr.
+    let line = |l: &str| if f.is_text() { println!("{l}") } else { eprintln!("{l}") };
+    line(if a.wire.is_some() {
+        "marrow bench verbs: the softnic on its wire port (device code on a CPU thread; the softnic's engine executes its WQEs onto the wire)"
     } else {
-        println!(
-            "marrow bench verbs: the verbs proxy (device code on a CPU thread; the softnic's engine drives a verbs RC QP)"
-        );
-    }
+        "marrow bench verbs: the verbs proxy (device code on a CPU thread; the softnic's engine drives a verbs RC QP)"
+    });
     let mode = match a.fault.as_deref() {
         Some("bad-rkey") => bench::Mode::BadRkey,
         Some("vanished-peer") => bench::Mode::VanishedPeer,
@@ -194,10 +202,13 @@ pub fn main(a: &Args) -> ExitCode {
         iters: a.iters,
         burst: a.burst,
     };
-    let mut say = |l: &str| println!("{l}");
-    match bench::run(&o, &mut say) {
+    match bench::run(&o, &mut |l| line(l)) {
         Ok(run) => {
-            print!("{}", run.text);
+            run.text.lines().for_each(line);
+            let mut report = Collect::new("bench verbs", format!("{} GID[{}]", run.device.0, run.device.1));
+            for x in &run.figures {
+                report.add(Row::new(x.name.clone(), x.value, x.unit));
+            }
             let fig = |n: &str| run.figures.iter().find(|f| f.name == n).map(|f| f.value);
             if let (Some(port), 0) = (a.perftest, run.rank) {
                 let (dev, gid) = (&run.device.0, run.device.1);
@@ -206,16 +217,23 @@ pub fn main(a: &Args) -> ExitCode {
                         let own = marrow_bench::perftest::first_figure(&text, "t_typical")
                             .map(|t| format!("its own t_typical {t:.2} us"))
                             .unwrap_or_else(|e| format!("its own figure unusable: {e}"));
-                        println!(
-                            "ratio - 8 B put+quiet mean {mean:.1} us / ib_write_lat iteration {:.1} us = {:.2} \
+                        let floor = per.as_secs_f64() * 1e6;
+                        line(&format!(
+                            "ratio - 8 B put+quiet mean {mean:.1} us / ib_write_lat iteration {floor:.1} us = {:.2} \
                              (both one round trip; perftest by the wall clock over {} iterations, {own})",
-                            per.as_secs_f64() * 1e6,
-                            mean / (per.as_secs_f64() * 1e6),
+                            mean / floor,
                             a.perftest_lat_iters.1 - a.perftest_lat_iters.0
-                        );
+                        ));
+                        report.add(Row::new("8 B put+quiet mean", mean, "us").floor(
+                            floor,
+                            "us",
+                            "ib_write_lat iteration (wall clock)",
+                            mean / floor,
+                            "measured / floor",
+                        ));
                     }
                     (_, Err(e)) => {
-                        println!("not ok - ib_write_lat on {dev}: {e}");
+                        line(&format!("not ok - ib_write_lat on {dev}: {e}"));
                         return ExitCode::from(1);
                     }
                     (None, _) => {}
@@ -226,29 +244,33 @@ pub fn main(a: &Args) -> ExitCode {
                         let own = marrow_bench::perftest::first_figure(&text, "MsgRate")
                             .map(|m| format!("its own MsgRate {m:.4} Mpps"))
                             .unwrap_or_else(|e| format!("its own figure unusable: {e}"));
-                        println!(
+                        line(&format!(
                             "ratio - 8 B put_nbi {rate:.0} msg/s / ib_write_bw {pr:.0} msg/s = {:.3} \
                              (perftest by the wall clock over {} iterations, {own})",
                             rate / pr,
                             a.perftest_bw_iters.1 - a.perftest_bw_iters.0
-                        );
+                        ));
+                        report.add(Row::new("8 B put_nbi message rate", rate, "msg/s").floor(
+                            pr,
+                            "msg/s",
+                            "ib_write_bw message rate (wall clock)",
+                            rate / pr,
+                            "measured / floor",
+                        ));
                     }
                     (_, Err(e)) => {
-                        println!("not ok - ib_write_bw on {dev}: {e}");
+                        line(&format!("not ok - ib_write_bw on {dev}: {e}"));
                         return ExitCode::from(1);
                     }
                     (None, _) => {}
                 }
             }
-            ExitCode::SUCCESS
+            bench_out::print(f, &report.report)
         }
-        Err(e @ (ProxyError::Verbs(_) | ProxyError::Refused(_))) => {
-            println!("error: {e}");
-            ExitCode::from(2)
-        }
+        Err(e @ (ProxyError::Verbs(_) | ProxyError::Refused(_))) => bench_out::fail(f, e, 2),
         Err(e) => {
-            println!("not ok - {e}");
-            ExitCode::from(1)
+            line(&format!("not ok - {e}"));
+            bench_out::fail(f, e, 1)
         }
     }
 }

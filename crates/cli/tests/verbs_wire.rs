@@ -48,6 +48,33 @@ fn two_softnic_ranks_on_the_wire_pass_every_check() {
 }
 
 #[test]
+fn with_json_rank_0_prints_its_figures_and_the_text_goes_to_stderr() {
+    let (r0, r1) = pair(3, &["--json"]);
+    assert!(r0.status.success() && r1.status.success(), "rank 0:\n{}\nrank 1:\n{}", text(&r0), text(&r1));
+    let v: serde_json::Value = serde_json::from_slice(&r0.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&r0)));
+    assert_eq!(v["bench"], "bench verbs");
+    assert!(v["device"].as_str().unwrap().starts_with("softnic wire port 0"), "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    for name in ["put8_lat_mean", "put8_rate"] {
+        let row = rows.iter().find(|r| r["figure"] == name).unwrap_or_else(|| panic!("no {name} in {v}"));
+        assert!(row["measured"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert!(String::from_utf8_lossy(&r0.stderr).contains("ok - puts of 7 sizes"));
+}
+
+#[test]
+fn without_a_device_json_says_why_and_exits_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["bench", "verbs", "--json", "--device", "no-such-device", "--listen", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = v["error"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("error: {e}")));
+}
+
+#[test]
 fn a_bad_rkey_on_the_wire_is_remote_access_err() {
     let (r0, r1) = pair(1, &["--fault", "bad-rkey"]);
     let (t0, t1) = (text(&r0), text(&r1));
