@@ -60,6 +60,11 @@ pub struct Args {
     /// active MTU: 4096 for rxe on a 9000-byte netdev).
     #[arg(long, default_value_t = 4096, value_parser = parse_mtu, requires = "wire")]
     pub wire_mtu: u32,
+    /// Rank 0: first run the device code in GPU threads on the same channel
+    /// (a put and get checked, 8 x 128 threads putting, the 8 B blocking
+    /// put's latency on the GPU clock), then the CPU thread's checks.
+    #[arg(long)]
+    pub gpu: bool,
     /// Print the figures as JSON (the `bench gpu` report's schema); the
     /// run's text goes to stderr.
     #[arg(long, conflicts_with = "csv")]
@@ -201,6 +206,7 @@ pub fn main(a: &Args) -> ExitCode {
         mode,
         iters: a.iters,
         burst: a.burst,
+        gpu: a.gpu,
     };
     match bench::run(&o, &mut |l| line(l)) {
         Ok(run) => {

@@ -83,12 +83,19 @@ fn a_bad_rkey_on_the_wire_is_remote_access_err() {
 }
 
 #[test]
-fn a_wire_rank_is_refused_a_perftest_run_or_a_device() {
+fn a_wire_rank_is_refused_a_device_a_gpu_it_lacks_or_a_bad_port() {
     let out = Command::new(env!("CARGO_BIN_EXE_marrow"))
         .args(["bench", "verbs", "--wire", "udp:127.0.0.1:1", "--device", "rxe0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // This machine has no GPU: --gpu is refused before any peer is involved.
+    let out = Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["bench", "verbs", "--gpu", "--wire", "udp:127.0.0.1:1", "--listen", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("error: refused: --gpu: unavailable on this machine"), "{}", text(&out));
     let out =
         Command::new(env!("CARGO_BIN_EXE_marrow")).args(["bench", "verbs", "--wire", "udp:nowhere"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

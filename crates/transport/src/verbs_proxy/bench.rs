@@ -50,6 +50,8 @@ pub struct BenchOpts {
     pub iters: u32,
     /// 8 B non-blocking puts for the message rate.
     pub burst: u32,
+    /// Rank 0 first runs the device code in GPU threads ([`super::bench_gpu`]).
+    pub gpu: bool,
 }
 
 /// One figure.
@@ -159,10 +161,16 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, ProxyError> 
         }
         Ok(())
     };
+    let gpu = if o.gpu { Some(super::bench_gpu::open(say)?) } else { None };
     let r = ProxyRank::connect(&o.rank, prefill, say)?;
     let mut run = Run { rank: r.rank, device: r.device.clone(), ..Run::default() };
     match (r.rank, o.mode) {
-        (0, Mode::Check) => rank0_check(o, &r, &mut run)?,
+        (0, Mode::Check) => {
+            if let Some(gpu) = &gpu {
+                super::bench_gpu::run(gpu, &r, o.iters, &mut run)?;
+            }
+            rank0_check(o, &r, &mut run)?
+        }
         (0, Mode::BadRkey) => rank0_fault(o, &r, &mut run, Syndrome::REMOTE_ACCESS_ERR)?,
         (0, Mode::VanishedPeer) => rank0_fault(o, &r, &mut run, Syndrome::TRANSPORT_RETRY_EXC_ERR)?,
         (_, Mode::Check) => rank1_check(o, &r, &mut run)?,

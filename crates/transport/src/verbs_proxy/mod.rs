@@ -25,6 +25,7 @@
 //! masked-atomic WQE posted anyway completes with LOCAL_QP_OP_ERR.
 
 pub mod bench;
+pub mod bench_gpu;
 pub mod delegate;
 pub mod status;
 
@@ -167,6 +168,8 @@ pub struct ProxyRank {
     pub nic: SoftNic,
     /// The softnic QP the device code posts on.
     pub qpn: u32,
+    /// Its send CQ.
+    pub cqn: u32,
     /// The verbs QP carrying it.
     pub verbs_qpn: u32,
     /// The peer's endpoint (the device code's channel).
@@ -238,15 +241,16 @@ impl ProxyRank {
         let params = eps[0].params(o.ack_timeout, o.retry_cnt);
         let [ep0, ep1] = eps;
         let mut ds = [VerbsDelegate::new(ep0, sizes)?, VerbsDelegate::new(ep1, sizes)?];
-        let (rank, peers, via) = exchange(o, &me, say)?;
+        let x = exchange(o, &me, say)?;
+        let (rank, peers) = (x.rank, x.peers);
         prefill(rank, &buf)?;
         for (k, d) in ds.iter_mut().enumerate() {
             d.endpoint().connect(&params, psn + k as u32, &peers[k])?;
             d.post_receives()?;
         }
         say(&format!(
-            "rank {rank}: verbs QPs {:#x} {:#x} RTS, connected to QPs {:#x} {:#x} (endpoints by {via})",
-            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn
+            "rank {rank}: verbs QPs {:#x} {:#x} RTS, connected to QPs {:#x} {:#x} (endpoints by {})",
+            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn, x.via
         ));
         let verbs_qpn = me[0].qpn;
         let nic = SoftNic::new();
@@ -264,7 +268,7 @@ impl ProxyRank {
             }
             (rings, lkey)
         };
-        Self::finish(o, nic, rings, Finish { rank, me: me[0], peers, buf, buf_shm, describe, device, via, verbs_qpn })
+        Self::finish(o, nic, rings, Finish { x, me: me[0], buf, buf_shm, describe, device, verbs_qpn })
     }
 
     /// [`ProxyRank::connect`] on the softnic's wire port: the symmetric
@@ -305,7 +309,8 @@ impl ProxyRank {
             w.kind, w.path_mtu, me[0].qpn, me[1].qpn
         );
         say(&describe);
-        let (rank, peers, via) = exchange(o, &me, say)?;
+        let x = exchange(o, &me, say)?;
+        let (rank, peers) = (x.rank, x.peers);
         prefill(rank, &buf)?;
         {
             let mut hca = nic.hca();
@@ -327,11 +332,11 @@ impl ProxyRank {
             }
         }
         say(&format!(
-            "rank {rank}: softnic QPs {:#x} {:#x} RTS on the wire, connected to QPs {:#x} {:#x} (endpoints by {via})",
-            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn
+            "rank {rank}: softnic QPs {:#x} {:#x} RTS on the wire, connected to QPs {:#x} {:#x} (endpoints by {})",
+            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn, x.via
         ));
         let device = (format!("softnic wire port {port}"), 0);
-        let f = Finish { rank, me: me[0], peers, buf, buf_shm, describe, device, via, verbs_qpn: me[0].qpn };
+        let f = Finish { x, me: me[0], buf, buf_shm, describe, device, verbs_qpn: me[0].qpn };
         Self::finish(o, nic, (rings, lkey), f)
     }
 
@@ -348,8 +353,8 @@ impl ProxyRank {
             let q = hca.qp(rings[0].qpn)?;
             let c = hca.cq(rings[0].cq)?;
             let mut keys = [(0u64, 0u32); 2];
-            keys[f.rank] = (f.me.addr, f.me.rkey);
-            keys[1 - f.rank] = (f.peers[0].addr, f.peers[0].rkey);
+            keys[f.x.rank] = (f.me.addr, f.me.rkey);
+            keys[1 - f.x.rank] = (f.x.peers[0].addr, f.x.peers[0].rkey);
             let setup = GcrbSetup {
                 qpn: rings[0].qpn,
                 sq: (q.mem.sq.base_addr() as u64, 64),
@@ -371,7 +376,7 @@ impl ProxyRank {
                 rq: marrow_driver::RecvQueue::new(q.mem.rq, q.caps.rq_wqes, q.caps.rq_stride as usize, q.mem.dbrec),
                 rcq: marrow_driver::CqPoller::new(rc.buf, rc.ncqe, rc.dbrec, marrow_driver::CqMode::Normal),
                 lkey,
-                peer: f.peers[1],
+                peer: f.x.peers[1],
             };
             (setup, cpu)
         };
@@ -379,18 +384,21 @@ impl ProxyRank {
             .map_err(|e| ProxyError::Setup(format!("GCRB page: {e}")))?;
         gcrb_page::fill(&page.region(), &setup)?;
         nic.start(1);
+        let met = f.x.again.barrier(o.timeout)?;
+        let via = if met { format!("{}, then a barrier", f.x.via) } else { f.x.via.clone() };
         Ok(ProxyRank {
-            rank: f.rank,
+            rank: f.x.rank,
             nic,
             qpn: rings[0].qpn,
+            cqn: rings[0].cq,
             verbs_qpn: f.verbs_qpn,
-            peer: f.peers[0],
+            peer: f.x.peers[0],
             cpu: std::sync::Mutex::new(cpu),
             buf: f.buf,
             page,
             describe: f.describe,
             device: f.device,
-            via: f.via,
+            via,
             _buf: f.buf_shm,
         })
     }
@@ -420,14 +428,12 @@ impl Rings {
 
 /// What either kind of rank brings to [`ProxyRank::finish`].
 struct Finish {
-    rank: usize,
+    x: Exchanged,
     me: RcEndpoint,
-    peers: [RcEndpoint; 2],
     buf: Region,
     buf_shm: Shm,
     describe: String,
     device: (String, u8),
-    via: String,
     verbs_qpn: u32,
 }
 
@@ -444,32 +450,69 @@ fn first_psn() -> u32 {
 
 /// The two ranks' endpoints, by the exchange `o` names: this rank, the
 /// peer's two endpoints, and which exchange it was.
-fn exchange(
-    o: &RankOpts,
-    me: &[RcEndpoint; 2],
-    say: &mut dyn FnMut(&str),
-) -> Result<(usize, [RcEndpoint; 2], String), ProxyError> {
-    let (rank, all, via) = match (&o.listen, &o.connect) {
+fn exchange(o: &RankOpts, me: &[RcEndpoint; 2], say: &mut dyn FnMut(&str)) -> Result<Exchanged, ProxyError> {
+    let (rank, all, via, again) = match (&o.listen, &o.connect) {
         (Some(addr), None) => {
             let root = Root::bind(addr, o.id.clone())?;
             let host = addr.rsplit_once(':').map_or("HOST", |(h, _)| h);
             say(&format!("rank 0 waiting; on the peer run: marrow bench verbs --connect {}", root.token(host)));
-            (0usize, root.allgather(2, me, o.timeout)?, "TCP rendezvous".to_string())
+            let all = root.allgather(2, me, o.timeout)?;
+            (0usize, all, "TCP rendezvous".to_string(), Rendezvous::Root(root))
         }
         (None, Some(token)) => {
-            (1usize, bootstrap::peer_allgather(token, 1, 2, me, o.timeout)?, "TCP rendezvous".into())
+            let all = bootstrap::peer_allgather(token, 1, 2, me, o.timeout)?;
+            (1usize, all, "TCP rendezvous".into(), Rendezvous::Peer(token.clone()))
         }
         (None, None) => {
             let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), me, o.timeout)?;
             if g.size != 2 {
                 return Err(ProxyError::Setup(format!("the launcher started {} ranks; this runs exactly 2", g.size)));
             }
-            (g.rank, g.all, g.via)
+            (g.rank, g.all, g.via, Rendezvous::Launcher)
         }
         (Some(_), Some(_)) => return Err(ProxyError::Setup("give --listen or --connect, not both".into())),
     };
     let peers = all.get(1 - rank).copied().ok_or_else(|| ProxyError::Setup("the exchange returned no peer".into()))?;
-    Ok((rank, peers, via))
+    Ok(Exchanged { rank, peers, via, again })
+}
+
+/// The endpoints exchanged, and the way to meet the peer again.
+struct Exchanged {
+    rank: usize,
+    peers: [RcEndpoint; 2],
+    via: String,
+    again: Rendezvous,
+}
+
+/// How the ranks met, kept for the barrier after connecting.
+enum Rendezvous {
+    /// This rank is the TCP rendezvous's root.
+    Root(Root),
+    /// This rank connects to the root's token.
+    Peer(String),
+    /// The launcher's exchange (MPI, or its TCP rendezvous), which is not
+    /// met twice.
+    Launcher,
+}
+
+impl Rendezvous {
+    /// Return once both ranks got here: each QP is then in RTS with its
+    /// receives posted and its engine running on both sides, so a first
+    /// request cannot reach a peer QP still in INIT, which drops it (a slow
+    /// peer then runs the requester's retries out: seen under QEMU's TCG,
+    /// TRANSPORT_RETRY_EXC_ERR on the first RDMA READ). perftest meets its
+    /// peer the same way after connecting (`ctx_hand_shake`). `false` when
+    /// the launcher's exchange cannot be met again.
+    fn barrier(&self, timeout: Duration) -> Result<bool, ProxyError> {
+        let ready = "rts".to_string();
+        match self {
+            Rendezvous::Root(root) => root.allgather(2, &ready, timeout).map(|_| true).map_err(Into::into),
+            Rendezvous::Peer(token) => {
+                bootstrap::peer_allgather(token, 1, 2, &ready, timeout).map(|_: Vec<String>| true).map_err(Into::into)
+            }
+            Rendezvous::Launcher => Ok(false),
+        }
+    }
 }
 
 fn gid_text(g: &[u8; 16]) -> String {
