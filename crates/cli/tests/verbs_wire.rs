@@ -18,7 +18,9 @@ fn pair(n: u8, args: &[&str]) -> (Output, Output) {
         Command::new(env!("CARGO_BIN_EXE_marrow"))
             .args(["bench", "verbs", "--wire", &format!("udp:127.79.{net}.{host}:{port}")])
             .args(role)
-            .args(["--iters", "20", "--burst", "50", "--timeout-s", "20"])
+            // A burst longer than the 2048 puts whose slots once ran into
+            // the inline RDMA WRITE rank 1 checks last.
+            .args(["--iters", "20", "--burst", "3000", "--timeout-s", "20"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -83,7 +85,7 @@ fn a_bad_rkey_on_the_wire_is_remote_access_err() {
 }
 
 #[test]
-fn a_wire_rank_is_refused_a_device_a_gpu_it_lacks_or_a_bad_port() {
+fn a_wire_rank_is_refused_a_device_a_gpu_it_lacks_a_burst_too_long_or_a_bad_port() {
     let out = Command::new(env!("CARGO_BIN_EXE_marrow"))
         .args(["bench", "verbs", "--wire", "udp:127.0.0.1:1", "--device", "rxe0"])
         .output()
@@ -96,6 +98,12 @@ fn a_wire_rank_is_refused_a_device_a_gpu_it_lacks_or_a_bad_port() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("error: refused: --gpu: unavailable on this machine"), "{}", text(&out));
+    let out = Command::new(env!("CARGO_BIN_EXE_marrow"))
+        .args(["bench", "verbs", "--wire", "udp:127.0.0.1:1", "--listen", "127.0.0.1:1", "--burst", "200000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("a burst of 200000 puts"), "{}", text(&out));
     let out =
         Command::new(env!("CARGO_BIN_EXE_marrow")).args(["bench", "verbs", "--wire", "udp:nowhere"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -87,8 +87,9 @@ const PUT_OFF: usize = 0;
 const LAND_OFF: usize = MIB;
 /// The atomic words on rank 1, and rank 0's result word.
 const ATOM_OFF: usize = 3 * MIB;
-/// The message-rate burst's slots.
-const BURST_OFF: usize = 3 * MIB + 4096;
+/// The message-rate burst's slots, 8 B each, one per put (`put_burst`
+/// does not wrap): up to the done flag, clear of everything rank 1 checks.
+const BURST_OFF: usize = 3 * MIB + 64 * 1024;
 /// The done flag on rank 1.
 const FLAG_OFF: usize = 4 * MIB - 8;
 const DONE: u64 = 0x4d41_5252_4f57_2121; // "MARROW!!"
@@ -153,6 +154,13 @@ fn put_pattern(size: usize, i: usize) -> u8 {
 pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, ProxyError> {
     if o.rank.buf_len < 4 * MIB {
         return Err(ProxyError::Setup(format!("the buffer must be at least 4 MiB, not {}", o.rank.buf_len)));
+    }
+    let burst_room = (FLAG_OFF - BURST_OFF) / 8;
+    if o.burst as usize > burst_room {
+        return Err(ProxyError::Refused(format!(
+            "a burst of {} puts: its 8 B slots would run past the {burst_room} that fit before the done flag",
+            o.burst
+        )));
     }
     let prefill = |rank: usize, buf: &marrow_mmio::Region| -> Result<(), ProxyError> {
         if rank == 1 {
