@@ -17,7 +17,9 @@
 //! | libibverbs alone, any provider: device, PD, MR (host; dma-buf where the provider has it), CQ, RC QP, post/poll | `marrow_verbs::any` |
 //! | bootstrap (TCP rendezvous; MPI under mpirun) | `marrow_verbs::bootstrap` |
 //! | one rank: verbs endpoint + softnic QP in host memory + GCRB | [`ProxyRank`] |
+//! | or the softnic's own QP on a RoCEv2 port, no verbs device ([`RankOpts::wire`]) | [`ProxyRank`] |
 //! | the two-rank run (`marrow bench verbs`) | [`mod@bench`] |
+//! | rank 0's device code in GPU threads first (`--gpu`) | [`bench_gpu`] |
 //!
 //! What the device code cannot have on a verbs QP: masked atomics (verbs
 //! names only compare-and-swap and fetch-and-add). [`ProxyRank::connect`]
@@ -191,8 +193,10 @@ pub struct ProxyRank {
 
 impl ProxyRank {
     /// Open the device, register the buffer, exchange endpoints, connect,
-    /// and start the proxy. `prefill` fills the buffer before the peer can
-    /// reach it. `say` gets progress lines.
+    /// start the proxy, and meet the peer once more (the barrier). With
+    /// [`RankOpts::wire`], the softnic's own QPs instead of a verbs device.
+    /// `prefill` fills the buffer before the peer can reach it. `say` gets
+    /// progress lines.
     pub fn connect(
         o: &RankOpts,
         prefill: impl FnOnce(usize, &Region) -> Result<(), ProxyError>,
