@@ -34,6 +34,26 @@ impl Format {
     }
 }
 
+/// `--json` and `--csv`, as the benchmarks take them (flattened into each
+/// command's arguments).
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct FormatArgs {
+    /// Print the figures as JSON (the schema in the README); the run's text
+    /// and progress go to stderr.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the figures as CSV, one row per figure; the text goes to stderr.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+impl FormatArgs {
+    /// The format the flags ask for.
+    pub fn format(self) -> Format {
+        Format::of(self.json, self.csv)
+    }
+}
+
 /// The error line on stderr (and the error object on stdout with
 /// `--json`); `code` is the exit status.
 pub fn fail(f: Format, error: impl std::fmt::Display, code: u8) -> ExitCode {

@@ -4,7 +4,7 @@
 //! the progress lines go to stderr (rank 0's token among them) and stdout
 //! is the report.
 
-use crate::bench_out::{self, Format};
+use crate::bench_out;
 use clap::Args as ClapArgs;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,18 +55,15 @@ pub struct Args {
     /// UAR mapped into the GPU, or the CPU proxy when the driver refuses).
     #[arg(long)]
     pub gpu: bool,
-    /// Print the figures as JSON (the schema in the README); progress goes to stderr.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the figures as CSV, one row per figure; progress goes to stderr.
-    #[arg(long)]
-    pub csv: bool,
+    /// `--json`, `--csv`.
+    #[command(flatten)]
+    pub output: crate::bench_out::FormatArgs,
 }
 
 /// Run it: print progress and results; the exit status says how it went.
 pub fn main(a: &Args) -> ExitCode {
     use marrow_transport::mlx5::{Mlx5Error, bench};
-    let f = Format::of(a.json, a.csv);
+    let f = a.output.format();
     // The text on stdout, or out of the report's way on stderr.
     let line = |l: &str| if f.is_text() { println!("{l}") } else { eprintln!("{l}") };
     line("marrow bench mlx5: the ConnectX backend over rdma-core (host-memory queues, device code on a CPU thread)");

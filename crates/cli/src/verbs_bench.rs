@@ -65,13 +65,9 @@ pub struct Args {
     /// put's latency on the GPU clock), then the CPU thread's checks.
     #[arg(long)]
     pub gpu: bool,
-    /// Print the figures as JSON (the `bench gpu` report's schema); the
-    /// run's text goes to stderr.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the figures as CSV, one row per figure; the text goes to stderr.
-    #[arg(long)]
-    pub csv: bool,
+    /// `--json`, `--csv`.
+    #[command(flatten)]
+    pub output: crate::bench_out::FormatArgs,
     /// With --wire: write every frame of the port to this pcap.
     #[arg(long, value_name = "FILE", requires = "wire")]
     pub pcap: Option<std::path::PathBuf>,
@@ -169,10 +165,10 @@ fn perftest_per_iter(
 
 /// Run it.
 pub fn main(a: &Args) -> ExitCode {
-    use crate::bench_out::{self, Format};
+    use crate::bench_out;
     use marrow_bench::figure_report::{Collect, Row};
     use marrow_transport::verbs_proxy::{ProxyError, RankOpts, WirePort, bench};
-    let f = Format::of(a.json, a.csv);
+    let f = a.output.format();
     // The text on stdout, or out of the report's way on stderr.
     let line = |l: &str| if f.is_text() { println!("{l}") } else { eprintln!("{l}") };
     line(if a.wire.is_some() {

@@ -16,7 +16,8 @@ use super::Mlx5Error;
 use super::gpu_map;
 use super::setup::{Doorbell, gcrb_setup};
 use crate::gcrb_page;
-use crate::gpu::{Gpu, Grid, RwKernel};
+use crate::gpu::Gpu;
+use crate::gpu_checks::GpuCheckError;
 use marrow_mmio::Region;
 use marrow_softnic::Shm;
 use marrow_verbs::device::DvQueues;
@@ -94,52 +95,19 @@ fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell, figures: &mut Vec<super::bench:
             gcrb_page::report(r.page)
         ))
     };
+    let checked = crate::gpu_checks::run(gpu, &dg, r.buf, r.n, r.iters, "").map_err(|e| match e {
+        GpuCheckError::Device { what, rc } => fail(&what, rc),
+        GpuCheckError::Cuda(e) => cuda(e),
+        GpuCheckError::Check(m) => Mlx5Error::Queue(m),
+    })?;
     let mut out = String::new();
-    let pattern = |i: usize| (i as u8).wrapping_mul(29).wrapping_add(3);
-    let n = r.n;
-    for i in 0..n {
-        r.buf.write_u8(i, pattern(i))?;
+    for l in &checked.lines {
+        let _ = writeln!(out, "{l}");
     }
-    // Put our [0, n) to the peer's [0, n), clear ours, get it back.
-    let rc = gpu.rw(RwKernel::Put, dg.addr, 1, n as u32, 1, Grid::ONE).map_err(cuda)?;
-    if rc[0] != 0 {
-        return Err(fail("GPU put", rc[0]));
-    }
-    r.buf.fill(0, n, 0)?;
-    let rc = gpu.rw(RwKernel::Get, dg.addr, 1, n as u32, 1, Grid::ONE).map_err(cuda)?;
-    if rc[0] != 0 {
-        return Err(fail("GPU get", rc[0]));
-    }
-    let mut back = vec![0u8; n];
-    r.buf.read_bytes(0, &mut back)?;
-    if let Some(i) = (0..n).find(|&i| back[i] != pattern(i)) {
-        return Err(Mlx5Error::Queue(format!(
-            "GPU put then get: byte {i} came back {:#04x}, put {:#04x}",
-            back[i],
-            pattern(i)
-        )));
-    }
-    let _ = writeln!(out, "GPU thread: put {n} B and got it back: every byte matches");
-    let grid = Grid { blocks: 8, threads: 128 };
-    let rcs = gpu.rw(RwKernel::Put, dg.addr, 1, 64, 4, grid).map_err(cuda)?;
-    if let Some((t, rc)) = rcs.iter().enumerate().find(|(_, rc)| **rc != 0) {
-        return Err(fail(&format!("GPU thread {t} of 8 x 128"), *rc));
-    }
-    let _ = writeln!(out, "GPU 8 x 128 threads x 4 puts of 64 B: all completed");
-    let (rc, ns) = gpu.put_latency(dg.addr, 1, r.iters).map_err(cuda)?;
-    if rc != 0 {
-        return Err(fail("GPU put latency", rc));
-    }
-    let _ = writeln!(
-        out,
-        "GPU 8 B blocking put x{}: {:.2} us each (GPU clock)",
-        r.iters,
-        ns as f64 / f64::from(r.iters.max(1)) / 1e3
-    );
     figures.push(super::bench::Figure {
         section: "GPU threads",
         name: format!("GPU 8 B blocking put x{} (GPU clock)", r.iters),
-        value: ns as f64 / f64::from(r.iters.max(1)) / 1e3,
+        value: checked.put8_us,
         unit: "us",
     });
     // Hand the channel back to the CPU path: the heads as the GPU left

@@ -15,7 +15,8 @@
 use super::bench::{Figure, Run};
 use super::{ProxyError, ProxyRank};
 use crate::gcrb_page;
-use crate::gpu::{Gpu, Grid, RwKernel};
+use crate::gpu::Gpu;
+use crate::gpu_checks::GpuCheckError;
 use marrow_mmio::Region;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -64,41 +65,15 @@ fn checks(gpu: &Gpu, r: &ProxyRank, iters: u32, run: &mut Run) -> Result<(), Pro
             gcrb_page::report(&page)
         ))
     };
-    let n = 64usize << 10;
-    let pattern = |i: usize| (i as u8).wrapping_mul(29).wrapping_add(3);
-    let p: Vec<u8> = (0..n).map(pattern).collect();
-    r.buf.write_bytes(0, &p)?;
-    let rc = gpu.rw(RwKernel::Put, dg.addr, 1, n as u32, 1, Grid::ONE).map_err(gpu_err)?;
-    if rc[0] != 0 {
-        return Err(fail("GPU put", rc[0]));
+    let checked = crate::gpu_checks::run(gpu, &dg, &r.buf, 64 << 10, iters, "ok - ").map_err(|e| match e {
+        GpuCheckError::Device { what, rc } => fail(&what, rc),
+        GpuCheckError::Cuda(e) => gpu_err(e),
+        GpuCheckError::Check(m) => ProxyError::Check(m),
+    })?;
+    for l in &checked.lines {
+        let _ = writeln!(run.text, "{l}");
     }
-    r.buf.fill(0, n, 0)?;
-    let rc = gpu.rw(RwKernel::Get, dg.addr, 1, n as u32, 1, Grid::ONE).map_err(gpu_err)?;
-    if rc[0] != 0 {
-        return Err(fail("GPU get", rc[0]));
-    }
-    let mut back = vec![0u8; n];
-    r.buf.read_bytes(0, &mut back)?;
-    if let Some(i) = (0..n).find(|&i| back[i] != p[i]) {
-        return Err(ProxyError::Check(format!(
-            "GPU put then get: byte {i} came back {:#04x}, put {:#04x}",
-            back[i], p[i]
-        )));
-    }
-    let _ = writeln!(run.text, "ok - GPU thread: put {n} B and got it back: every byte matches");
-    let grid = Grid { blocks: 8, threads: 128 };
-    let rcs = gpu.rw(RwKernel::Put, dg.addr, 1, 64, 4, grid).map_err(gpu_err)?;
-    if let Some((t, rc)) = rcs.iter().enumerate().find(|(_, rc)| **rc != 0) {
-        return Err(fail(&format!("GPU thread {t} of 8 x 128"), *rc));
-    }
-    let _ = writeln!(run.text, "ok - GPU 8 x 128 threads x 4 puts of 64 B: all completed");
-    let (rc, ns) = gpu.put_latency(dg.addr, 1, iters).map_err(gpu_err)?;
-    if rc != 0 {
-        return Err(fail("GPU put latency", rc));
-    }
-    let us = ns as f64 / f64::from(iters.max(1)) / 1e3;
-    let _ = writeln!(run.text, "GPU 8 B blocking put x{iters}: {us:.2} us each (GPU clock)");
-    run.figures.push(Figure { name: "gpu_put8_lat_mean".into(), value: us, unit: "us" });
+    run.figures.push(Figure { name: "gpu_put8_lat_mean".into(), value: checked.put8_us, unit: "us" });
     // The heads as the GPU left them: the CPU path continues from there.
     gpu.download(&dg, &page).map_err(gpu_err)
 }
@@ -110,6 +85,6 @@ impl ProxyRank {
         let hca = self.nic.hca();
         let q = hca.qp(self.qpn)?;
         let c = hca.cq(self.cqn)?;
-        Ok(vec![self._buf.region(), q.mem.queues.region(), q.mem.uar_page.region(), c.shm.region()])
+        Ok(vec![self.buf_shm.region(), q.mem.queues.region(), q.mem.uar_page.region(), c.shm.region()])
     }
 }

@@ -188,7 +188,8 @@ pub struct ProxyRank {
     pub device: (String, u8),
     /// The exchange used.
     pub via: String,
-    _buf: Shm,
+    /// The symmetric buffer's mapping (`buf` is a window of it).
+    buf_shm: Shm,
 }
 
 impl ProxyRank {
@@ -403,7 +404,7 @@ impl ProxyRank {
             describe: f.describe,
             device: f.device,
             via,
-            _buf: f.buf_shm,
+            buf_shm: f.buf_shm,
         })
     }
 
