@@ -32,10 +32,9 @@ pub struct Table {
     pub column: String,
     /// The quantity, as [`plot::LATENCY`] or [`plot::BANDWIDTH`].
     pub quantity: &'static str,
-    /// (message size, value in the quantity's unit): finite values only.
-    pub points: Vec<(u64, f64)>,
-    /// Rows whose value perftest printed as `inf` or `nan`.
-    pub unmeasured: usize,
+    /// The curve's column in each row, and its factor to the quantity's unit.
+    col: usize,
+    factor: f64,
     /// Every header cell, as perftest printed it.
     pub header: Vec<String>,
     /// Every row, a number per header cell (`inf` and `nan` kept).
@@ -43,6 +42,24 @@ pub struct Table {
 }
 
 impl Table {
+    /// (message size, value in the quantity's unit) of every row with a
+    /// whole size and a finite value.
+    pub fn points(&self) -> Vec<(u64, f64)> {
+        self.sized().map(|(b, v)| (b, v * self.factor)).filter(|p| p.1.is_finite()).collect()
+    }
+
+    /// Rows whose value perftest printed as `inf` or `nan`.
+    pub fn unmeasured(&self) -> usize {
+        self.sized().filter(|(_, v)| !v.is_finite()).count()
+    }
+
+    fn sized(&self) -> impl Iterator<Item = (u64, f64)> + '_ {
+        self.rows
+            .iter()
+            .filter(|r| r[0].is_finite() && r[0] >= 1.0 && r[0].fract() == 0.0)
+            .map(|r| (r[0] as u64, r[self.col]))
+    }
+
     /// The first row's value in the column whose name starts with `name`
     /// (`t_typical`, `MsgRate`), if the table has both.
     pub fn first(&self, name: &str) -> Option<f64> {
@@ -115,23 +132,14 @@ pub fn tables(text: &str) -> Result<Vec<Table>, PerftestError> {
             device: device.clone(),
             column: name.into(),
             quantity,
-            points: Vec::new(),
-            unmeasured: 0,
+            col,
+            factor,
             header: header.clone(),
             rows: Vec::new(),
         };
         while let Some(row) = lines.get(i).and_then(|l| row_values(l.get(at..).unwrap_or(""), header.len())) {
             i += 1;
-            let (bytes, v) = (row[0], row[col] * factor);
-            table.rows.push(row.clone());
-            if !(bytes.is_finite() && bytes >= 1.0 && bytes.fract() == 0.0) {
-                continue;
-            }
-            if v.is_finite() {
-                table.points.push((bytes as u64, v));
-            } else {
-                table.unmeasured += 1;
-            }
+            table.rows.push(row);
         }
         out.push(table);
     }
@@ -151,7 +159,7 @@ pub fn peer_series(text: &str, source: &str) -> Result<Vec<Series>, PerftestErro
         if out.iter().any(|s| s.name == name) {
             name = format!("perftest {what} ({source} #{})", n + 1);
         }
-        out.push(Series { name, quantity: t.quantity.into(), points: t.points });
+        out.push(Series { name, quantity: t.quantity.into(), points: t.points() });
     }
     Ok(out)
 }
@@ -222,9 +230,9 @@ mod tests {
         let t = tables(GBITS).unwrap();
         assert_eq!(t.len(), 1);
         assert_eq!((t[0].title.as_str(), t[0].device.as_str()), ("RDMA_Write BW Test", "mlx5_0"));
-        assert_eq!(t[0].points.len(), 2);
-        assert_eq!(t[0].points[0].0, 2);
-        assert!((t[0].points[1].1 - 0.16e9 / 8.0 / MB).abs() < 1e-9);
+        assert_eq!(t[0].points().len(), 2);
+        assert_eq!(t[0].points()[0].0, 2);
+        assert!((t[0].points()[1].1 - 0.16e9 / 8.0 / MB).abs() < 1e-9);
     }
 
     #[test]

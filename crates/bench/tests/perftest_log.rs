@@ -20,8 +20,8 @@ fn every_table_of_the_interop_run_is_read_with_its_test_and_device() {
     assert!(t.iter().all(|t| t.device == "rxe0"), "{t:?}");
     // The server side of step 7, `ib_write_bw -s 65536 -n 200`:
     // `65536 200 7.12 7.12 0.000114`.
-    let write_bw: Vec<_> = t.iter().filter(|t| t.title == "RDMA_Write BW Test" && !t.points.is_empty()).collect();
-    assert!(write_bw.iter().any(|t| t.points == [(65536, 7.12)]), "{write_bw:?}");
+    let write_bw: Vec<_> = t.iter().filter(|t| t.title == "RDMA_Write BW Test" && !t.points().is_empty()).collect();
+    assert!(write_bw.iter().any(|t| t.points() == [(65536, 7.12)]), "{write_bw:?}");
     assert!(write_bw.iter().all(|t| t.quantity == plot::BANDWIDTH && t.column == "BW average[MB/sec]"));
     // The latency tests printed `inf` and `-nan` (the guest's clock could
     // not be calibrated under TCG): read as rows, left out of the curves.
@@ -29,7 +29,7 @@ fn every_table_of_the_interop_run_is_read_with_its_test_and_device() {
     assert!(!lat.is_empty());
     for l in &lat {
         assert_eq!((l.quantity, l.column.as_str()), (plot::LATENCY, "t_typical[usec]"));
-        assert!(l.points.is_empty() && l.unmeasured == 1, "{l:?}");
+        assert!(l.points().is_empty() && l.unmeasured() == 1, "{l:?}");
     }
 }
 
