@@ -3,10 +3,11 @@
 //!
 //! 1. the kernel: the kmod test's (its config carries the InfiniBand core,
 //!    user verbs, rxe and virtio-net), cached the same way;
-//! 2. Debian's `ibverbs-utils`, `perftest`, `ibverbs-providers` and
-//!    `iproute2`, installed on the host; the guest root takes their programs,
-//!    the rxe provider and its driver file, and every shared library `ldd`
-//!    names, beside busybox-static (cached by a hash of the file list);
+//! 2. Debian's `ibverbs-utils`, `perftest`, `ibverbs-providers`,
+//!    `iproute2` and Open MPI (`openmpi-bin`, `libopenmpi3`), installed on
+//!    the host; the guest root takes their programs, the rxe provider and its
+//!    driver file, Open MPI's and PMIx's component trees, and every shared
+//!    library `ldd` names, beside busybox-static;
 //! 3. the guest's script (`interop/guest/init`) and the steps, from `marrow
 //!    interop steps`, in the initramfs;
 //! 4. the host: `marrow interop host` with the softnic's frame port on a UDP
@@ -27,7 +28,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Debian packages whose programs the guest runs.
-const GUEST_PACKAGES: &[&str] = &["ibverbs-utils", "perftest", "ibverbs-providers", "iproute2", "libibverbs1"];
+const GUEST_PACKAGES: &[&str] =
+    &["ibverbs-utils", "perftest", "ibverbs-providers", "iproute2", "libibverbs1", "openmpi-bin", "libopenmpi3"];
 /// The programs, from those packages.
 const GUEST_PROGRAMS: &[&str] = &[
     "/usr/bin/ibv_rc_pingpong",
@@ -44,6 +46,13 @@ const GUEST_PROGRAMS: &[&str] = &[
 /// rxe's user-space provider and the file that makes libibverbs load it.
 const GUEST_PROVIDER: &[&str] =
     &["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "/etc/libibverbs.d/rxe.driver"];
+/// Open MPI, for the verbs proxy's ranks under `mpirun` in the guest:
+/// `mpirun` (Debian's alternative points at `orterun`), the libmpi marrow
+/// opens at run time, and the trees Open MPI and PMIx load their components
+/// and help texts from (the paths they were built with).
+const GUEST_MPI_FILES: &[&str] = &["/usr/bin/mpirun", "/usr/lib/x86_64-linux-gnu/libmpi.so.40"];
+const GUEST_MPI_TREES: &[&str] =
+    &["/usr/lib/x86_64-linux-gnu/openmpi", "/usr/lib/x86_64-linux-gnu/pmix2", "/usr/share/openmpi", "/etc/openmpi"];
 /// Applets the guest's script uses, beyond the kmod guest's.
 const APPLETS: &[&str] = &["ip", "timeout", "tr", "head", "basename", "mkdir", "seq"];
 /// rxe counters that must stay 0 on a clean run.
@@ -129,6 +138,25 @@ fn libraries(file: &str, into: &mut BTreeSet<String>) -> Result<()> {
     Ok(())
 }
 
+/// Every regular file under `trees`, links followed (Debian's Open MPI
+/// links its help texts and components across these trees).
+fn tree_files(trees: &[&str]) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    let mut todo: Vec<PathBuf> = trees.iter().map(PathBuf::from).collect();
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("{} (is its Debian package installed?)", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.is_file() {
+                files.push(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 fn copy_into(root: &Path, file: &str) -> Result<()> {
     let src = Path::new(file);
     let real = std::fs::canonicalize(src).with_context(|| format!("{file} (is its Debian package installed?)"))?;
@@ -159,6 +187,12 @@ fn initramfs(work: &Path, marrow: &Path) -> Result<PathBuf> {
             libraries(f, &mut libs)?;
         }
     }
+    for f in GUEST_MPI_FILES.iter().map(|f| f.to_string()).chain(tree_files(GUEST_MPI_TREES)?) {
+        copy_into(&dir, &f)?;
+        if f.contains("/bin/") || f.contains(".so") {
+            libraries(&f, &mut libs)?;
+        }
+    }
     // marrow itself, for the verbs proxy's ranks in the guest (`marrow bench
     // verbs` on rxe0), stripped: the debug build's symbols would make the
     // initramfs ten times larger. It loads libibverbs at run time, which the
@@ -172,7 +206,7 @@ fn initramfs(work: &Path, marrow: &Path) -> Result<PathBuf> {
     }
     std::fs::write(dir.join("etc/passwd"), "root:x:0:0:root:/:/bin/sh\n")?;
     std::fs::write(dir.join("etc/group"), "root:x:0:\n")?;
-    std::fs::write(dir.join("etc/hosts"), "127.0.0.1 localhost\n")?;
+    std::fs::write(dir.join("etc/hosts"), "127.0.0.1 localhost marrow-guest\n")?;
     std::fs::copy(root.join("interop/guest/init"), dir.join("init"))?;
     std::fs::set_permissions(dir.join("init"), std::fs::Permissions::from_mode(0o755))?;
     let steps = kmod::output(Command::new(marrow).args(["interop", "steps"]))?;

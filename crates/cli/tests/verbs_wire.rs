@@ -117,3 +117,58 @@ fn a_vanished_peer_on_the_wire_is_transport_retry_exceeded() {
     assert!(r0.status.success(), "rank 0:\n{t0}\nrank 1:\n{t1}");
     assert!(t0.contains("syndrome 0x15"), "{t0}");
 }
+
+#[test]
+fn two_softnic_ranks_under_open_mpi_exchange_by_mpi_and_meet_at_a_barrier() {
+    // The launcher's path: no --listen or --connect; libmpi opened at run
+    // time, MPI_Allgather of the endpoints, a barrier through MPI after
+    // connecting. scripts/install-test-deps.sh installs Open MPI, so a
+    // missing mpirun is a broken setup, not a pass.
+    let mpirun = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("mpirun"))
+        .find(|p| p.is_file())
+        .expect("no mpirun on PATH: run scripts/install-test-deps.sh (apt install openmpi-bin libopenmpi3)");
+    let pid = std::process::id();
+    let (net, port) = ((pid % 250) as u8, 20000 + (pid % 20000) as u16 + 7);
+    let out = std::env::temp_dir().join(format!("marrow-verbs-mpi-{pid}"));
+    std::fs::create_dir_all(&out).unwrap();
+    // Each rank its own loopback address, by the rank Open MPI gives it.
+    let rank = format!(
+        "exec {} bench verbs --wire udp:127.79.{net}.$((20 + OMPI_COMM_WORLD_RANK)):{port} --iters 20 --burst 300 --timeout-s 20 > {}/rank$OMPI_COMM_WORLD_RANK.out 2>&1",
+        env!("CARGO_BIN_EXE_marrow"),
+        out.display()
+    );
+    let mut c = Command::new(mpirun);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OMPI_") || k.starts_with("PMI") || k.starts_with("MARROW_") {
+            c.env_remove(k);
+        }
+    }
+    // As root in CI containers, two ranks on however many cores, TCP over
+    // loopback for MPI's own messages, no ssh for one node (as
+    // crates/verbs/tests/mpi_bootstrap.rs explains).
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+        "--mca",
+        "btl",
+        "self,tcp",
+        "--mca",
+        "plm_rsh_agent",
+        "",
+    ])
+    .args(["sh", "-c", &rank]);
+    let status = c.status().expect("mpirun starts");
+    let read = |r: u8| std::fs::read_to_string(out.join(format!("rank{r}.out"))).unwrap_or_default();
+    let (t0, t1) = (read(0), read(1));
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(status.success(), "mpirun: {status}\nrank 0:\n{t0}\nrank 1:\n{t1}");
+    for (r, t) in [(0, &t0), (1, &t1)] {
+        assert!(t.contains("(endpoints by MPI_Allgather (Open MPI"), "rank {r}:\n{t}");
+        assert!(t.contains(&format!("rank {r}: the peer is ready too (endpoints by MPI_Allgather")), "rank {r}:\n{t}");
+    }
+    assert!(t0.contains("ok - puts of 7 sizes") && t0.contains("ok - gets of 7 sizes"), "{t0}");
+    assert!(t1.contains("arrived intact"), "{t1}");
+}

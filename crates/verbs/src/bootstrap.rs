@@ -127,58 +127,19 @@ pub struct Gathered<T> {
     pub via: String,
 }
 
-/// The launcher-neutral all-gather: by [`route`], `MPI_Allgather` of each
-/// rank's JSON under `mpirun` (MPI is initialised and, when marrow started
-/// it, finalised before this returns), else the TCP rendezvous
-/// (`MARROW_BOOTSTRAP`, rank 0 listening on its port on every interface).
-/// `timeout` bounds the TCP waits; an MPI collective has none of its own
-/// (mpirun ends the job when a rank dies).
+/// The launcher-neutral all-gather, once: [`crate::group::Group::launched`]
+/// and one [`crate::group::Group::allgather`] (`MPI_Allgather` of each
+/// rank's JSON under `mpirun`, MPI finalised before this returns when marrow
+/// started it; else the TCP rendezvous at `MARROW_BOOTSTRAP`). A caller that
+/// must meet the ranks again (a barrier after connecting) keeps the group.
 pub fn allgather_endpoints<T: Serialize + DeserializeOwned + Clone>(
     get: impl Fn(&str) -> Option<String>,
     mine: &T,
     timeout: Duration,
 ) -> Result<Gathered<T>, VerbsError> {
-    match route(&get)? {
-        Some(Route::Mpi { mut mpi, launch }) => {
-            mpi.init()?;
-            let (rank, size) = (mpi.rank()?, mpi.size()?);
-            if (rank, size) != (launch.rank, launch.size) {
-                // Another MPI's library under this launcher starts as a singleton.
-                return Err(VerbsError::Bootstrap(format!(
-                    "{} {} says rank {rank} of {size}, but {} says rank {} of {}: not the launcher's MPI; point MARROW_MPI_LIB at the libmpi of the mpirun used",
-                    mpi.flavour(),
-                    mpi.path,
-                    launch.launcher,
-                    launch.rank,
-                    launch.size
-                )));
-            }
-            let bytes = serde_json::to_vec(mine).map_err(|e| VerbsError::Bootstrap(e.to_string()))?;
-            let all = mpi
-                .allgather(&bytes)?
-                .iter()
-                .enumerate()
-                .map(|(r, b)| serde_json::from_slice(b).map_err(|e| VerbsError::Bootstrap(format!("rank {r}'s record over MPI: {e}"))))
-                .collect::<Result<Vec<T>, _>>()?;
-            Ok(Gathered { rank, size, all, via: format!("MPI_Allgather ({} {})", mpi.flavour(), mpi.path) })
-        }
-        Some(Route::Tcp(l)) => {
-            let id = l.id.clone().unwrap_or_else(|| "marrow".into());
-            let all = match (&l.root, l.rank) {
-                (None, _) => vec![mine.clone()],
-                (Some(root), 0) => {
-                    let port = root.rsplit(':').next().unwrap_or("18515");
-                    Root::bind(&format!("0.0.0.0:{port}"), Some(id.clone()))?.allgather(l.size, mine, timeout)?
-                }
-                (Some(root), r) => peer_allgather(&format!("{root}:{id}"), r, l.size, mine, timeout)?,
-            };
-            let via = format!("TCP rendezvous {} id {id} ({})", l.root.as_deref().unwrap_or("-"), l.launcher);
-            Ok(Gathered { rank: l.rank, size: l.size, all, via })
-        }
-        None => Err(VerbsError::Bootstrap(
-            "no launcher found: start the ranks with mpirun (Open MPI or MPICH; libmpi is loaded at run time), or set MARROW_BOOTSTRAP=host:port on every rank with the launcher's rank variables (srun, or MARROW_RANK/MARROW_SIZE)".into(),
-        )),
-    }
+    let group = crate::group::Group::launched(get)?;
+    let all = group.allgather(mine, timeout)?;
+    Ok(Gathered { rank: group.rank(), size: group.size(), all, via: group.via().to_string() })
 }
 
 fn launch(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, VerbsError> {

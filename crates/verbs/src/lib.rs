@@ -11,6 +11,7 @@
 //! | [`devx`] | step 2: devx CREATE_CQ/CREATE_QP/CREATE_UMEM command mailboxes built from the generated PRM layouts (GPU-memory queues) |
 //! | [`qp`] | the RESET→INIT→RTR→RTS attribute sets as pure functions, checked against the kernel's table |
 //! | [`bootstrap`] | rank/size from mpirun/srun/PMIx environments; the all-gather by MPI under mpirun, a TCP rendezvous by unique id otherwise |
+//! | [`group`] | the ranks of a job kept met: all-gather again, barrier (TCP rendezvous or MPI) |
 //! | [`mpi`] | `dlopen` of libmpi (Open MPI or MPICH): init, rank, size, `MPI_Allgather` of bytes |
 //! | [`proxy`] | the CPU-proxy doorbell: GPU → host mailbox → a CPU thread → UAR |
 //! | [`probe`] | sysfs/procfs: devices, link layers, the doorbell mode that would be chosen and why |
@@ -27,6 +28,7 @@ pub mod device;
 pub mod devx;
 pub mod ffi;
 pub mod gids;
+pub mod group;
 pub mod hostfile;
 pub mod lib_load;
 pub mod mpi;

@@ -9,6 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_marrow-mpi-probe");
+/// How long the last rank sleeps before the barrier.
+const LATE_MS: u64 = 400;
 
 /// A command with the launcher variables of the test's own environment
 /// removed (a CI job might itself run under one).
@@ -19,6 +21,7 @@ fn clean(program: &str) -> Command {
             c.env_remove(k);
         }
     }
+    c.env("MARROW_PROBE_LATE_MS", LATE_MS.to_string());
     c
 }
 
@@ -58,6 +61,11 @@ fn check_two_ranks(o: &Output, via: &str) {
     for (r, v) in lines.iter().enumerate() {
         assert_eq!((v["rank"].as_u64(), v["size"].as_u64()), (Some(r as u64), Some(2)), "{v}");
         assert!(v["via"].as_str().is_some_and(|s| s.starts_with(via)), "{v}");
+        // Rank 1 slept LATE_MS before the barrier: rank 0 waited for it there.
+        let waited = v["barrier_ms"].as_u64().unwrap_or_else(|| panic!("no barrier_ms: {v}"));
+        if r == 0 {
+            assert!(waited >= LATE_MS * 9 / 10, "rank 0 left the barrier after {waited} ms, before rank 1 came: {v}");
+        }
         let all: Vec<RcEndpoint> = serde_json::from_value(v["all"].clone()).unwrap();
         assert_eq!(all, want, "rank {r}");
         // Byte for byte: the records' wire form (JSON) is what each rank sent.
@@ -106,6 +114,8 @@ fn two_ranks_under_open_mpi_gather_each_others_endpoint() {
         "--mca",
         "plm_rsh_agent",
         "",
+        "-x",
+        "MARROW_PROBE_LATE_MS",
     ])
     .arg(PROBE);
     check_two_ranks(&run(c, Duration::from_secs(120)), "MPI_Allgather (Open MPI");

@@ -14,8 +14,9 @@ use super::{Mlx5Error, open};
 use crate::cpu::Device;
 use crate::gcrb_page;
 use marrow_softnic::Shm;
-use marrow_verbs::bootstrap::{self, Root};
+use marrow_verbs::bootstrap::Root;
 use marrow_verbs::device::{Context, Pd, RcQp};
+use marrow_verbs::group::Group;
 use marrow_verbs::qp::{RC_ACCESS, RcEndpoint};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -34,7 +35,7 @@ pub struct BenchOpts {
     pub listen: Option<String>,
     /// Rank 1: the token rank 0 printed (`host:port:id`). With neither
     /// `listen` nor `connect`, the launcher's exchange
-    /// ([`bootstrap::allgather_endpoints`]: MPI under mpirun, else
+    /// ([`Group::launched`]: MPI under mpirun, else
     /// `MARROW_BOOTSTRAP`).
     pub connect: Option<String>,
     /// Rendezvous id rank 0 expects (a fresh one when `None`).
@@ -129,33 +130,37 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, Mlx5Error> {
         len: len as u64,
     };
     let timeout = Duration::from_secs(120);
-    let (rank, all) = match (&o.listen, &o.connect) {
+    let group = match (&o.listen, &o.connect) {
         (Some(addr), None) => {
             let root = Root::bind(addr, o.id.clone())?;
             let host = hostname();
             say(&format!("rank 0 waiting; on the peer run: marrow bench mlx5 --connect {}", root.token(&host)));
-            (0usize, root.allgather(2, &me, timeout)?)
+            Group::root(root, 2)
         }
-        (None, Some(token)) => (1usize, bootstrap::peer_allgather(token, 1, 2, &me, timeout)?),
+        (None, Some(token)) => Group::peer(token, 1, 2),
         // Under a launcher: MPI_Allgather under mpirun when libmpi loads,
         // else the TCP rendezvous at MARROW_BOOTSTRAP.
         (None, None) => {
-            let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), &me, timeout)?;
-            if g.size != 2 {
+            let g = Group::launched(|k| std::env::var(k).ok())?;
+            if g.size() != 2 {
                 return Err(Mlx5Error::Queue(format!(
                     "the launcher started {} ranks; marrow bench mlx5 runs exactly 2",
-                    g.size
+                    g.size()
                 )));
             }
-            say(&format!("rank {} of 2: endpoints exchanged by {}", g.rank, g.via));
-            (g.rank, g.all)
+            say(&format!("rank {} of 2: endpoints exchanged by {}", g.rank(), g.via()));
+            g
         }
         (Some(_), Some(_)) => {
             return Err(Mlx5Error::Queue("give --listen ADDR on rank 0 or --connect TOKEN on rank 1, not both".into()));
         }
     };
+    let (rank, all) = (group.rank(), group.allgather(&me, timeout)?);
     let peer = all[1 - rank];
     qp.connect(&ctx.rc_params(), psn, &peer)?;
+    // Both QPs in RTS before either posts: a request reaching a QP still in
+    // INIT is dropped and costs the requester a retry timeout.
+    group.barrier(timeout)?;
     say(&format!("rank {rank}: QP {:#x} RTS, connected to QP {:#x}", qp.dv.qpn, peer.qpn));
     let mut keys = [(0u64, 0u32); 2];
     keys[rank] = (me.addr, me.rkey);

@@ -36,7 +36,8 @@ use delegate::{Sizes, VerbsDelegate};
 use marrow_mmio::Region;
 use marrow_softnic::{Access, CqMode, ModifyQp, QpCaps, QpState, Shm, SoftNic};
 use marrow_verbs::any::Endpoint;
-use marrow_verbs::bootstrap::{self, Root};
+use marrow_verbs::bootstrap::Root;
+use marrow_verbs::group::Group;
 use marrow_verbs::qp::{RC_ACCESS, RcEndpoint};
 use std::sync::Arc;
 use std::time::Duration;
@@ -255,7 +256,11 @@ impl ProxyRank {
         }
         say(&format!(
             "rank {rank}: verbs QPs {:#x} {:#x} RTS, connected to QPs {:#x} {:#x} (endpoints by {})",
-            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn, x.via
+            me[0].qpn,
+            me[1].qpn,
+            peers[0].qpn,
+            peers[1].qpn,
+            x.group.via()
         ));
         let verbs_qpn = me[0].qpn;
         let nic = SoftNic::new();
@@ -273,7 +278,7 @@ impl ProxyRank {
             }
             (rings, lkey)
         };
-        Self::finish(o, nic, rings, Finish { x, me: me[0], buf, buf_shm, describe, device, verbs_qpn })
+        Self::finish(o, nic, rings, Finish { x, me: me[0], buf, buf_shm, describe, device, verbs_qpn }, say)
     }
 
     /// [`ProxyRank::connect`] on the softnic's wire port: the symmetric
@@ -338,20 +343,25 @@ impl ProxyRank {
         }
         say(&format!(
             "rank {rank}: softnic QPs {:#x} {:#x} RTS on the wire, connected to QPs {:#x} {:#x} (endpoints by {})",
-            me[0].qpn, me[1].qpn, peers[0].qpn, peers[1].qpn, x.via
+            me[0].qpn,
+            me[1].qpn,
+            peers[0].qpn,
+            peers[1].qpn,
+            x.group.via()
         ));
         let device = (format!("softnic wire port {port}"), 0);
         let f = Finish { x, me: me[0], buf, buf_shm, describe, device, verbs_qpn: me[0].qpn };
-        Self::finish(o, nic, (rings, lkey), f)
+        Self::finish(o, nic, (rings, lkey), f, say)
     }
 
     /// The GCRB page over channel 0's rings, the CPU initiator over channel
-    /// 1's, and the engine started.
+    /// 1's, the engine started, and the peer met at the barrier.
     fn finish(
         o: &RankOpts,
         mut nic: SoftNic,
         (rings, lkey): ([Rings; 2], u32),
         f: Finish,
+        say: &mut dyn FnMut(&str),
     ) -> Result<ProxyRank, ProxyError> {
         let (setup, cpu) = {
             let hca = nic.hca();
@@ -389,8 +399,9 @@ impl ProxyRank {
             .map_err(|e| ProxyError::Setup(format!("GCRB page: {e}")))?;
         gcrb_page::fill(&page.region(), &setup)?;
         nic.start(1);
-        let met = f.x.again.barrier(o.timeout)?;
-        let via = if met { format!("{}, then a barrier", f.x.via) } else { f.x.via.clone() };
+        f.x.group.barrier(o.timeout)?;
+        let via = format!("{}, then a barrier", f.x.group.via());
+        say(&format!("rank {}: the peer is ready too (endpoints by {via})", f.x.rank));
         Ok(ProxyRank {
             rank: f.x.rank,
             nic,
@@ -454,70 +465,41 @@ fn first_psn() -> u32 {
 }
 
 /// The two ranks' endpoints, by the exchange `o` names: this rank, the
-/// peer's two endpoints, and which exchange it was.
+/// peer's two endpoints, and the group, kept to meet again.
 fn exchange(o: &RankOpts, me: &[RcEndpoint; 2], say: &mut dyn FnMut(&str)) -> Result<Exchanged, ProxyError> {
-    let (rank, all, via, again) = match (&o.listen, &o.connect) {
+    let group = match (&o.listen, &o.connect) {
         (Some(addr), None) => {
             let root = Root::bind(addr, o.id.clone())?;
             let host = addr.rsplit_once(':').map_or("HOST", |(h, _)| h);
             say(&format!("rank 0 waiting; on the peer run: marrow bench verbs --connect {}", root.token(host)));
-            let all = root.allgather(2, me, o.timeout)?;
-            (0usize, all, "TCP rendezvous".to_string(), Rendezvous::Root(root))
+            Group::root(root, 2)
         }
-        (None, Some(token)) => {
-            let all = bootstrap::peer_allgather(token, 1, 2, me, o.timeout)?;
-            (1usize, all, "TCP rendezvous".into(), Rendezvous::Peer(token.clone()))
-        }
+        (None, Some(token)) => Group::peer(token, 1, 2),
         (None, None) => {
-            let g = bootstrap::allgather_endpoints(|k| std::env::var(k).ok(), me, o.timeout)?;
-            if g.size != 2 {
-                return Err(ProxyError::Setup(format!("the launcher started {} ranks; this runs exactly 2", g.size)));
+            let g = Group::launched(|k| std::env::var(k).ok())?;
+            if g.size() != 2 {
+                return Err(ProxyError::Setup(format!("the launcher started {} ranks; this runs exactly 2", g.size())));
             }
-            (g.rank, g.all, g.via, Rendezvous::Launcher)
+            g
         }
         (Some(_), Some(_)) => return Err(ProxyError::Setup("give --listen or --connect, not both".into())),
     };
+    let all = group.allgather(me, o.timeout)?;
+    let rank = group.rank();
     let peers = all.get(1 - rank).copied().ok_or_else(|| ProxyError::Setup("the exchange returned no peer".into()))?;
-    Ok(Exchanged { rank, peers, via, again })
+    Ok(Exchanged { rank, peers, group })
 }
 
-/// The endpoints exchanged, and the way to meet the peer again.
+/// The endpoints exchanged, and the ranks kept met: after connecting, each
+/// rank waits at [`Group::barrier`] until both QPs are in RTS with their
+/// receives posted and both engines running, so that a first request cannot
+/// reach a peer QP still in INIT, which drops it (a slow peer then runs the
+/// requester's retries out: seen under QEMU's TCG, TRANSPORT_RETRY_EXC_ERR on
+/// the first RDMA READ).
 struct Exchanged {
     rank: usize,
     peers: [RcEndpoint; 2],
-    via: String,
-    again: Rendezvous,
-}
-
-/// How the ranks met, kept for the barrier after connecting.
-enum Rendezvous {
-    /// This rank is the TCP rendezvous's root.
-    Root(Root),
-    /// This rank connects to the root's token.
-    Peer(String),
-    /// The launcher's exchange (MPI, or its TCP rendezvous), which is not
-    /// met twice.
-    Launcher,
-}
-
-impl Rendezvous {
-    /// Return once both ranks got here: each QP is then in RTS with its
-    /// receives posted and its engine running on both sides, so a first
-    /// request cannot reach a peer QP still in INIT, which drops it (a slow
-    /// peer then runs the requester's retries out: seen under QEMU's TCG,
-    /// TRANSPORT_RETRY_EXC_ERR on the first RDMA READ). perftest meets its
-    /// peer the same way after connecting (`ctx_hand_shake`). `false` when
-    /// the launcher's exchange cannot be met again.
-    fn barrier(&self, timeout: Duration) -> Result<bool, ProxyError> {
-        let ready = "rts".to_string();
-        match self {
-            Rendezvous::Root(root) => root.allgather(2, &ready, timeout).map(|_| true).map_err(Into::into),
-            Rendezvous::Peer(token) => {
-                bootstrap::peer_allgather(token, 1, 2, &ready, timeout).map(|_: Vec<String>| true).map_err(Into::into)
-            }
-            Rendezvous::Launcher => Ok(false),
-        }
-    }
+    group: Group,
 }
 
 fn gid_text(g: &[u8; 16]) -> String {
