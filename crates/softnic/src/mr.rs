@@ -151,7 +151,14 @@ impl MrTable {
         }
         let index = self.slots.iter().skip(1).position(Option::is_none).map_or(self.slots.len(), |i| i + 1);
         let variant = self.variants.u32(..0x100) & !RKEY_FLIP;
-        let lkey = ((index as u32) << 8) | variant;
+        let mut lkey = ((index as u32) << 8) | variant;
+        // Index 1 with variant 0 is MLX5_INVALID_LKEY (mlx5dv.h), the key
+        // that ends a receive WQE's scatter list: a buffer with that key
+        // would read as an empty list (every SEND into it an invalid
+        // request). A ConnectX never hands it out; neither does this.
+        if lkey == marrow_mlx5::raw::MLX5_INVALID_LKEY {
+            lkey ^= 1;
+        }
         let rkey = lkey ^ RKEY_FLIP;
         let mr = Some(Mr { pd, addr, len, lkey, rkey, access, backing });
         if index == self.slots.len() {
@@ -260,5 +267,27 @@ impl Piece<'_> {
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_key_is_mlx5_invalid_lkey() {
+        // Index 1 is the first a table hands out, and its variant byte is
+        // drawn at random: without the guard, 0x100 came up once in 128
+        // registrations (one CI failure: a SEND into that buffer NAKed as
+        // an invalid request). 10,000 draws would meet it with certainty.
+        let shm = crate::shm::Shm::create("mr-keys", 4096).unwrap();
+        let mut t = MrTable::default();
+        for _ in 0..10_000 {
+            let (lkey, rkey) = t.register(Pd(1), 0x1000, shm.region(), Access::all());
+            assert_eq!(lkey >> 8, 1);
+            assert_ne!(lkey, marrow_mlx5::raw::MLX5_INVALID_LKEY);
+            assert_ne!(rkey, marrow_mlx5::raw::MLX5_INVALID_LKEY);
+            assert!(t.get(lkey).is_some() && t.deregister(lkey).is_some());
+        }
     }
 }
