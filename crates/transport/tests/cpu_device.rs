@@ -152,6 +152,47 @@ fn many_threads_on_a_deeper_ring() {
     many_threads_put(64, 64, false);
 }
 
+/// Each thread posts a burst from one Channel object, as a GPU thread's
+/// loop does: when its own last turn of the ready chain left ready_head
+/// where its next reservation starts, it takes that turn without loading
+/// the chain (view_at in post_shared.h); the other threads' posts
+/// interleave between its own. Every byte and head checked.
+#[test]
+fn bursts_from_one_channel_object_per_thread_share_a_ring() {
+    const PER: usize = 150;
+    for (sq, ncqe) in [(2, 2), (4, 8), (64, 64)] {
+        let w = world(sq, ncqe, false);
+        let dev = Device::new(&w.channels[0]);
+        let n = threads();
+        let pattern = |t: usize, i: usize| (t as u64) << 32 | (i as u64 * 0x9e37) | 1;
+        std::thread::scope(|s| {
+            for t in 0..n {
+                let (dev, buf, ch0) = (&dev, w.bufs[0], &w.channels[0]);
+                s.spawn(move || {
+                    Device::set_thread(t as u32);
+                    for i in 0..PER {
+                        buf.write_bytes((t * PER + i) * 8, &pattern(t, i).to_le_bytes()).unwrap();
+                    }
+                    dev.put_burst(1, (t * PER * 8) as u64, 8, PER as u32, 5)
+                        .unwrap_or_else(|e| panic!("ring of {sq}, thread {t}: {e}\n{}", ch0.report()));
+                });
+            }
+        });
+        for t in 0..n {
+            for i in 0..PER {
+                let mut got = [0u8; 8];
+                w.bufs[1].read_bytes((t * PER + i) * 8, &mut got).unwrap();
+                assert_eq!(u64::from_le_bytes(got), pattern(t, i), "ring of {sq}, thread {t} put {i}");
+            }
+        }
+        let h = gcrb_page::heads(&w.channels[0].page()).unwrap();
+        let all = (n * PER) as u64;
+        assert_eq!((h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()), (all, all, all, all), "ring of {sq}");
+        assert_poll_state_agrees(&h);
+        assert_ready_marks_clear(&w.channels[0].page());
+    }
+}
+
 #[test]
 fn get_and_atomics_agree_with_the_cpu() {
     get_and_atomics_in(&world(4, 4, false));

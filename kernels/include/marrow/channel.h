@@ -39,6 +39,13 @@ struct Own {
     uint32_t status;
 };
 
+/* A tuning knob (kernels/README.md): 1, a shared poster remembers where
+ * its own last turn of the ready chain ended (post_shared.h, view_at); 0,
+ * the Channel has no such field and every poster loads the chain. */
+#ifndef MARROW_CHAIN_END_SHORTCUT
+#define MARROW_CHAIN_END_SHORTCUT 1
+#endif
+
 struct Channel {
     uint8_t *page;
     marrow_gcrb_config c;
@@ -49,6 +56,13 @@ struct Channel {
     /* Exclusive only; `mutable` because a Channel is passed by const
      * reference and these are the owner's working copies, not its identity. */
     mutable Own own;
+#if MARROW_CHAIN_END_SHORTCUT
+    /* Shared only: where this thread's last turn of the ready chain left
+     * ready_head (~0 before any). A reservation that starts there is
+     * already its turn, since only a reservation's own poster moves
+     * ready_head past its start (post_shared.h, view_at). */
+    mutable uint64_t chain_end;
+#endif
     /* Exclusive only: the owner, the lanes that made this Channel together
      * on its page (one thread, or a whole warp), found once here instead
      * of with a match at every call (see own_group). */
@@ -58,6 +72,9 @@ struct Channel {
         for (uint32_t i = 0; i < CACHED_KEYS; i++) k[i] = *((const marrow_gcrb_key *)(p + MARROW_GCRB_OFF_KEYS) + i);
         excl = flag(MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT) && c.transport != MARROW_GCRB_TRANSPORT_P2P;
         own = Own{0, 0, 0, 0, 0};
+#if MARROW_CHAIN_END_SHORTCUT
+        chain_end = ~0ull;
+#endif
         grp = Group{};
         if (excl) {
             grp = group_of(p);

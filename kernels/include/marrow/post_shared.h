@@ -79,6 +79,33 @@ MARROW_FN ChainView chain_view(const Channel &ch) {
     return ChainView{load_relaxed(&h->ready_head), load_relaxed(&h->resv_head), load_relaxed(&h->cons_idx)};
 }
 
+/* The view a poster decides with, for its reservation [idx, idx + n).
+ * When its own last turn left ready_head at idx, nothing need be loaded:
+ * ready_head is still idx (only this reservation's poster moves it past
+ * its start), so it is this poster's turn, and it rings as the tail would
+ * (resv = cons = the end: no claim, no batch edge to decide). A lone
+ * thread or warp posting again and again then skips the three loads and
+ * the wait for them before the ring; whoever reserved meanwhile finds
+ * ready_head at its own start after our store, its turn. Lazy posters
+ * need cons_idx for their rule and keep the loads. */
+MARROW_FN ChainView view_at(const Channel &ch, uint64_t idx, uint32_t n, bool lazy) {
+#if MARROW_CHAIN_END_SHORTCUT
+    if (!lazy && idx == ch.chain_end) return ChainView{idx, idx + n, idx + n};
+#else
+    (void)idx, (void)n, (void)lazy;
+#endif
+    return chain_view(ch);
+}
+
+/* This thread's turn left ready_head at `end`. */
+MARROW_FN void turn_ended(const Channel &ch, uint64_t end) {
+#if MARROW_CHAIN_END_SHORTCUT
+    ch.chain_end = end;
+#else
+    (void)ch, (void)end;
+#endif
+}
+
 /* Polls of ready_head between two looks at the sticky status and the
  * clock: each look is a round trip of its own, which would otherwise
  * double the time a waiter takes to see its turn come. */
@@ -317,10 +344,12 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
          * On the CPU wc_start orders stores only (sfence, dsb st): keep
          * the release. */
         store_relaxed(&h->ready_head, end);
+        turn_ended(ch, end);
         return OK;
 #endif
     }
     store_release(&h->ready_head, end);
+    turn_ended(ch, end);
     return OK;
 }
 
@@ -331,7 +360,7 @@ MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_ou
     uint64_t idx;
     int rc = reserve(ch, 1, &idx);
     if (rc != OK) return rc;
-    ChainView view = chain_view(ch);
+    ChainView view = view_at(ch, idx, 1, lazy);
     uint64_t ctrl = write_wqe(ch, idx, op);
     /* Our WQE stores before any holder of the chain rings past them. */
     to_device();
@@ -353,7 +382,7 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     ChainView view{~0ull, 0, 0};
     if (g.leader()) {
         rc = reserve(ch, g.size, &base);
-        view = chain_view(ch);
+        view = view_at(ch, base, g.size, lazy);
     }
     rc = g.from_leader32(rc);
     base = g.from_leader64(base);
