@@ -64,6 +64,10 @@ struct Shared {
 pub struct SoftNic {
     shared: Arc<Shared>,
     engines: Vec<JoinHandle<()>>,
+    /// The wire ports' receive threads, joined when the model is dropped:
+    /// each executes what arrives against registered memory, which its
+    /// owner may unmap right after the model is gone.
+    port_rx: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Default for SoftNic {
@@ -75,7 +79,7 @@ impl Default for SoftNic {
 impl SoftNic {
     /// A device model with no engine thread (call [`SoftNic::start`] or [`SoftNic::scan`]).
     pub fn new() -> SoftNic {
-        SoftNic { shared: Arc::new(Shared::default()), engines: Vec::new() }
+        SoftNic { shared: Arc::new(Shared::default()), engines: Vec::new(), port_rx: Mutex::new(Vec::new()) }
     }
 
     /// Record a register trace of at most `cap` bytes.
@@ -153,7 +157,7 @@ impl SoftNic {
         };
         std::thread::Builder::new().name(format!("softnic-port{id}-tx")).spawn(move || sender.run(rx))?;
         let shared = self.shared.clone();
-        std::thread::Builder::new().name(format!("softnic-port{id}-rx")).spawn(move || {
+        let rx_thread = std::thread::Builder::new().name(format!("softnic-port{id}-rx")).spawn(move || {
             let mut buf = vec![0u8; 1 << 16];
             while !shared.ports_stop.load(Ordering::Acquire) {
                 let Ok((n, from)) = socket.recv_from(&mut buf) else { continue };
@@ -166,6 +170,7 @@ impl SoftNic {
                 }
             }
         })?;
+        self.port_rx.lock().unwrap_or_else(|p| p.into_inner()).push(rx_thread);
         Ok(id)
     }
 
@@ -206,6 +211,12 @@ impl Drop for SoftNic {
         self.shared.ports_stop.store(true, Ordering::Release);
         // The send threads end when their channels close.
         self.hca().ports.clear();
+        // A receive thread sees the stop within its socket's read timeout;
+        // until it has, a late packet (a peer's retry) could still be
+        // executed against memory whose owner unmaps it once we return.
+        for h in self.port_rx.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = h.join();
+        }
     }
 }
 
