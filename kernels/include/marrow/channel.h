@@ -39,9 +39,9 @@ struct Own {
     uint32_t status;
 };
 
-/* A tuning knob (kernels/README.md): 1, a shared poster remembers where
- * its own last turn of the ready chain ended (post_shared.h, view_at); 0,
- * the Channel has no such field and every poster loads the chain. */
+/* A tuning knob (kernels/README.md): 1, a shared channel's thread posting
+ * alone remembers where its own last turn of the ready chain ended
+ * (post_shared.h, view_at); 0, every poster loads the chain. */
 #ifndef MARROW_CHAIN_END_SHORTCUT
 #define MARROW_CHAIN_END_SHORTCUT 1
 #endif
@@ -54,15 +54,13 @@ struct Channel {
     marrow_gcrb_key k[CACHED_KEYS];
     bool excl;
     /* Exclusive only; `mutable` because a Channel is passed by const
-     * reference and these are the owner's working copies, not its identity. */
+     * reference and these are the owner's working copies, not its identity.
+     * On a shared channel `own.resv` alone is used, by a thread posting
+     * alone: where its own last turn of the ready chain left ready_head
+     * (0 at first: WQEBB 0's poster finds ready_head at 0). A field of its
+     * own made the exclusive post 5 % slower on the H200 (the kernel's
+     * registers), for the same information. */
     mutable Own own;
-#if MARROW_CHAIN_END_SHORTCUT
-    /* Shared only: where this thread's last turn of the ready chain left
-     * ready_head (~0 before any). A reservation that starts there is
-     * already its turn, since only a reservation's own poster moves
-     * ready_head past its start (post_shared.h, view_at). */
-    mutable uint64_t chain_end;
-#endif
     /* Exclusive only: the owner, the lanes that made this Channel together
      * on its page (one thread, or a whole warp), found once here instead
      * of with a match at every call (see own_group). */
@@ -72,9 +70,6 @@ struct Channel {
         for (uint32_t i = 0; i < CACHED_KEYS; i++) k[i] = *((const marrow_gcrb_key *)(p + MARROW_GCRB_OFF_KEYS) + i);
         excl = flag(MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT) && c.transport != MARROW_GCRB_TRANSPORT_P2P;
         own = Own{0, 0, 0, 0, 0};
-#if MARROW_CHAIN_END_SHORTCUT
-        chain_end = ~0ull;
-#endif
         grp = Group{};
         if (excl) {
             grp = group_of(p);

@@ -79,28 +79,30 @@ MARROW_FN ChainView chain_view(const Channel &ch) {
     return ChainView{load_relaxed(&h->ready_head), load_relaxed(&h->resv_head), load_relaxed(&h->cons_idx)};
 }
 
-/* The view a poster decides with, for its reservation [idx, idx + n).
- * When its own last turn left ready_head at idx, nothing need be loaded:
- * ready_head is still idx (only this reservation's poster moves it past
- * its start), so it is this poster's turn, and it rings as the tail would
- * (resv = cons = the end: no claim, no batch edge to decide). A lone
- * thread or warp posting again and again then skips the three loads and
- * the wait for them before the ring; whoever reserved meanwhile finds
- * ready_head at its own start after our store, its turn. Lazy posters
- * need cons_idx for their rule and keep the loads. */
-MARROW_FN ChainView view_at(const Channel &ch, uint64_t idx, uint32_t n, bool lazy) {
+/* The view a thread posting alone decides with, for its WQEBB idx. When
+ * its own last turn left ready_head at idx, nothing need be loaded:
+ * ready_head is still idx (only a reservation's poster moves it past its
+ * start), so it is this thread's turn, and it rings as the tail would
+ * (resv = cons = the end: no claim, no batch edge to decide). A thread
+ * posting again and again then skips the three loads and the wait for
+ * them before the ring; whoever reserved meanwhile finds ready_head at its
+ * own start after our store, its turn. Lazy posters need cons_idx for
+ * their rule and keep the loads. A warp's leader keeps them too: on the
+ * H200 the warp measured no faster with the shortcut, and a whole GPU's
+ * put_nbi_warp slower (docs/PERFORMANCE.md). */
+MARROW_FN ChainView view_at(const Channel &ch, uint64_t idx, bool lazy) {
 #if MARROW_CHAIN_END_SHORTCUT
-    if (!lazy && idx == ch.chain_end) return ChainView{idx, idx + n, idx + n};
+    if (!lazy && idx == ch.own.resv) return ChainView{idx, idx + 1, idx + 1};
 #else
-    (void)idx, (void)n, (void)lazy;
+    (void)idx, (void)lazy;
 #endif
     return chain_view(ch);
 }
 
-/* This thread's turn left ready_head at `end`. */
+/* A thread posting alone: its turn left ready_head at `end`. */
 MARROW_FN void turn_ended(const Channel &ch, uint64_t end) {
 #if MARROW_CHAIN_END_SHORTCUT
-    ch.chain_end = end;
+    ch.own.resv = end;
 #else
     (void)ch, (void)end;
 #endif
@@ -290,10 +292,11 @@ MARROW_FN Waited mark_and_wait(const Channel &ch, uint64_t idx, uint64_t end) {
 
 /* `v` was loaded before the caller's to_device() fence, which makes the
  * relaxed load of ready_head an acquire: if it already showed our turn,
- * there is nothing to wait for (only we can move it on). */
+ * there is nothing to wait for (only we can move it on). `solo`: a thread
+ * posting alone, which remembers where its turn left ready_head (view_at). */
 
 MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool force, bool lazy, uint64_t last_ctrl,
-                             ChainView v) {
+                             ChainView v, bool solo) {
     marrow_gcrb_heads *h = ch.heads();
     uint64_t end = idx + n;
     bool runs = marks_runs(ch, force);
@@ -344,12 +347,12 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
          * On the CPU wc_start orders stores only (sfence, dsb st): keep
          * the release. */
         store_relaxed(&h->ready_head, end);
-        turn_ended(ch, end);
+        if (solo) turn_ended(ch, end);
         return OK;
 #endif
     }
     store_release(&h->ready_head, end);
-    turn_ended(ch, end);
+    if (solo) turn_ended(ch, end);
     return OK;
 }
 
@@ -360,11 +363,11 @@ MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_ou
     uint64_t idx;
     int rc = reserve(ch, 1, &idx);
     if (rc != OK) return rc;
-    ChainView view = view_at(ch, idx, 1, lazy);
+    ChainView view = view_at(ch, idx, lazy);
     uint64_t ctrl = write_wqe(ch, idx, op);
     /* Our WQE stores before any holder of the chain rings past them. */
     to_device();
-    rc = ready_and_ring(ch, idx, 1, force_ring, lazy, ctrl, view);
+    rc = ready_and_ring(ch, idx, 1, force_ring, lazy, ctrl, view, true);
     if (idx_out) *idx_out = idx;
     return rc;
 }
@@ -382,7 +385,7 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     ChainView view{~0ull, 0, 0};
     if (g.leader()) {
         rc = reserve(ch, g.size, &base);
-        view = view_at(ch, base, g.size, lazy);
+        view = chain_view(ch);
     }
     rc = g.from_leader32(rc);
     base = g.from_leader64(base);
@@ -394,7 +397,7 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     bool force = g.any(force_ring);
     uint64_t last_ctrl = g.from_last64(ctrl);
     g.sync();
-    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view);
+    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view, false);
     rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
     return rc;
