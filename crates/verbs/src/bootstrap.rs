@@ -4,7 +4,8 @@
 //!
 //! Rank and size come from the launcher's environment when one is present
 //! (`mpirun` of Open MPI, MPICH/Hydra's PMI, PMIx, Slurm's `srun`).
-//! [`allgather_endpoints`] picks the exchange:
+//! [`route`] picks the exchange, which [`crate::group::Group::launched`]
+//! then holds open:
 //! - under `mpirun` (`OMPI_COMM_WORLD_RANK` or `PMI_RANK` set) when libmpi
 //!   loads ([`crate::mpi`], `dlopen` at run time, Open MPI or MPICH):
 //!   `MPI_Allgather`, nothing else to pass;
@@ -75,7 +76,7 @@ pub fn under_mpirun(get: impl Fn(&str) -> Option<String>) -> bool {
     get("OMPI_COMM_WORLD_RANK").is_some() || get("PMI_RANK").is_some()
 }
 
-/// How [`allgather_endpoints`] will exchange.
+/// How [`crate::group::Group::launched`] will exchange.
 #[derive(Debug)]
 pub enum Route {
     /// `MPI_Allgather` through the loaded (not yet initialised) libmpi.
@@ -112,34 +113,6 @@ pub fn route(get: impl Fn(&str) -> Option<String>) -> Result<Option<Route>, Verb
         return Err(no_root(&l, mpi_err.as_ref()));
     }
     Ok(Some(Route::Tcp(l)))
-}
-
-/// Every rank's record, by rank, and how they were exchanged.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Gathered<T> {
-    /// This process's rank.
-    pub rank: usize,
-    /// Number of ranks.
-    pub size: usize,
-    /// Every rank's record, by rank.
-    pub all: Vec<T>,
-    /// The exchange used, for messages.
-    pub via: String,
-}
-
-/// The launcher-neutral all-gather, once: [`crate::group::Group::launched`]
-/// and one [`crate::group::Group::allgather`] (`MPI_Allgather` of each
-/// rank's JSON under `mpirun`, MPI finalised before this returns when marrow
-/// started it; else the TCP rendezvous at `MARROW_BOOTSTRAP`). A caller that
-/// must meet the ranks again (a barrier after connecting) keeps the group.
-pub fn allgather_endpoints<T: Serialize + DeserializeOwned + Clone>(
-    get: impl Fn(&str) -> Option<String>,
-    mine: &T,
-    timeout: Duration,
-) -> Result<Gathered<T>, VerbsError> {
-    let group = crate::group::Group::launched(get)?;
-    let all = group.allgather(mine, timeout)?;
-    Ok(Gathered { rank: group.rank(), size: group.size(), all, via: group.via().to_string() })
 }
 
 fn launch(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, VerbsError> {
@@ -425,16 +398,12 @@ mod tests {
                 .contains("does not link libmpi/libpmix")
         );
         assert!(route(env(&[])).unwrap().is_none());
-        let e = allgather_endpoints(env(&[]), &RcEndpoint::sample(0), Duration::from_secs(1)).unwrap_err().to_string();
+        let e = crate::group::Group::launched(env(&[])).unwrap_err().to_string();
         assert!(e.contains("no launcher found") && e.contains("mpirun") && e.contains("MARROW_BOOTSTRAP"), "{e}");
         // One rank needs no exchange.
-        let g = allgather_endpoints(
-            env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")]),
-            &RcEndpoint::sample(0),
-            Duration::from_secs(1),
-        )
-        .unwrap();
-        assert_eq!((g.rank, g.size, g.all), (0, 1, vec![RcEndpoint::sample(0)]));
+        let g = crate::group::Group::launched(env(&[("MARROW_RANK", "0"), ("MARROW_SIZE", "1")])).unwrap();
+        let all = g.allgather(&RcEndpoint::sample(0), Duration::from_secs(1)).unwrap();
+        assert_eq!((g.rank(), g.size(), all), (0, 1, vec![RcEndpoint::sample(0)]));
     }
 
     #[test]

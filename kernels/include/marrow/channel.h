@@ -39,13 +39,6 @@ struct Own {
     uint32_t status;
 };
 
-/* A tuning knob (kernels/README.md): 1, a shared channel's thread posting
- * alone remembers where its own last turn of the ready chain ended
- * (post_shared.h, view_at); 0, every poster loads the chain. */
-#ifndef MARROW_CHAIN_END_SHORTCUT
-#define MARROW_CHAIN_END_SHORTCUT 1
-#endif
-
 struct Channel {
     uint8_t *page;
     marrow_gcrb_config c;

@@ -90,6 +90,10 @@ MARROW_FN ChainView chain_view(const Channel &ch) {
  * their rule and keep the loads. A warp's leader keeps them too: on the
  * H200 the warp measured no faster with the shortcut, and a whole GPU's
  * put_nbi_warp slower (docs/PERFORMANCE.md). */
+/* A tuning knob (kernels/README.md): 0, every poster loads the chain. */
+#ifndef MARROW_CHAIN_END_SHORTCUT
+#define MARROW_CHAIN_END_SHORTCUT 1
+#endif
 MARROW_FN ChainView view_at(const Channel &ch, uint64_t idx, bool lazy) {
 #if MARROW_CHAIN_END_SHORTCUT
     if (!lazy && idx == ch.own.resv) return ChainView{idx, idx + 1, idx + 1};
