@@ -187,8 +187,6 @@ pub struct ProxyRank {
     pub describe: String,
     /// The device's name and the GID index in use.
     pub device: (String, u8),
-    /// The exchange used.
-    pub via: String,
     /// The symmetric buffer's mapping (`buf` is a window of it).
     buf_shm: Shm,
 }
@@ -400,8 +398,7 @@ impl ProxyRank {
         gcrb_page::fill(&page.region(), &setup)?;
         nic.start(1);
         f.x.group.barrier(o.timeout)?;
-        let via = format!("{}, then a barrier", f.x.group.via());
-        say(&format!("rank {}: the peer is ready too (endpoints by {via})", f.x.rank));
+        say(&format!("rank {}: the peer is ready too (endpoints by {}, then a barrier)", f.x.rank, f.x.group.via()));
         Ok(ProxyRank {
             rank: f.x.rank,
             nic,
@@ -414,7 +411,6 @@ impl ProxyRank {
             page,
             describe: f.describe,
             device: f.device,
-            via,
             buf_shm: f.buf_shm,
         })
     }
