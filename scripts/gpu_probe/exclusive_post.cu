@@ -45,7 +45,7 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
         uint64_t ctrl = write_wqe(ch, o.resv + g.rank, op, true);
         to_device();
         g.sync();
-        if (g.leader()) ring(ch, end, ctrl);
+        if (g.leader()) ring(ch, end, ctrl, false);
         o.resv = end;
         return OK;
     }
@@ -53,7 +53,7 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
         uint64_t end = o.resv + 1;
         uint64_t ctrl = write_wqe(ch, o.resv, op, true);
         to_device();
-        ring(ch, end, ctrl);
+        ring(ch, end, ctrl, false);
         o.resv = end;
         return OK;
     }
@@ -72,7 +72,7 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
     o.resv = end;
     to_device();
     if (mode >= 8) g.sync();
-    if (g.leader()) ring(ch, end, ctrl);
+    if (g.leader()) ring(ch, end, ctrl, false);
     o.prod = end;
     return OK;
 }
@@ -98,7 +98,7 @@ __global__ void probe(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64_t *d
             if (mode == 2) r = marrow::rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, off, off, 8, &op);
             marrow::write_wqe(ch, i, op, true);
             marrow::to_device();
-            marrow::ring(ch, i + 1, 0);
+            marrow::ring(ch, i + 1, 0, false);
         } else if (mode == 3) {
             marrow::Op op = fixed;
             op.raddr += off, op.laddr += off;
@@ -147,7 +147,7 @@ __device__ __forceinline__ int warp_steps(const marrow::Channel &ch, const marro
     o.resv = end;
     to_device();
     g.sync();
-    if (g.leader()) ring(ch, end, ctrl + force);
+    if (g.leader()) ring(ch, end, ctrl + force, false);
     o.prod = end;
     return OK;
 }
@@ -220,7 +220,7 @@ __global__ void probe_lazy(uint8_t *page, uint8_t *sq, uint32_t *dbrec, uint64_t
             o.resv = end;
             if (due) {
                 to_device();
-                ring(ch, end, 0);
+                ring(ch, end, 0, false);
             }
         } else {
             r = post_own_solo(ch, op, nullptr, false, true);

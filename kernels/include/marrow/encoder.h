@@ -30,8 +30,10 @@ struct Op {
 constexpr uint8_t CQ_UPDATE = MARROW_MLX5_WQE_CTRL_CE_CQE_ALWAYS << MARROW_MLX5_WQE_CTRL_SEG_CE_SHIFT;
 
 /* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. Returns
- * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value. */
-MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op, bool signaled = true) {
+ * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value.
+ * Untraced: write_wqe below adds the trace entry; a fast path that has seen
+ * the trace flag clear calls this directly. */
+MARROW_FN uint64_t write_wqe_untraced(const Channel &ch, uint64_t idx, const Op &op, bool signaled = true) {
     const marrow_gcrb_config *c = ch.cfg();
     uint8_t *w = (uint8_t *)c->sq_base + (idx & (c->sq_wqebbs - 1)) * MARROW_MLX5_SEND_WQE_BB;
     bool atomic = op.opcode == MARROW_MLX5_OPCODE_ATOMIC_FA || op.opcode == MARROW_MLX5_OPCODE_ATOMIC_CS;
@@ -67,8 +69,13 @@ MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op, bool
         seg[6] = seg[7] = 0;
     }
     for (int i = 0; i < 8; i += 2) store_wqe16((uint64_t *)w + i, seg[i], seg[i + 1]);
-    trace(ch, MARROW_GCRB_EVENT_POST, idx, op.opcode);
     return seg[0];
+}
+
+MARROW_FN uint64_t write_wqe(const Channel &ch, uint64_t idx, const Op &op, bool signaled = true) {
+    uint64_t ctrl = write_wqe_untraced(ch, idx, op, signaled);
+    trace(ch, MARROW_GCRB_EVENT_POST, idx, op.opcode);
+    return ctrl;
 }
 
 /* Lanes a posting group can have: a warp. */
@@ -83,7 +90,7 @@ constexpr uint64_t RING_BATCH = 32;
  * last WQE's first 8 bytes, the doorbell with flags.db_ctrl_bytes.
  * `waited_for`: a caller waits for this ring's last CQE (a blocking call,
  * quiet's NOP), the rings flags.early_doorbell makes early. */
-MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool waited_for) {
+MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool waited_for) {
     uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
     uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
                       ? last_ctrl
@@ -119,7 +126,42 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool wa
     } else {
         store_relaxed(&ch.heads()->prod_idx, end);
     }
+}
+
+MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool waited_for) {
+    ring_untraced(ch, end, last_ctrl, waited_for);
     trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
+}
+
+/* A post tests in one branch whether it is the common case: no sticky
+ * error, room in the ring, a doorbell now (not lazy) and no trace, and on
+ * a shared channel a turn of the ready chain that is its own for certain
+ * (post_shared.h view_at). Then it writes and rings in straight-line code,
+ * without the general path's separate branches on each, which a lone
+ * thread pays one after another. A tuning knob (kernels/README.md): 0, the
+ * general path always; 1, a thread posting alone, with the trace flag
+ * tested apart; 2, a thread posting alone; 3, the owner warp of an
+ * exclusive channel too (post_own). A shared channel's warp keeps the
+ * general path: with the test in its leader it measured no faster on the
+ * H200 (docs/PERFORMANCE.md). */
+#ifndef MARROW_FAST_PATH
+#define MARROW_FAST_PATH 3
+#endif
+
+/* The fast path's write and ring: traced as the general path's unless the
+ * test above already saw the trace flag clear. */
+MARROW_FN uint64_t fast_write(const Channel &ch, uint64_t idx, const Op &op) {
+    return MARROW_FAST_PATH >= 2 ? write_wqe_untraced(ch, idx, op) : write_wqe(ch, idx, op);
+}
+MARROW_FN void fast_ring(const Channel &ch, uint64_t end, uint64_t ctrl, bool force) {
+    if (MARROW_FAST_PATH >= 2) {
+        ring_untraced(ch, end, ctrl, force);
+    } else {
+        ring(ch, end, ctrl, force);
+    }
+}
+MARROW_FN bool trace_allows_fast(const Channel &ch) {
+    return MARROW_FAST_PATH < 2 || !ch.flag(MARROW_GCRB_CONFIG_TRACE_SHIFT);
 }
 
 } /* namespace marrow */

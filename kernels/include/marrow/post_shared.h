@@ -18,20 +18,39 @@ namespace marrow {
  * a snapshot of cons_idx and the atomic add are issued together: one round
  * trip to L2, not three. A reservation taken on a channel already in error
  * is never used; the error sticks, so nothing waits for it. */
-MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
+struct Reserved {
+    uint64_t idx, cons;
+    uint32_t status;
+};
+
+MARROW_FN Reserved reserve_issue(const Channel &ch, uint32_t n) {
     marrow_gcrb_heads *h = ch.heads();
     uint32_t status = load_relaxed32(&ch.err()->status);
     uint64_t cons = load_relaxed(&h->cons_idx);
-    *idx = atomic_add(&h->resv_head, n);
-    int rc = sticky_status(ch, status);
+    return Reserved{atomic_add(&h->resv_head, n), cons, status};
+}
+
+MARROW_FN int reserve_check(const Channel &ch, const Reserved &r, uint32_t n) {
+    int rc = sticky_status(ch, r.status);
     if (rc != OK) return rc;
     uint64_t depth = ch.c.sq_wqebbs;
-    if (*idx + n <= depth) return OK;
-    uint64_t need = *idx + n - depth;
+    if (r.idx + n <= depth) return OK;
+    uint64_t need = r.idx + n - depth;
     /* Room already (the snapshot can only be behind): the common case. No
      * store of ours to the slot can pass it: stores are not speculative. */
-    if (cons >= need) return OK;
+    if (r.cons >= need) return OK;
     return wait_shared(ch, need, MARROW_GCRB_WAIT_SLOT);
+}
+
+/* reserve_check's room test in one comparison, for the solo fast path. */
+MARROW_FN bool reserved_has_room(const Channel &ch, const Reserved &r, uint32_t n) {
+    return r.idx + n <= r.cons + ch.c.sq_wqebbs;
+}
+
+MARROW_FN int reserve(const Channel &ch, uint32_t n, uint64_t *idx) {
+    Reserved r = reserve_issue(ch, n);
+    *idx = r.idx;
+    return reserve_check(ch, r, n);
 }
 
 /* The ready chain: [idx, idx+n) becomes ready strictly in order, and only
@@ -294,6 +313,22 @@ MARROW_FN Waited mark_and_wait(const Channel &ch, uint64_t idx, uint64_t end) {
     return wait_ready(ch, idx);
 }
 
+/* The turn that rang hands ready_head on past `end`. The ring's wc_start
+ * (fence.acq_rel.sys) came after every WQE store this turn hands on: the
+ * group's (the warp barrier), the earlier holders' (our acquire of
+ * ready_head), the marked runs' (the claim's acquire), and after the
+ * claim's clears. A fence then a strong store is a release pattern (PTX
+ * memory consistency model), so the release store's own fence would only
+ * wait again. On the CPU wc_start orders stores only (sfence, dsb st):
+ * there the store stays a release. */
+MARROW_FN void hand_on_rung(const Channel &ch, uint64_t end) {
+#if MARROW_GPU
+    store_relaxed(&ch.heads()->ready_head, end);
+#else
+    store_release(&ch.heads()->ready_head, end);
+#endif
+}
+
 /* `v` was loaded before the caller's to_device() fence, which makes the
  * relaxed load of ready_head an acquire: if it already showed our turn,
  * there is nothing to wait for (only we can move it on). `solo`: a thread
@@ -342,19 +377,12 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
          * theirs: the WQEs are ordered before this doorbell record. */
         ring(ch, end, last_ctrl, force);
 #if MARROW_GPU
-        /* The ring's wc_start (fence.acq_rel.sys) came after every WQE
-         * store this turn hands on: the group's (the warp barrier), the
-         * earlier holders' (our acquire of ready_head), the marked runs'
-         * (the claim's acquire), and after the claim's clears. A fence
-         * then a strong store is a release pattern (PTX memory consistency
-         * model), so the release store's own fence would only wait again.
-         * On the CPU wc_start orders stores only (sfence, dsb st): keep
-         * the release. */
-        store_relaxed(&h->ready_head, end);
+        hand_on_rung(ch, end);
         if (solo) turn_ended(ch, end);
         return OK;
 #endif
     }
+    /* Unrung, or on the CPU: hand_on_rung's release store. */
     store_release(&h->ready_head, end);
     if (solo) turn_ended(ch, end);
     return OK;
@@ -364,8 +392,25 @@ MARROW_FN int ready_and_ring(const Channel &ch, uint64_t idx, uint32_t n, bool f
  * instruction and no branch on the group, each of which the compiler must
  * treat as divergent (post_own_solo is the exclusive twin). */
 MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
-    uint64_t idx;
-    int rc = reserve(ch, 1, &idx);
+    Reserved r = reserve_issue(ch, 1);
+    uint64_t idx = r.idx;
+#if MARROW_FAST_PATH && MARROW_CHAIN_END_SHORTCUT
+    /* The common case in one test (encoder.h): no error, room, not lazy,
+     * and our own last turn left ready_head at our WQEBB (view_at), so the
+     * turn is ours and we ring as the tail, as ready_and_ring would. */
+    if (r.status == MARROW_GCRB_STATUS_OK && reserved_has_room(ch, r, 1) && !lazy && idx == ch.own.resv &&
+        trace_allows_fast(ch)) {
+        uint64_t end = idx + 1, ctrl = fast_write(ch, idx, op);
+        /* Our WQE stores ahead of the doorbell record. */
+        to_device();
+        fast_ring(ch, end, ctrl, force_ring);
+        hand_on_rung(ch, end);
+        turn_ended(ch, end);
+        if (idx_out) *idx_out = idx;
+        return OK;
+    }
+#endif
+    int rc = reserve_check(ch, r, 1);
     if (rc != OK) return rc;
     ChainView view = view_at(ch, idx, lazy);
     uint64_t ctrl = write_wqe(ch, idx, op);
