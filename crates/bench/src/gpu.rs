@@ -367,16 +367,18 @@ fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: boo
     // made its figure move by 10% between runs while the posts' did not.
     // Safe: the engine reads a slot only after a doorbell names it, the
     // floor rings none, and each run's posts rewrite their slots first.
-    let base = marrow_transport::gcrb_page::config(&r.world.channels[0].page())
-        .ok_or("channel 0's GCRB config is unreadable")?
-        .sq_base();
-    // Its doorbell record and doorbell are scratch words: the real ones
-    // would be read by the engine.
-    let shm = marrow_softnic::Shm::create("floor", 64)?;
-    let region = shm.region();
-    r.gpu.register(&region)?;
-    let _unregister = Unregister(r.gpu, region);
-    let (dbrec, db) = (region.base_addr() as u64, region.base_addr() as u64 + 8);
+    let cfg = marrow_transport::gcrb_page::config(&r.world.channels[0].page())
+        .ok_or("channel 0's GCRB config is unreadable")?;
+    let base = cfg.sq_base();
+    // Its doorbell record and doorbell are scratch words on the pages of
+    // the real ones, which the engine would read: the word after the QP's
+    // doorbell record (the record is 8 bytes of a 64-byte block the
+    // softnic allocates) and the first word of its UAR page, whose
+    // doorbell registers are the BlueFlame ones at MLX5_BF_OFFSET, the
+    // only offsets the softnic reads. On a scratch page of its own the
+    // floor's rate took one of two levels from run to run whatever the
+    // posts' rate did; here the two move together (docs/PERFORMANCE.md).
+    let (dbrec, db) = (cfg.dbrec_addr() + 8, cfg.db_addr() - u64::from(marrow_mlx5::raw::MLX5_BF_OFFSET));
     // The shared protocol's steps one at a time (an exclusive post has none of them).
     if !exclusive {
         let mut prof = [u64::MAX; 6];
