@@ -6,6 +6,7 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file(format!("{kernels}/cpu/device_cpu.cpp"))
+        .file(format!("{kernels}/cpu/device_cpu_general.cpp"))
         .include(format!("{kernels}/include"))
         .flag("-std=c++17")
         .opt_level(2)

@@ -2,6 +2,7 @@
 // so that CPU threads run the same posting and polling code as the GPU,
 // against the softnic, in CI. Each takes the GCRB page's address.
 #include "marrow/device.h"
+#include "put_burst.h"
 
 namespace marrow {
 thread_local uint32_t cpu_thread_index = 0;
@@ -23,19 +24,9 @@ int marrow_cpu_put(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uin
     return marrow::put(Channel{page}, pe, roff, loff, len);
 }
 
-/* `count` puts of `len` bytes from one Channel object, slot i at offset
- * base + i * len of both windows, every `blocking_every`-th blocking (0: none),
- * then quiet: an exclusive channel's heads stay in that object's registers
- * throughout, as in a GPU thread's loop. The first error, or OK. */
+/* put_burst.h: a GPU thread's loop of puts, then quiet. */
 int marrow_cpu_put_burst(uint8_t *page, uint32_t pe, uint64_t base, uint32_t len, uint32_t count, uint32_t blocking_every) {
-    Channel ch{page};
-    for (uint32_t i = 0; i < count; i++) {
-        uint64_t off = base + (uint64_t)i * len;
-        bool blocking = blocking_every && (i + 1) % blocking_every == 0;
-        int rc = blocking ? marrow::put(ch, pe, off, off, len) : marrow::put_nbi(ch, pe, off, off, len);
-        if (rc != marrow::OK) return rc;
-    }
-    return marrow::quiet(ch);
+    return put_burst_on(page, pe, base, len, count, blocking_every);
 }
 
 int marrow_cpu_get(uint8_t *page, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {

@@ -12,6 +12,14 @@ unsafe extern "C" {
     fn marrow_cpu_put_nbi(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
     fn marrow_cpu_put(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
     fn marrow_cpu_put_burst(page: *mut u8, pe: u32, base: u64, len: u32, count: u32, blocking_every: u32) -> i32;
+    fn marrow_cpu_general_put_burst(
+        page: *mut u8,
+        pe: u32,
+        base: u64,
+        len: u32,
+        count: u32,
+        blocking_every: u32,
+    ) -> i32;
     fn marrow_cpu_get(page: *mut u8, pe: u32, roff: u64, loff: u64, len: u32) -> i32;
     fn marrow_cpu_fetch_add(page: *mut u8, pe: u32, roff: u64, value: u64, result_loff: u64, old: *mut u64) -> i32;
     fn marrow_cpu_compare_swap(
@@ -179,6 +187,21 @@ impl Device {
     pub fn put_burst(&self, pe: u32, base: u64, len: u32, count: u32, blocking_every: u32) -> Result<(), DeviceError> {
         // SAFETY: as in `put_nbi`.
         rc(unsafe { marrow_cpu_put_burst(self.page, pe, base, len, count, blocking_every) })
+    }
+
+    /// [`Device::put_burst`] through the device code's general path
+    /// (`kernels/cpu/device_cpu_general.cpp`, compiled with
+    /// `MARROW_FAST_PATH=0`): what the fast path is held to.
+    pub fn put_burst_general(
+        &self,
+        pe: u32,
+        base: u64,
+        len: u32,
+        count: u32,
+        blocking_every: u32,
+    ) -> Result<(), DeviceError> {
+        // SAFETY: as in `put_nbi`.
+        rc(unsafe { marrow_cpu_general_put_burst(self.page, pe, base, len, count, blocking_every) })
     }
 
     /// Blocking get.

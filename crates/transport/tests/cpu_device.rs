@@ -160,8 +160,11 @@ fn many_threads_on_a_deeper_ring() {
 #[test]
 fn bursts_from_one_channel_object_per_thread_share_a_ring() {
     const PER: usize = 150;
-    for (sq, ncqe) in [(2, 2), (4, 8), (64, 64)] {
-        let w = world(sq, ncqe, false);
+    // Untraced too: a traced post takes the general path, an untraced one
+    // the fast path when its turn is its own (encoder.h).
+    for (sq, ncqe, trace) in [(2, 2, true), (4, 8, true), (64, 64, true), (2, 2, false), (4, 8, false), (64, 64, false)]
+    {
+        let w = world_with(WorldConfig { sq_wqebbs: sq, ncqe, trace, ..WorldConfig::default() });
         let dev = Device::new(&w.channels[0]);
         let n = threads();
         let pattern = |t: usize, i: usize| (t as u64) << 32 | (i as u64 * 0x9e37) | 1;
@@ -174,7 +177,7 @@ fn bursts_from_one_channel_object_per_thread_share_a_ring() {
                         buf.write_bytes((t * PER + i) * 8, &pattern(t, i).to_le_bytes()).unwrap();
                     }
                     dev.put_burst(1, (t * PER * 8) as u64, 8, PER as u32, 5)
-                        .unwrap_or_else(|e| panic!("ring of {sq}, thread {t}: {e}\n{}", ch0.report()));
+                        .unwrap_or_else(|e| panic!("ring of {sq}, traced {trace}, thread {t}: {e}\n{}", ch0.report()));
                 });
             }
         });
@@ -182,12 +185,16 @@ fn bursts_from_one_channel_object_per_thread_share_a_ring() {
             for i in 0..PER {
                 let mut got = [0u8; 8];
                 w.bufs[1].read_bytes((t * PER + i) * 8, &mut got).unwrap();
-                assert_eq!(u64::from_le_bytes(got), pattern(t, i), "ring of {sq}, thread {t} put {i}");
+                assert_eq!(u64::from_le_bytes(got), pattern(t, i), "ring of {sq}, traced {trace}, thread {t} put {i}");
             }
         }
         let h = gcrb_page::heads(&w.channels[0].page()).unwrap();
         let all = (n * PER) as u64;
-        assert_eq!((h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()), (all, all, all, all), "ring of {sq}");
+        assert_eq!(
+            (h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx()),
+            (all, all, all, all),
+            "ring of {sq}, traced {trace}"
+        );
         assert_poll_state_agrees(&h);
         assert_ready_marks_clear(&w.channels[0].page());
     }
@@ -722,4 +729,77 @@ fn a_claim_stops_at_its_reach_and_the_next_claim_goes_on() {
     assert_eq!(dev.claim_run(end), end + CLAIM_REACH);
     // A claim from a clear mark takes nothing.
     assert_eq!(dev.claim_run(from), from);
+}
+
+/// The fast path (`MARROW_FAST_PATH`, encoder.h) held to the general path:
+/// the same burst of puts from one thread, through the default build on one
+/// channel and through the general path's build
+/// (`kernels/cpu/device_cpu_general.cpp`) on a second channel of the same
+/// PEs (same keys, same windows), leaves byte for byte the same WQEs but for
+/// the QP number, the same doorbell record and the same heads, on shared
+/// and exclusive channels, with and without early doorbells, rings that
+/// wrap and fill, blocking puts among them or not. Untraced: a traced
+/// channel always takes the general path.
+#[test]
+fn the_fast_path_writes_what_the_general_path_writes() {
+    const COUNT: u32 = 150;
+    for exclusive in [false, true] {
+        for early_doorbell in [true, false] {
+            for sq in [4u32, 64] {
+                for blocking_every in [0u32, 5] {
+                    let case = format!(
+                        "exclusive {exclusive}, early {early_doorbell}, ring {sq}, blocking every {blocking_every}"
+                    );
+                    let w = world_with(WorldConfig {
+                        sq_wqebbs: sq,
+                        ncqe: sq,
+                        exclusive,
+                        early_doorbell,
+                        extra_channels: 1,
+                        // Traced posts take the general path (encoder.h).
+                        trace: false,
+                        ..WorldConfig::default()
+                    });
+                    let pattern: Vec<u8> = (0..COUNT as usize * 8).map(|i| (i * 13 % 251) as u8).collect();
+                    w.bufs[0].write_bytes(0, &pattern).unwrap();
+                    let (fast, general) = (&w.channels[0], &w.more[0]);
+                    let mut landed = Vec::new();
+                    for (ch, general_path) in [(fast, false), (general, true)] {
+                        w.bufs[1].fill(0, pattern.len(), 0).unwrap();
+                        let dev = Device::new(ch);
+                        let r = if general_path {
+                            dev.put_burst_general(1, 0, 8, COUNT, blocking_every)
+                        } else {
+                            dev.put_burst(1, 0, 8, COUNT, blocking_every)
+                        };
+                        r.unwrap_or_else(|e| panic!("{case}, general path {general_path}: {e}\n{}", ch.report()));
+                        let mut got = vec![0u8; pattern.len()];
+                        w.bufs[1].read_bytes(0, &mut got).unwrap();
+                        assert_eq!(got, pattern, "{case}, general path {general_path}: the data");
+                        let hca = w.nic.hca();
+                        let q = hca.qp(ch.qpn).unwrap();
+                        let mut ring = vec![0u8; sq as usize * 64];
+                        q.mem.sq.read_bytes(0, &mut ring).unwrap();
+                        let mut dbrec = [0u8; 8];
+                        q.mem.dbrec.read_bytes(0, &mut dbrec).unwrap();
+                        let h = gcrb_page::heads(&ch.page()).unwrap();
+                        let heads = (h.resv_head(), h.ready_head(), h.prod_idx(), h.cons_idx(), h.cq_ci());
+                        landed.push((ch.qpn, ring, dbrec, heads));
+                    }
+                    let (b, a) = (landed.pop().unwrap(), landed.pop().unwrap());
+                    for (k, (wa, wb)) in a.1.chunks(64).zip(b.1.chunks(64)).enumerate() {
+                        // qpn_ds: the QP number above the segment count.
+                        let qpn_ds = |w: &[u8]| u32::from_be_bytes(w[4..8].try_into().unwrap());
+                        assert_eq!((qpn_ds(wa) >> 8, qpn_ds(wb) >> 8), (a.0, b.0), "{case}: WQEBB {k}'s QP numbers");
+                        let strip = |w: &[u8]| [&w[..4], &w[7..]].concat();
+                        assert_eq!(strip(wa), strip(wb), "{case}: WQEBB {k}, fast path then general path");
+                    }
+                    assert_eq!(a.2, b.2, "{case}: the doorbell records");
+                    assert_eq!(a.3, b.3, "{case}: the heads (resv, ready, prod, cons, cq_ci)");
+                    let all = u64::from(COUNT);
+                    assert_eq!((a.3.0, a.3.1, a.3.2, a.3.3), (all, all, all, all), "{case}: every put completed");
+                }
+            }
+        }
+    }
 }
