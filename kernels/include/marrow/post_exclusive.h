@@ -116,10 +116,10 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
      * would find, no error, room and a ring now. */
     if (o.status == MARROW_GCRB_STATUS_OK && end <= o.cons + ch.c.sq_wqebbs && !lazy && trace_allows_fast(ch)) {
         o.resv = end;
-        uint64_t ctrl = fast_write(ch, idx, op);
+        uint64_t ctrl = write_wqe_untraced(ch, idx, op);
         /* Our WQE stores ahead of the doorbell record. */
         to_device();
-        fast_ring(ch, end, ctrl, force_ring);
+        ring_untraced(ch, end, ctrl, force_ring);
         if (idx_out) *idx_out = idx;
         return OK;
     }
@@ -147,7 +147,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     /* Every lane's copy agrees (own_group), so each knows the base and the
      * room; only the leader acts on the CQ, and says whether it did. */
     uint64_t base = o.resv, end = base + g.size;
-#if MARROW_FAST_PATH >= 3
+#if MARROW_FAST_PATH >= 2
     /* post_own_solo's test, on every lane's copy of the heads: the same
      * answer everywhere, so only force_ring is exchanged. (Written out
      * twice: as one inline function it compiled to other instructions
@@ -156,12 +156,12 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         bool force = g.any(force_ring);
         uint64_t idx = base + g.rank;
         o.resv = end;
-        uint64_t ctrl = fast_write(ch, idx, op);
+        uint64_t ctrl = write_wqe_untraced(ch, idx, op);
         /* Each lane's WQE stores ahead of the leader's doorbell record. */
         to_device();
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
-        if (g.leader()) fast_ring(ch, end, last_ctrl, force);
+        if (g.leader()) ring_untraced(ch, end, last_ctrl, force);
         o.prod = end;
         if (idx_out) *idx_out = idx;
         return OK;

@@ -400,10 +400,10 @@ MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_ou
      * turn is ours and we ring as the tail, as ready_and_ring would. */
     if (r.status == MARROW_GCRB_STATUS_OK && reserved_has_room(ch, r, 1) && !lazy && idx == ch.own.resv &&
         trace_allows_fast(ch)) {
-        uint64_t end = idx + 1, ctrl = fast_write(ch, idx, op);
+        uint64_t end = idx + 1, ctrl = write_wqe_untraced(ch, idx, op);
         /* Our WQE stores ahead of the doorbell record. */
         to_device();
-        fast_ring(ch, end, ctrl, force_ring);
+        ring_untraced(ch, end, ctrl, force_ring);
         hand_on_rung(ch, end);
         turn_ended(ch, end);
         if (idx_out) *idx_out = idx;
