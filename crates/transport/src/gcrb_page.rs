@@ -54,8 +54,21 @@ pub fn fill(page: &Region, s: &GcrbSetup) -> Result<(), marrow_mmio::OutOfBounds
 /// Replace PE `pe`'s remote window (address, rkey) in a filled GCRB (the
 /// host owns it while no device code runs on the channel).
 pub fn set_key(page: &Region, pe: usize, raddr: u64, rkey: u32) -> Result<(), marrow_mmio::OutOfBounds> {
+    set_window(page, pe, raddr, rkey, 0)
+}
+
+/// [`set_key`] with the window's length in 4 KiB pages, which the device
+/// code checks each remote offset against (0: unchecked, the NIC checks
+/// the rkey).
+pub fn set_window(
+    page: &Region,
+    pe: usize,
+    raddr: u64,
+    rkey: u32,
+    rlen_pages: u32,
+) -> Result<(), marrow_mmio::OutOfBounds> {
     let mut k = gcrb_key::new_zeroed();
-    k.set_raddr(raddr).set_rkey(rkey);
+    k.set_raddr(raddr).set_rkey(rkey).set_rlen_pages(rlen_pages);
     page.write_bytes(GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE, k.as_bytes())
 }
 
@@ -80,6 +93,11 @@ fn read<T: FromBytes>(page: &Region, off: u32, size: usize) -> Option<T> {
 /// The configuration.
 pub fn config(page: &Region) -> Option<gcrb_config> {
     read(page, GCRB_OFF_CONFIG, gcrb_config::SIZE)
+}
+
+/// PE `pe`'s entry in the key table.
+pub fn key(page: &Region, pe: usize) -> Option<gcrb_key> {
+    read(page, GCRB_OFF_KEYS + u32::try_from(pe * gcrb_key::SIZE).ok()?, gcrb_key::SIZE)
 }
 
 /// The error block.

@@ -803,3 +803,58 @@ fn the_fast_path_writes_what_the_general_path_writes() {
         }
     }
 }
+
+/// Every window check refuses with `E_RANGE` and posts nothing; the ends
+/// that fit exactly are posted. PEs 4 and 5 sit past the four keys the
+/// device code caches, so their keys come from the table in memory: PE 4
+/// is PE 1's window unbounded (the NIC checks its rkey), PE 5 the same
+/// window's first page, checked by the device code.
+#[test]
+fn every_window_check_refuses_and_posts_nothing() {
+    for exclusive in [false, true] {
+        let w = world_with(WorldConfig { sq_wqebbs: 64, ncqe: 64, exclusive, ..WorldConfig::default() });
+        let page = w.channels[0].page();
+        let k1 = gcrb_page::key(&page, 1).unwrap();
+        gcrb_page::set_window(&page, 4, k1.raddr(), k1.rkey(), 0).unwrap();
+        gcrb_page::set_window(&page, 5, k1.raddr(), k1.rkey(), 1).unwrap();
+        gcrb_page::edit_config(&page, |c| {
+            c.set_key_count(6);
+        })
+        .unwrap();
+        let dev = Device::new(&w.channels[0]);
+        let len = w.bufs[0].len() as u64;
+        let refused: [(&str, u32, u64, u64, u32); 9] = [
+            ("a PE past the key table", 6, 0, 0, 8),
+            ("a PE far past it", u32::MAX, 0, 0, 8),
+            ("a remote end past the checked window", 5, 4096 - 4, 0, 8),
+            ("a remote offset past the checked window", 5, 4097, 0, 0),
+            ("a remote offset far past the checked window", 5, u64::MAX - 3, 0, 8),
+            ("a local end past the window", 1, 0, len - 4, 8),
+            ("a local offset past the window", 4, 0, len + 1, 0),
+            ("a local offset that wraps with the length", 1, 0, u64::MAX - 3, 8),
+            ("the inline bit in the length", 1, 0, 0, 0x8000_0008),
+        ];
+        for (what, pe, roff, loff, n) in refused {
+            let before = gcrb_page::heads(&page).unwrap().resv_head();
+            assert_eq!(
+                dev.put_nbi(pe, roff, loff, n),
+                Err(DeviceError::of(DeviceStatus::RANGE)),
+                "{what} (exclusive {exclusive})"
+            );
+            dev.quiet().unwrap();
+            assert_eq!(gcrb_page::heads(&page).unwrap().resv_head(), before, "{what} posted a WQE");
+        }
+        assert_eq!(gcrb_page::error(&page).unwrap().status(), GcrbStatus::OK.0, "a refusal is not sticky");
+        // The ends that fit: PE 4 (the table's key, unbounded) and the last
+        // 8 bytes of PE 5's one page land in PE 1's buffer.
+        w.bufs[0].write_bytes(0, &[0x4a; 8]).unwrap();
+        w.bufs[0].write_bytes(8, &[0x5b; 8]).unwrap();
+        dev.put(4, 64, 0, 8).unwrap();
+        dev.put(5, 4096 - 8, 8, 8).unwrap();
+        let mut got = [0u8; 8];
+        w.bufs[1].read_bytes(64, &mut got).unwrap();
+        assert_eq!(got, [0x4a; 8], "PE 4's put (exclusive {exclusive})");
+        w.bufs[1].read_bytes(4096 - 8, &mut got).unwrap();
+        assert_eq!(got, [0x5b; 8], "PE 5's put (exclusive {exclusive})");
+    }
+}

@@ -205,38 +205,54 @@ MARROW_FN int sticky_error(const Channel &ch) {
 
 /* ------------------------------------------------------------ windows */
 
-MARROW_FN int remote(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
-    if (pe >= ch.c.key_count) return E_RANGE;
+/* Whether PE `pe`'s window holds `len` bytes at `off`; its address and
+ * key in either case (unused when it does not). */
+MARROW_FN bool remote_in(const Channel &ch, uint32_t pe, uint64_t off, uint64_t len, uint64_t *raddr, uint32_t *rkey) {
+    bool known = pe < ch.c.key_count;
     /* By value, with constant indices only: a pointer that may point into
      * the Channel, or an index into its array known only at run time, puts
      * the whole Channel in local memory, which the L1 invalidation of every
-     * system-scope fence then sends to L2 on its next use. */
-    uint64_t base, pages;
-    uint32_t key;
-    if (pe < CACHED_KEYS) {
-        /* Written out: NVRTC keeps a loop here (even with #pragma unroll)
-         * until after the pass that would put the Channel in registers. */
-        static_assert(CACHED_KEYS == 4, "remote() picks among four cached keys");
-        base = ch.k[0].raddr, pages = ch.k[0].rlen_pages, key = ch.k[0].rkey;
-        if (pe == 1) base = ch.k[1].raddr, pages = ch.k[1].rlen_pages, key = ch.k[1].rkey;
-        if (pe == 2) base = ch.k[2].raddr, pages = ch.k[2].rlen_pages, key = ch.k[2].rkey;
-        if (pe == 3) base = ch.k[3].raddr, pages = ch.k[3].rlen_pages, key = ch.k[3].rkey;
-    } else {
+     * system-scope fence then sends to L2 on its next use. Written out:
+     * NVRTC keeps a loop here (even with #pragma unroll) until after the
+     * pass that would put the Channel in registers. */
+    static_assert(CACHED_KEYS == 4, "remote_in() picks among four cached keys");
+    uint64_t base = ch.k[0].raddr, pages = ch.k[0].rlen_pages;
+    uint32_t key = ch.k[0].rkey;
+    if (pe == 1) base = ch.k[1].raddr, pages = ch.k[1].rlen_pages, key = ch.k[1].rkey;
+    if (pe == 2) base = ch.k[2].raddr, pages = ch.k[2].rlen_pages, key = ch.k[2].rkey;
+    if (pe == 3) base = ch.k[3].raddr, pages = ch.k[3].rlen_pages, key = ch.k[3].rkey;
+    if (known && pe >= CACHED_KEYS) {
         const marrow_gcrb_key *k = ch.key(pe);
         base = k->raddr, pages = k->rlen_pages, key = k->rkey;
     }
-    /* With P2P nothing downstream checks a window (no rkey): the length does. */
+    /* With P2P nothing downstream checks a window (no rkey): the length
+     * does. A window of 0 pages is unchecked (the NIC's rkey checks it). */
     uint64_t lim = pages << 12;
-    if (lim && (off > lim || len > lim - off)) return E_RANGE;
     *raddr = base + off;
     *rkey = key;
-    return OK;
+    return known & ((lim == 0) | ((off <= lim) & (len <= lim - off)));
+}
+
+/* Whether the local window holds `len` bytes at `off`; their address. */
+MARROW_FN bool local_in(const Channel &ch, uint64_t off, uint64_t len, uint64_t *laddr) {
+    *laddr = ch.c.local_base + off;
+    return (off <= ch.c.local_len) & (len <= ch.c.local_len - off);
 }
 
 MARROW_FN int local(const Channel &ch, uint64_t off, uint64_t len, uint64_t *laddr) {
-    if (off > ch.c.local_len || len > ch.c.local_len - off) return E_RANGE;
-    *laddr = ch.c.local_base + off;
-    return OK;
+    return local_in(ch, off, len, laddr) ? OK : E_RANGE;
+}
+
+/* Both ends of a transfer, in one test: the checks are compares joined
+ * with `&` and `|`, which compile to predicates and a single branch. As
+ * one early return after another, each a branch a lone thread takes in
+ * turn, they cost its post about as much as writing the WQE does
+ * (scripts/gpu_probe/exclusive_post.cu). Nothing is written when a check
+ * fails: the caller posts nothing. */
+MARROW_FN int ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, uint64_t *raddr,
+                   uint32_t *rkey, uint64_t *laddr) {
+    bool in = remote_in(ch, pe, roff, len, raddr, rkey);
+    return in & local_in(ch, loff, len, laddr) ? OK : E_RANGE;
 }
 
 } /* namespace marrow */

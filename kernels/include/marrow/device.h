@@ -74,9 +74,8 @@ MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t rof
     /* A pointer data segment's byte_count has bit 31 clear: set, the NIC
      * reads the segment as inline data (MLX5_INLINE_SEG). The window
      * checks below allow any length their windows hold. */
-    if (len & MARROW_MLX5_INLINE_SEG) return E_RANGE;
-    int rc = remote(ch, pe, roff, len, &op->raddr, &op->rkey);
-    if (rc == OK) rc = local(ch, loff, len, &op->laddr);
+    int rc = ends(ch, pe, roff, loff, len, &op->raddr, &op->rkey, &op->laddr);
+    if (len & MARROW_MLX5_INLINE_SEG) rc = E_RANGE;
     op->opcode = opcode;
     op->lkey = ch.c.local_lkey;
     op->len = len;
@@ -131,8 +130,7 @@ MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
 MARROW_FN int atomic_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t result_loff,
                         uint64_t swap_add, uint64_t compare, uint8_t fm_ce_se, Op *op) {
     *op = Op{};
-    int rc = remote(ch, pe, roff, 8, &op->raddr, &op->rkey);
-    if (rc == OK) rc = local(ch, result_loff, 8, &op->laddr);
+    int rc = ends(ch, pe, roff, result_loff, 8, &op->raddr, &op->rkey, &op->laddr);
     if (rc != OK) return rc;
     op->opcode = opcode;
     op->lkey = ch.c.local_lkey;

@@ -24,8 +24,7 @@ MARROW_FN bool p2p(const Channel &ch) { return ch.c.transport == MARROW_GCRB_TRA
 MARROW_FN int p2p_ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, uint8_t **r, uint8_t **l) {
     uint64_t raddr = 0, laddr = 0;
     uint32_t rkey;
-    int rc = remote(ch, pe, roff, len, &raddr, &rkey);
-    if (rc == OK) rc = local(ch, loff, len, &laddr);
+    int rc = ends(ch, pe, roff, loff, len, &raddr, &rkey, &laddr);
     *r = (uint8_t *)raddr;
     *l = (uint8_t *)laddr;
     return rc;
