@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <cuda_runtime.h>
 #include "marrow/device.h"
+#include "probe_gcrb.cuh"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
@@ -253,29 +254,8 @@ int main() {
         int worst = 0;
         for (int rep = 0; rep < 5; rep++) {
             // A fresh exclusive channel each run: heads at zero.
-            static uint8_t img[4096];
-            memset(img, 0, sizeof img);
-            marrow_gcrb_config *c = (marrow_gcrb_config *)(img + MARROW_GCRB_OFF_CONFIG);
-            c->magic = MARROW_GCRB_MAGIC;
-            c->version = MARROW_GCRB_VERSION;
-            c->qpn = 0x100;
-            c->flags = 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT | (lazy ? 1u << MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT : 0u);
-            c->sq_base = (uint64_t)ring;
-            c->sq_wqebbs = SQ;
-            c->sq_stride = 64;
-            c->dbrec_addr = (uint64_t)dbrec;
-            c->db_addr = (uint64_t)db;
-            c->db_size = 8;
-            c->cq_ncqe = SQ;
-            c->cq_base = (uint64_t)(dbrec + 1024);
-            c->local_lkey = 0x11;
-            c->local_base = (uint64_t)local;
-            c->local_len = 1 << 20;
-            c->timeout_ns = 1000000000ull;
-            c->key_count = 2;
-            c->transport = MARROW_GCRB_TRANSPORT_MLX5;
-            marrow_gcrb_key *k = (marrow_gcrb_key *)(img + MARROW_GCRB_OFF_KEYS);
-            for (int p = 0; p < 2; p++) k[p].raddr = 0x10000000ull * (p + 1), k[p].rkey = 0x22 + p, k[p].rlen_pages = 256;
+            static uint8_t img[MARROW_GCRB_PAGE_SIZE];
+            probe_gcrb(img, 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT | (lazy ? 1u << MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT : 0u), ring, SQ, dbrec, db, local);
             CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
             CK(cudaMemset(rc, 0, 4));
             if (lazy)

@@ -444,7 +444,8 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     /* Our WQE stores before any holder of the chain rings past them. */
     to_device();
     bool force = g.any(force_ring);
-    uint64_t last_ctrl = g.from_last64(ctrl);
+    /* The last lane's control bytes are the doorbell only with flags.db_ctrl_bytes. */
+    uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
     g.sync();
     if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view, false);
     rc = g.from_leader32(rc);
