@@ -244,11 +244,10 @@ MARROW_FN int local(const Channel &ch, uint64_t off, uint64_t len, uint64_t *lad
 }
 
 /* Both ends of a transfer, in one test: the checks are compares joined
- * with `&` and `|`, which compile to predicates and a single branch. As
- * one early return after another, each a branch a lone thread takes in
- * turn, they cost its post about as much as writing the WQE does
- * (scripts/gpu_probe/exclusive_post.cu). Nothing is written when a check
- * fails: the caller posts nothing. */
+ * with `&` and `|`, which compile to predicates and a single branch, where
+ * one early return after another made branches a lone thread takes in
+ * turn (scripts/gpu_probe/exclusive_post.cu times the step). On E_RANGE
+ * the caller posts nothing. */
 MARROW_FN int ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint64_t len, uint64_t *raddr,
                    uint32_t *rkey, uint64_t *laddr) {
     bool in = remote_in(ch, pe, roff, len, raddr, rkey);

@@ -71,9 +71,9 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
 /* A WRITE or READ between local offset `loff` and PE `pe`'s window at `roff`. */
 MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, Op *op) {
     *op = Op{};
-    /* A pointer data segment's byte_count has bit 31 clear: set, the NIC
-     * reads the segment as inline data (MLX5_INLINE_SEG). The window
-     * checks below allow any length their windows hold. */
+    /* The window checks allow any length their windows hold; a pointer
+     * data segment's byte_count also has bit 31 clear (set, the NIC reads
+     * the segment as inline data: MLX5_INLINE_SEG). */
     int rc = ends(ch, pe, roff, loff, len, &op->raddr, &op->rkey, &op->laddr);
     if (len & MARROW_MLX5_INLINE_SEG) rc = E_RANGE;
     op->opcode = opcode;
