@@ -7,6 +7,7 @@
 use crate::error::BenchError;
 use crate::figure_report::{Collect, FigureReport};
 use crate::gpu_rows;
+use crate::placement;
 use marrow_softnic::Faults;
 use marrow_transport::gpu::{DeviceGcrb, Gpu, Grid, RwKernel};
 use marrow_transport::{DeviceError, World, WorldConfig};
@@ -298,8 +299,11 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
     let pong = region.atomic_u64(64)?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut floors = [f64::MAX; 2];
+    // Where the answering thread ran, first and last (placement.rs).
+    let mut answered_on = (None, None);
     std::thread::scope(|s| -> Res<()> {
-        s.spawn(|| {
+        let responder = s.spawn(|| {
+            let first = placement::current_cpu();
             let mut last = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let v = ping.load(std::sync::atomic::Ordering::Acquire);
@@ -309,6 +313,7 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
                 }
                 std::hint::spin_loop();
             }
+            (first, placement::current_cpu())
         });
         let (pp, pg, to) = (region.base_addr() as u64, region.base_addr() as u64 + 64, 5_000_000_000u64);
         // Both flavours, best of 3 each. Each run counts from 1 again and
@@ -327,17 +332,30 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
         };
         let res = run();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        answered_on = responder.join().map_err(|_| "the ping-pong responder panicked")?;
         res
     })?;
     let floor = floors[0].min(floors[1]);
+    let engines = placement::threads_named("softnic-engine")
+        .into_iter()
+        .map(|(_, cpu)| placement::describe(Some(cpu)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let moved = if answered_on.0 != answered_on.1 {
+        format!(", then {}", placement::describe(answered_on.1))
+    } else {
+        String::new()
+    };
     writeln!(
         o,
-        "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3)",
+        "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3); ping answered on {}{moved}; engine threads last on {}",
         put_ns / 1e3,
         floor / 1e3,
         floors[0] / 1e3,
         floors[1] / 1e3,
-        put_ns / floor
+        put_ns / floor,
+        placement::describe(answered_on.0),
+        if engines.is_empty() { "none found".to_string() } else { engines },
     )?;
     gpu_rows::blocking_put(put_ns, floors).into_iter().for_each(|x| c.add(x));
     Ok((put_ns, floor))

@@ -24,6 +24,7 @@ pub mod gpu_rows;
 pub mod latency;
 pub mod p2p;
 pub mod perftest;
+pub mod placement;
 pub mod plot;
 pub mod render;
 pub mod report;
