@@ -290,27 +290,13 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
         put_ns = put_ns.min(ns as f64 / iters as f64);
     }
 
-    // Floor: ping-pong with a CPU thread through the pages the put's own
-    // round trip crosses: the GPU's ping goes where its doorbell goes, the
-    // QP's UAR page (its first word, which the softnic never reads: its
-    // doorbell registers are the BlueFlame ones at MLX5_BF_OFFSET), and the
-    // CPU's pong where the CQE comes back, the CQ's mapping (the word after
-    // the CQ doorbell record, in the 64-byte block the softnic allocates
-    // for it). On a fresh page of its own each time, the floor's level
-    // changed from one call to the next, its thread on the same CPU, while
-    // the puts' did not (docs/PERFORMANCE.md).
-    let ch0 = &r.world.channels[0];
-    let (uar, cq, cq_ring) = {
-        let hca = r.world.nic.hca();
-        let q = hca.qp(ch0.qpn).map_err(|e| format!("channel 0's QP: {e}"))?;
-        let c = hca.cq(ch0.cqn).map_err(|e| format!("channel 0's CQ: {e}"))?;
-        (q.mem.uar_page.clone(), c.shm.clone(), marrow_softnic::cq::cq_layout(c.ncqe).0)
-    };
-    let (uar, cq) = (uar.region(), cq.region());
-    let ping = uar.atomic_u64(0)?;
-    let pong = cq.atomic_u64(cq_ring + 8)?;
-    ping.store(0, std::sync::atomic::Ordering::Relaxed);
-    pong.store(0, std::sync::atomic::Ordering::Relaxed);
+    // Floor: ping-pong with a CPU thread through the same kind of memory.
+    let shm = marrow_softnic::Shm::create("pingpong", 4096)?;
+    let region = shm.region();
+    r.gpu.register(&region)?;
+    let _unregister = Unregister(r.gpu, region);
+    let ping = region.atomic_u64(0)?;
+    let pong = region.atomic_u64(64)?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut floors = [f64::MAX; 2];
     // Where the answering thread ran, first and last (placement.rs).
@@ -329,8 +315,7 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
             }
             (first, placement::current_cpu())
         });
-        // Both mappings are registered with the GPU at their host addresses (rig_on).
-        let (pp, pg, to) = (uar.base_addr() as u64, cq.base_addr() as u64 + cq_ring as u64 + 8, 5_000_000_000u64);
+        let (pp, pg, to) = (region.base_addr() as u64, region.base_addr() as u64 + 64, 5_000_000_000u64);
         // Both flavours, best of 3 each. Each run counts from 1 again and
         // the CPU thread answers any change of `ping`, so runs chain.
         let mut run = || -> Res<()> {
@@ -374,6 +359,15 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
     )?;
     gpu_rows::blocking_put(put_ns, floors).into_iter().for_each(|x| c.add(x));
     Ok((put_ns, floor))
+}
+
+/// Unregisters a region when dropped.
+struct Unregister<'g>(&'g Gpu, marrow_driver::Region);
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unregister(&self.1);
+    }
 }
 
 /// (a) posting rate against the floor of the same stores and fences into
