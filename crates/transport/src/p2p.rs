@@ -12,9 +12,8 @@ use crate::TransportError;
 use crate::gpu::{Gpu, Grid, cuda};
 use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys as cu;
-use marrow_gcrb::{GCRB_OFF_KEYS, GcrbTransport, gcrb_key};
+use marrow_gcrb::GcrbTransport;
 use marrow_mmio::Region;
-use zerocopy::{FromBytes, IntoBytes};
 
 /// The 64 bytes of a `CUipcMemHandle`, as sent between PEs.
 pub type IpcHandle = [u8; 64];
@@ -382,14 +381,8 @@ pub fn fill(page: &Region, s: &P2pSetup) -> Result<(), marrow_mmio::OutOfBounds>
             c.set_relay_ring(r.ring).set_relay_entries(r.entries).set_relay_min_kib(r.min_kib);
         }
     })?;
-    for (pe, (_, len)) in s.keys.iter().enumerate() {
-        let koff = GCRB_OFF_KEYS as usize + pe * gcrb_key::SIZE;
-        let mut kb = vec![0u8; gcrb_key::SIZE];
-        page.read_bytes(koff, &mut kb)?;
-        let mut k =
-            gcrb_key::read_from_bytes(&kb).unwrap_or_else(|_| unreachable!("read_bytes filled gcrb_key::SIZE bytes"));
-        k.set_rlen_pages(u32::try_from(len / 4096).unwrap_or(u32::MAX));
-        page.write_bytes(koff, k.as_bytes())?;
+    for (pe, (addr, len)) in s.keys.iter().enumerate() {
+        crate::gcrb_page::set_window(page, pe, *addr, 0, u32::try_from(len / 4096).unwrap_or(u32::MAX))?;
     }
     Ok(())
 }
