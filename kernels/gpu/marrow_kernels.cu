@@ -92,11 +92,14 @@ extern "C" __global__ void marrow_put_latency_kernel(uint8_t *page, uint32_t pe,
 }
 
 // The floor for put latency: a ping-pong with a CPU thread through the same
-// host memory. The GPU writes i to *ping, the CPU answers i in *pong. With
-// `lean`, plain system-scope stores and relaxed loads (no release/acquire
-// fences): the fastest round trip the memory allows.
-extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong, uint32_t iters, uint64_t timeout_ns,
-                                                  uint32_t lean, uint64_t *ns, int *rc) {
+// host memory. The GPU writes i to *ping, the CPU answers i in the pong
+// ring's slot i % walk (64-byte slots from `pong`), as a CQ's slots walk:
+// how long a GPU read of host memory takes depends on the page, so a floor
+// on one line is one page's draw, while the put's CQEs cover dozens of
+// pages. With `lean`, plain system-scope stores and relaxed loads (no
+// release/acquire fences): the fastest round trip the memory allows.
+extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong, uint32_t walk, uint32_t iters,
+                                                  uint64_t timeout_ns, uint32_t lean, uint64_t *ns, int *rc) {
     uint64_t t0 = marrow::now_ns();
     for (uint32_t i = 1; i <= iters; i++) {
         if (lean) {
@@ -104,8 +107,9 @@ extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong
         } else {
             marrow::store_release_sys(ping, i);
         }
+        const uint64_t *slot = pong + (uint64_t)(i % walk) * 8;
         uint64_t start = marrow::now_ns();
-        while ((lean ? marrow::load_device_u64(pong) : marrow::load_acquire_sys(pong)) != i) {
+        while ((lean ? marrow::load_device_u64(slot) : marrow::load_acquire_sys(slot)) != i) {
             if (marrow::now_ns() - start > timeout_ns) {
                 *rc = marrow::E_TIMEOUT;
                 return;

@@ -290,13 +290,20 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
         put_ns = put_ns.min(ns as f64 / iters as f64);
     }
 
-    // Floor: ping-pong with a CPU thread through the same kind of memory.
-    let shm = marrow_softnic::Shm::create("pingpong", 4096)?;
+    // Floor: ping-pong with a CPU thread through the same kind of memory,
+    // the ping on a page of its own as the doorbell is, the pong walking a
+    // ring of CQ_DEPTH 64-byte slots as the put's CQEs do. A GPU read of
+    // host memory takes longer on some pages than on others, each page
+    // keeping its level (scripts/gpu_probe/pingpong_pages.cu, figures in
+    // docs/PERFORMANCE.md), so a floor on one line is one page's draw,
+    // while the puts read their CQEs from dozens of pages.
+    const PONG: usize = 4096;
+    let shm = marrow_softnic::Shm::create("pingpong", PONG + CQ_DEPTH as usize * 64)?;
     let region = shm.region();
     r.gpu.register(&region)?;
     let _unregister = Unregister(r.gpu, region);
     let ping = region.atomic_u64(0)?;
-    let pong = region.atomic_u64(64)?;
+    let pong = |v: u64| region.atomic_u64(PONG + (v % u64::from(CQ_DEPTH)) as usize * 64);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut floors = [f64::MAX; 2];
     // Where the answering thread ran, first and last (placement.rs).
@@ -308,20 +315,27 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let v = ping.load(std::sync::atomic::Ordering::Acquire);
                 if v != last {
-                    pong.store(v, std::sync::atomic::Ordering::Release);
+                    if let Ok(slot) = pong(v) {
+                        slot.store(v, std::sync::atomic::Ordering::Release);
+                    }
                     last = v;
                 }
                 std::hint::spin_loop();
             }
             (first, placement::current_cpu())
         });
-        let (pp, pg, to) = (region.base_addr() as u64, region.base_addr() as u64 + 64, 5_000_000_000u64);
+        let (pp, pg, to) = (region.base_addr() as u64, (region.base_addr() + PONG) as u64, 5_000_000_000u64);
         // Both flavours, best of 3 each. Each run counts from 1 again and
         // the CPU thread answers any change of `ping`, so runs chain.
         let mut run = || -> Res<()> {
             for round in 0..6 {
                 let lean = round % 2 == 1;
-                let (rc, ns) = r.gpu.pingpong(pp, pg, iters, to, lean)?;
+                // Each run counts from 1 again: a slot still holding its
+                // value from the run before would answer before the CPU
+                // did. The responder is idle here (it answered the last
+                // ping of the run before).
+                region.fill(PONG, CQ_DEPTH as usize * 64, 0)?;
+                let (rc, ns) = r.gpu.pingpong(pp, pg, CQ_DEPTH, iters, to, lean)?;
                 if rc != 0 {
                     return Err("ping-pong floor timed out".into());
                 }
@@ -348,7 +362,7 @@ fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, f64)> {
     };
     writeln!(
         o,
-        "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3); ping answered on {}{moved}; engine threads last on {}",
+        "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor (the pong walking a CQ-sized ring) {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3); ping answered on {}{moved}; engine threads last on {}",
         put_ns / 1e3,
         floor / 1e3,
         floors[0] / 1e3,

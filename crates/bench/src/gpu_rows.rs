@@ -6,7 +6,8 @@
 use crate::figure_report::{FLOOR_OVER_MEASURED, MEASURED_OVER_FLOOR, Row, Target};
 
 /// The blocking-put latency floor.
-pub const PINGPONG_FLOOR: &str = "GPU<->CPU ping-pong through host memory, the faster flavour";
+pub const PINGPONG_FLOOR: &str =
+    "GPU<->CPU ping-pong through host memory, the pong walking a CQ-sized ring, the faster flavour";
 /// The posting-rate floor, before its ring note.
 pub const STORE_FLOOR: &str = "the same stores and fences, the WQEs into the same send queue";
 /// The bandwidth floor of `bench gpu`'s (d).

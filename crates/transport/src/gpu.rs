@@ -432,24 +432,29 @@ impl Gpu {
         self.stream.clone_dtoh(&ns).map_err(cuda)
     }
 
-    /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i at
-    /// `pong` (registered host addresses), with release/acquire or, `lean`,
-    /// plain system-scope accesses: (result code, total ns).
+    /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i in
+    /// slot i % `walk` of the ring of 64-byte slots at `pong` (registered
+    /// host addresses), with release/acquire or, `lean`, plain system-scope
+    /// accesses: (result code, total ns).
     pub fn pingpong(
         &self,
         ping: u64,
         pong: u64,
+        walk: u32,
         iters: u32,
         timeout_ns: u64,
         lean: bool,
     ) -> Result<(i32, u64), TransportError> {
+        if walk == 0 {
+            return Err(TransportError::Config("a ping-pong ring needs at least one slot".into()));
+        }
         let lean = u32::from(lean);
         let f = self.function("marrow_pingpong_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&ping).arg(&pong).arg(&iters).arg(&timeout_ns).arg(&lean).arg(&mut ns).arg(&mut rc);
-        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u64, u32, u64*, int*).
+        b.arg(&ping).arg(&pong).arg(&walk).arg(&iters).arg(&timeout_ns).arg(&lean).arg(&mut ns).arg(&mut rc);
+        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u32, u64, u32, u64*, int*).
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
         Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
