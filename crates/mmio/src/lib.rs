@@ -12,7 +12,7 @@
 pub mod barrier;
 pub mod region;
 
-pub use region::{Access, OutOfBounds, Region, TraceHook};
+pub use region::{Access, OutOfBounds, Prefetch, Region, TraceHook};
 
 #[cfg(test)]
 mod tests {
@@ -52,6 +52,17 @@ mod tests {
         let s = r.sub(8, 8).unwrap();
         s.write_8bytes(0, [1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         assert_eq!(r.read_8bytes(8).unwrap(), [1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn a_prefetch_is_bounds_checked_and_changes_nothing() {
+        let (mem, r) = window(2);
+        let before: Vec<u64> = mem.to_vec();
+        r.prefetch(0, Prefetch::Read).unwrap();
+        r.prefetch(15, Prefetch::Write).unwrap();
+        assert_eq!(r.prefetch(16, Prefetch::Read), Err(OutOfBounds { offset: 16, len: 1, size: 16 }));
+        assert_eq!(mem.to_vec(), before);
+        assert_eq!(r.read_8bytes(8).unwrap(), [0xA5; 8]);
     }
 
     #[test]

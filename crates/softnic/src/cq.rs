@@ -110,6 +110,14 @@ impl Cq {
         self.dbrec.read_be32(4 * MLX5_CQ_SET_CI as usize).unwrap_or(0) & 0x00ff_ffff
     }
 
+    /// Byte offset in `buf` of the slot the next CQE goes to.
+    pub fn next_slot_offset(&self) -> usize {
+        match self.mode {
+            CqMode::Normal => (self.pi % self.ncqe.max(1)) as usize * CQE,
+            CqMode::Collapsed => 0,
+        }
+    }
+
     /// Write one CQE. `Err` when the CQ overflows (or already has): the
     /// caller moves the QP to the error state, as the HCA does on a CQ error.
     pub fn push(&mut self, c: &Completion, qpn: u32, trace: &mut Option<Recorder>) -> Result<(), CqError> {
@@ -128,13 +136,13 @@ impl Cq {
             }
             return Err(CqError);
         }
-        let (slot, owner) = match self.mode {
-            CqMode::Normal => ((self.pi % self.ncqe) as usize, owner_bit_for(self.pi, self.ncqe) == 1),
+        let owner = match self.mode {
+            CqMode::Normal => owner_bit_for(self.pi, self.ncqe) == 1,
             // Slot 0 always; the owner bit alternates so each CQE differs.
-            CqMode::Collapsed => (0, self.pi & 1 == 1),
+            CqMode::Collapsed => self.pi & 1 == 1,
         };
         let bytes = encode_cqe(c, owner).map_err(|_| CqError)?;
-        let off = slot * CQE;
+        let off = self.next_slot_offset();
         // Payload first, op_own last: a poller that sees the new owner bit
         // (then issues its from_device barrier) sees the whole CQE.
         let mut payload = [0u8; CQE - 1];
