@@ -858,3 +858,65 @@ fn every_window_check_refuses_and_posts_nothing() {
         assert_eq!(got, [0x5b; 8], "PE 5's put (exclusive {exclusive})");
     }
 }
+
+/// A wait's first CQE in straight-line code (`fast_first`: trace off, an
+/// overrun-ignoring owner-bit CQ), on a shared channel and an exclusive
+/// one, gives the general walk's answers: blocking calls across CQ wraps,
+/// an error CQE's syndrome, a decoded timeout, and the heads for the host.
+#[test]
+fn the_fast_first_cqe_completes_fails_and_times_out_as_the_general_walk() {
+    for exclusive in MODES {
+        fast_first_cqe(exclusive);
+    }
+}
+
+fn fast_first_cqe(exclusive: bool) {
+    let world = |timeout| {
+        World::new(WorldConfig {
+            sq_wqebbs: 4,
+            ncqe: 4,
+            exclusive,
+            trace: false,
+            cq_overrun_ignore: true,
+            early_doorbell: true,
+            timeout,
+            ..WorldConfig::default()
+        })
+        .unwrap()
+    };
+    // Completions: 3 passes over a CQ of 4, each put's bytes where they belong.
+    let w = world(Duration::from_secs(5));
+    let dev = Device::new(&w.channels[0]);
+    for k in 0..12u64 {
+        w.bufs[0].write_bytes(0, &k.to_ne_bytes()).unwrap();
+        dev.put(1, 8 * k, 0, 8).unwrap();
+        let mut got = [0u8; 8];
+        w.bufs[1].read_bytes(8 * k as usize, &mut got).unwrap();
+        assert_eq!(u64::from_ne_bytes(got), k, "exclusive {exclusive}: put {k}");
+    }
+    w.bufs[1].write_bytes(512, &7u64.to_ne_bytes()).unwrap();
+    assert_eq!(dev.fetch_add(1, 512, 1, 4096).unwrap(), 7);
+    let h = gcrb_page::heads(&w.channels[0].page()).unwrap();
+    assert_eq!((h.resv_head(), h.prod_idx(), h.cons_idx(), h.cq_ci()), (13, 13, 13, 13), "exclusive {exclusive}");
+
+    // An error CQE: the fast wait leaves it to the general walk, which decodes it.
+    let w = world(Duration::from_millis(100));
+    w.set_faults(0, Faults { fail_wqe: Some((1, Syndrome::REMOTE_ACCESS_ERR, 0x88)), ..Faults::default() }).unwrap();
+    let dev = Device::new(&w.channels[0]);
+    dev.put(1, 0, 0, 8).unwrap();
+    let e = dev.put(1, 0, 0, 8).unwrap_err();
+    assert_eq!(e.syndrome(), Some(Syndrome::REMOTE_ACCESS_ERR), "exclusive {exclusive}: {e}");
+    let err = gcrb_page::error(&w.channels[0].page()).unwrap();
+    assert_eq!(GcrbStatus(err.status()), GcrbStatus::CQE_ERROR);
+    assert_eq!((err.syndrome(), err.vendor_err_synd(), err.wqe_counter()), (0x13, 0x88, 1), "exclusive {exclusive}");
+
+    // A stalled engine: a decoded timeout naming the CQ wait and the heads.
+    let w = world(Duration::from_millis(100));
+    w.set_faults(0, Faults { stall: true, ..Faults::default() }).unwrap();
+    let e = Device::new(&w.channels[0]).put(1, 0, 0, 8).unwrap_err();
+    assert_eq!(e, DeviceError::of(DeviceStatus::TIMEOUT), "exclusive {exclusive}");
+    let err = gcrb_page::error(&w.channels[0].page()).unwrap();
+    assert_eq!((GcrbStatus(err.status()), GcrbWait(err.wait())), (GcrbStatus::TIMEOUT, GcrbWait::CQ));
+    assert_eq!((err.resv_head(), err.prod_idx(), err.cons_idx()), (1, 1, 0), "exclusive {exclusive}");
+    assert!(err.elapsed_ns() >= 100_000_000, "{}", w.channels[0].report());
+}

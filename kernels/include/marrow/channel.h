@@ -80,13 +80,15 @@ struct Channel {
     MARROW_MEMBER ~Channel() {
         if (excl) store_heads();
     }
-    /* An exclusive owner's heads into gcrb_heads (cons_idx and cq_ci go
-     * there with each CQE). Rung posts are all ready: ready = resv. */
+    /* An exclusive owner's heads into gcrb_heads. Rung posts are all
+     * ready: ready = resv. */
     MARROW_MEMBER void store_heads() const {
         marrow_gcrb_heads *h = heads();
         store_relaxed(&h->resv_head, own.resv);
         store_relaxed(&h->ready_head, own.resv);
         store_relaxed(&h->prod_idx, own.prod);
+        store_relaxed(&h->cons_idx, own.cons);
+        store_relaxed(&h->cq_ci, own.ci);
     }
     MARROW_MEMBER const marrow_gcrb_config *cfg() const { return &c; }
     MARROW_MEMBER marrow_gcrb_heads *heads() const { return (marrow_gcrb_heads *)(page + MARROW_GCRB_OFF_HEADS); }
@@ -97,6 +99,24 @@ struct Channel {
     }
     MARROW_MEMBER bool flag(uint32_t shift) const { return (c.flags >> shift) & 1u; }
 };
+
+/* A post tests in one branch whether it is the common case: no sticky
+ * error, room in the ring, a doorbell now (not lazy) and no trace, and on
+ * a shared channel a turn of the ready chain that is its own for certain
+ * (post_shared.h view_at). Then it writes and rings, untraced, in
+ * straight-line code, without the general path's separate branches on
+ * each, which a lone thread pays one after another. A wait takes its
+ * first CQE the same way (cq.h fast_first). A tuning knob
+ * (kernels/README.md): 0, the general path always; 1, a thread posting
+ * alone, and the waits; 2, the owner warp of an exclusive channel too
+ * (post_own). A
+ * shared channel's warp keeps the general path: with the test in its
+ * leader it measured no faster on the H200 (docs/PERFORMANCE.md). */
+#ifndef MARROW_FAST_PATH
+#define MARROW_FAST_PATH 2
+#endif
+
+MARROW_FN bool trace_allows_fast(const Channel &ch) { return !ch.flag(MARROW_GCRB_CONFIG_TRACE_SHIFT); }
 
 /* ------------------------------------------------------------ trace, errors */
 

@@ -51,9 +51,11 @@ MARROW_FN void publish_cons(marrow_gcrb_heads *h, uint64_t cons) {
  * `prefetched`, `first` is the tail of slot ci, read by the caller already
  * (a shared poller issues that PCIe read as soon as it holds the lock); by
  * value, so nothing here has its address taken (local memory). An exclusive
- * owner stores its heads as they move, relaxed: its copy is only for the
- * host to decode. A shared poller publishes cons_idx (publish_cons) when it
- * pauses with progress made, and its caller the rest when the walk ends. */
+ * owner's heads reach the GCRB when its Channel ends or fails
+ * (Channel::store_heads): stores here, to GPU memory, would be waited for
+ * by the system-scope fence of the next post. A shared poller publishes
+ * cons_idx (publish_cons) when it pauses with progress made, and its
+ * caller the rest when the walk ends. */
 MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t &ci, bool prefetched = false,
                       uint32_t first = 0) {
     marrow_gcrb_heads *h = ch.heads();
@@ -111,10 +113,6 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
             trace(ch, MARROW_GCRB_EVENT_CQE, counter, op_own);
             if (done > cons) cons = done;
             ++ci;
-            if (ch.excl) {
-                store_relaxed(&h->cons_idx, cons);
-                store_relaxed(&h->cq_ci, ci);
-            }
             /* A CQ that ignores overrun (flags.cq_overrun_ignore, DOCA's
              * CQs) reads no consumer index: no record to keep, and no
              * system-scope fence per batch for it. */
@@ -139,6 +137,58 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
         idle = 0;
     }
     return rc;
+}
+
+/* ------------------------------------------------------------ the first CQE, fast */
+
+/* A wait's first CQE in straight-line code (MARROW_FAST_PATH, as posting
+ * has in encoder.h), where nothing else is to be done with it: an
+ * owner-bit CQ that ignores overrun (no doorbell record to keep:
+ * flags.cq_overrun_ignore), no trace. Read the tail of slot ci until it
+ * turns ours and take it: the floor's poll and nothing more. On the H200
+ * against a minimal NIC (scripts/gpu_probe/device_put.cu) walk_cq measured
+ * slower for the same CQE, every blocking put paying for it
+ * (docs/PERFORMANCE.md). Only the first: a wait for more goes on in
+ * walk_cq, whose look-ahead reads eight tails per round trip. */
+MARROW_FN bool fast_walk_allowed(const Channel &ch) {
+    return !ch.c.cq_mode && ch.flag(MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT) && trace_allows_fast(ch);
+}
+
+/* Polls of a CQE slot between two looks at the clock in fast_first. */
+constexpr uint32_t FAST_POLLS_PER_LOOK = 256;
+
+/* What fast_first came to. */
+enum class FirstCqe : uint8_t {
+    TAKEN,   /* a CQE of ours: cons and ci moved past it */
+    DECODE,  /* an error CQE at ci, left for walk_cq to decode */
+    IDLE,    /* `max_idle` reads found nothing (a shared poller lets the lock go) */
+    TIMEOUT, /* the deadline passed, recorded (`max_idle` 0 only) */
+};
+
+/* From `tail`, the caller's read of slot ci's tail, read again until a CQE
+ * is there. `max_idle`: reads before giving up, or 0 to wait under the
+ * channel's deadline for `wait`. */
+MARROW_FN FirstCqe fast_first(const Channel &ch, uint32_t tail, uint64_t &cons, uint64_t &ci, uint32_t max_idle,
+                              uint32_t wait) {
+    const marrow_gcrb_config *c = ch.cfg();
+    Deadline d;
+    for (uint32_t polls = 1;; polls++) {
+        uint8_t op_own = (uint8_t)(tail >> 24);
+        uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
+        /* The owner bit of this pass over the ring: hardware wrote it. */
+        if (opcode != MARROW_MLX5_CQE_INVALID && (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0)) {
+            if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) return FirstCqe::DECODE;
+            /* An owner bit was seen: only now is the rest of the CQE ours. */
+            from_device();
+            uint64_t done = widen_from(cons, be16((uint16_t)tail)) + 1;
+            if (done > cons) cons = done;
+            ++ci;
+            return FirstCqe::TAKEN;
+        }
+        if (max_idle && polls >= max_idle) return FirstCqe::IDLE;
+        if (!max_idle && polls % FAST_POLLS_PER_LOOK == 0 && d.expired(ch, wait)) return FirstCqe::TIMEOUT;
+        tail = load_device_u32(cqe_tail(c, ci));
+    }
 }
 
 /* poll_state: the lock bit, and where the walk goes on (cons_idx and the
@@ -182,7 +232,15 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
     /* cq_ci, the host's 64-bit count, widened from its last value; read
      * while the CQE is on its way, and used only after the walk. */
     uint64_t host_ci = load_relaxed(&h->cq_ci), ci_start = ci;
-    int rc = walk_cq(ch, upto, cons, ci, true, first);
+    int rc = OK;
+#if MARROW_FAST_PATH
+    if (fast_walk_allowed(ch)) {
+        /* An error CQE, or more to wait for, go on in the general walk. */
+        FirstCqe f = fast_first(ch, first, cons, ci, POLL_SPINS, MARROW_GCRB_WAIT_NONE);
+        if (f == FirstCqe::DECODE || (f == FirstCqe::TAKEN && cons < upto)) rc = walk_cq(ch, upto, cons, ci);
+    } else
+#endif
+        rc = walk_cq(ch, upto, cons, ci, true, first);
     host_ci += ((ci_start - host_ci) & MARROW_GCRB_HEADS_CI_MASK) + (ci - ci_start);
     publish_cons(h, cons);
     store_relaxed(&h->cq_ci, host_ci);

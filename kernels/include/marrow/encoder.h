@@ -133,21 +133,6 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool wa
     trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
 }
 
-/* A post tests in one branch whether it is the common case: no sticky
- * error, room in the ring, a doorbell now (not lazy) and no trace, and on
- * a shared channel a turn of the ready chain that is its own for certain
- * (post_shared.h view_at). Then it writes and rings, untraced, in
- * straight-line code, without the general path's separate branches on
- * each, which a lone thread pays one after another. A tuning knob
- * (kernels/README.md): 0, the general path always; 1, a thread posting
- * alone; 2, the owner warp of an exclusive channel too (post_own). A
- * shared channel's warp keeps the general path: with the test in its
- * leader it measured no faster on the H200 (docs/PERFORMANCE.md). */
-#ifndef MARROW_FAST_PATH
-#define MARROW_FAST_PATH 2
-#endif
-
-MARROW_FN bool trace_allows_fast(const Channel &ch) { return !ch.flag(MARROW_GCRB_CONFIG_TRACE_SHIFT); }
 
 } /* namespace marrow */
 

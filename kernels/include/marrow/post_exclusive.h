@@ -56,6 +56,13 @@ MARROW_FN void own_from_leader(const Channel &ch, const Group &g) {
 /* The leader's wait, on its registers, until WQEBBs below `upto` completed. */
 MARROW_FN int own_wait_upto(const Channel &ch, uint64_t upto, uint32_t wait) {
     Own &o = ch.own;
+#if MARROW_FAST_PATH
+    /* The first CQE in straight-line code; an error CQE, or more CQEs to
+     * wait for, go on in the general walk below from where it left off. */
+    if (fast_walk_allowed(ch) && o.cons < upto &&
+        fast_first(ch, load_device_u32(cqe_tail(ch.cfg(), o.ci)), o.cons, o.ci, 0, wait) == FirstCqe::TIMEOUT)
+        return E_TIMEOUT;
+#endif
     Deadline d;
     while (o.cons < upto) {
         int rc = walk_cq(ch, upto, o.cons, o.ci);

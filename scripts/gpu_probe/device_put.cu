@@ -1,0 +1,291 @@
+// Probe: where a blocking 8-byte put's time goes beyond the GPU<->CPU
+// ping-pong, split between marrow's device code and the softnic's engine.
+// A pinned CPU thread plays a minimal NIC: it watches the doorbell word,
+// reads each announced WQE's line, and writes a requester CQE (owner bit,
+// wqe_counter) into the next slot of an overrun-ignoring CQ, nothing else
+// (no key checks, no copy). Against it, ns per round trip:
+//   0 the floor: plain ping, the pong walking a ring of 64-byte slots;
+//   1 the bare post in DOCA's order (4 x 16 B WQE, fence, doorbell,
+//     record, fence, doorbell), then a poll of the CQE's tail;
+//   2 marrow::put on an exclusive channel (flags.early_doorbell,
+//     flags.cq_overrun_ignore), as marrow_put_latency_kernel calls it;
+//   3 marrow::put on a shared channel, same flags;
+// and on the exclusive channel, marrow's steps added to mode 1 one at a time:
+//   4 the WQE from write_wqe_untraced, to_device, ring_untraced (the
+//     encoder and the doorbells), then mode 1's poll;
+//   5 mode 4, waiting with own_wait_upto (the CQ walk) instead;
+//   6 post_own + wait_own with an op built once (put without rw_op);
+// and on the shared channel:
+//   7 post (post_shared_solo) with an op built once, then mode 1's poll;
+//   8 post + wait_shared (put without rw_op).
+// `marrow bench gpu` gives the same put with the softnic answering; the
+// difference from mode 2 is the engine's. Then modes 1 and 2 with the
+// minimal NIC answering DELAY ns late. Not part of marrow: evidence for
+// docs/PERFORMANCE.md. Build and run on the device machine:
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels/include -o /tmp/dp scripts/gpu_probe/device_put.cu -lpthread && /tmp/dp [cpu]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <thread>
+#include <vector>
+#include <cuda_runtime.h>
+#include "marrow/device.h"
+#include "probe_gcrb.cuh"
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr uint32_t ITERS = 2000, SQ = 1024, NCQE = 4096, QPN = 0x100;
+// Host memory: the SQ, the record page, the doorbell page, the CQ, the ping page.
+constexpr size_t OFF_REC = SQ * 64, OFF_DB = OFF_REC + 4096, OFF_CQ = OFF_DB + 4096, OFF_PING = OFF_CQ + NCQE * 64,
+                 LEN = OFF_PING + 4096;
+
+__device__ __forceinline__ uint64_t now() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+
+// The doorbell marrow rings (NVSHMEM's ibgda_ring_db): BE32(pi << 8), BE32(qpn << 8).
+__host__ __device__ inline uint32_t bswap(uint32_t v) {
+    return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
+}
+__device__ inline uint64_t doorbell(uint32_t end) { return (uint64_t)bswap((end & 0xffffu) << 8) | ((uint64_t)bswap(QPN << 8) << 32); }
+
+__global__ void floor_kernel(uint8_t *host, uint64_t base, uint64_t *ns, int *rc) {
+    uint64_t t0 = now();
+    for (uint64_t i = base + 1; i <= base + ITERS; i++) {
+        *(volatile uint64_t *)(host + OFF_PING) = i;
+        const uint64_t *slot = (const uint64_t *)(host + OFF_CQ + (i % NCQE) * 64);
+        uint64_t start = now();
+        while (marrow::load_device_u64(slot) != i)
+            if (now() - start > 100000000ull) { *rc = 1; return; }
+    }
+    *ns = now() - t0;
+    *rc = 0;
+}
+
+// The bare post: WQEs at `idx` from `first`, CQEs from `ci`.
+__global__ void bare_kernel(uint8_t *host, uint64_t first, uint64_t *ns, int *rc) {
+    uint64_t t0 = now();
+    for (uint64_t idx = first; idx < first + ITERS; idx++) {
+        uint64_t *w = (uint64_t *)(host + (idx % SQ) * 64);
+        for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx, idx);
+        marrow::fence_sys();
+        uint64_t db = doorbell((uint32_t)idx + 1);
+        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+        marrow::store_device_u32((uint32_t *)(host + OFF_REC) + 1, bswap((uint32_t)idx + 1));
+        marrow::fence_sys();
+        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+        // The CQE of WQE idx is the idx-th: its owner bit is (idx / NCQE) & 1.
+        const uint32_t *tail = (const uint32_t *)(host + OFF_CQ + (idx % NCQE) * 64 + 60);
+        uint32_t want_own = (uint32_t)((idx / NCQE) & 1);
+        uint64_t start = now();
+        for (;;) {
+            uint32_t t = marrow::load_device_u32(tail);
+            uint8_t op_own = (uint8_t)(t >> 24);
+            if ((op_own >> 4) != MARROW_MLX5_CQE_INVALID && (op_own & 1) == want_own) break;
+            if (now() - start > 100000000ull) { *rc = 1; return; }
+        }
+        marrow::from_device();
+    }
+    *ns = now() - t0;
+    *rc = 0;
+}
+
+__global__ void steps_kernel(uint8_t *page, uint8_t *host, int mode, uint64_t *ns, int *rc) {
+    using namespace marrow;
+    Channel ch{page};
+    Op op;
+    int r = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, 1, 0, 0, 8, &op);
+    uint64_t t0 = now();
+    for (uint64_t idx = 0; idx < ITERS && r == OK; idx++) {
+        if (mode == 6 || mode == 8) {
+            uint64_t got;
+            r = post(ch, op, &got, true);
+            if (r == OK) r = wait_done(ch, got + 1, MARROW_GCRB_WAIT_CQ);
+            continue;
+        }
+        if (mode == 7) {
+            uint64_t got;
+            r = post(ch, op, &got, true);
+            if (r != OK) break;
+        }
+        if (mode != 7) {
+            uint64_t ctrl = write_wqe_untraced(ch, idx, op);
+            to_device();
+            ring_untraced(ch, idx + 1, ctrl, true);
+        }
+        if (mode == 5) {
+            r = own_wait_upto(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+            continue;
+        }
+        const uint32_t *tail = (const uint32_t *)(host + OFF_CQ + (idx % NCQE) * 64 + 60);
+        uint32_t want_own = (uint32_t)((idx / NCQE) & 1);
+        uint64_t start = now();
+        for (;;) {
+            uint32_t t = load_device_u32(tail);
+            uint8_t op_own = (uint8_t)(t >> 24);
+            if ((op_own >> 4) != MARROW_MLX5_CQE_INVALID && (op_own & 1) == want_own) break;
+            if (now() - start > 100000000ull) { *rc = 1; return; }
+        }
+        from_device();
+    }
+    *ns = now() - t0;
+    *rc = r;
+}
+
+__global__ void put_kernel(uint8_t *page, uint64_t *ns, int *rc) {
+    marrow::Channel ch{page};
+    uint64_t t0 = now();
+    int r = marrow::OK;
+    for (uint32_t i = 0; i < ITERS && r == marrow::OK; i++) r = marrow::put(ch, 1, 0, 0, 8);
+    *ns = now() - t0;
+    *rc = r;
+}
+
+// The minimal NIC: executes (reads) every WQE the doorbell announces and
+// completes each with a CQE; the floor's pings are answered in the CQ too.
+struct Nic {
+    uint8_t *host = nullptr;
+    std::atomic<bool> stop{false};
+    std::atomic<long> delay_ns{0};
+    std::atomic<uint64_t> ci{0};  // next WQE to execute (= next CQE)
+    std::atomic<bool> floor{false};
+    void run(int cpu) {
+        cpu_set_t s;
+        CPU_ZERO(&s);
+        CPU_SET(cpu, &s);
+        pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+        volatile uint64_t *db = (volatile uint64_t *)(host + OFF_DB);
+        volatile uint64_t *ping = (volatile uint64_t *)(host + OFF_PING);
+        uint64_t last_ping = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+            if (floor.load(std::memory_order_relaxed)) {
+                uint64_t v = *ping;
+                if (v != last_ping) {
+                    __atomic_store_n((uint64_t *)(host + OFF_CQ + (v % NCQE) * 64), v, __ATOMIC_RELEASE);
+                    last_ping = v;
+                }
+                __builtin_ia32_pause();
+                continue;
+            }
+            uint64_t d = *db;
+            uint32_t end16 = bswap((uint32_t)d) >> 8;
+            uint64_t c = ci.load(std::memory_order_relaxed);
+            if (d != 0 && (uint16_t)(end16 - (uint16_t)c) != 0 && (uint16_t)(end16 - (uint16_t)c) <= SQ) {
+                long dl = delay_ns.load(std::memory_order_relaxed);
+                if (dl) {
+                    auto t0 = std::chrono::steady_clock::now();
+                    while (std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(dl)) {
+                    }
+                }
+                uint64_t end = c + (uint16_t)(end16 - (uint16_t)c);
+                for (; c < end; c++) {
+                    const volatile uint64_t *w = (const uint64_t *)(host + (c % SQ) * 64);
+                    uint64_t x = w[0] ^ w[7];
+                    uint8_t *cqe = host + OFF_CQ + (c % NCQE) * 64;
+                    ((volatile uint64_t *)cqe)[0] = x;
+                    // Bytes 56..63: ..., wqe_counter (BE16) at 60, signature 62, op_own 63.
+                    uint8_t tail[8] = {0, 0, 0, 0, (uint8_t)(c >> 8), (uint8_t)c, 0,
+                                       (uint8_t)((MARROW_MLX5_CQE_REQ << 4) | ((c / NCQE) & 1))};
+                    uint64_t t;
+                    memcpy(&t, tail, 8);
+                    __atomic_store_n((uint64_t *)(cqe + 56), t, __ATOMIC_RELEASE);
+                }
+                ci.store(c, std::memory_order_relaxed);
+            }
+            __builtin_ia32_pause();
+        }
+    }
+};
+
+int main(int argc, char **argv) {
+    int cpu = argc > 1 ? atoi(argv[1]) : 2;
+    uint8_t *host = (uint8_t *)mmap(nullptr, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (host == MAP_FAILED) { perror("mmap"); return 1; }
+    CK(cudaHostRegister(host, LEN, cudaHostRegisterMapped));
+    uint8_t *dhost, *page, *local;
+    CK(cudaHostGetDevicePointer((void **)&dhost, host, 0));
+    uint64_t *dns;
+    int *drc;
+    CK(cudaMalloc(&page, 4096 + MARROW_GCRB_TRACE_ENTRIES * 64));
+    CK(cudaMalloc(&local, 1 << 20));
+    CK(cudaMalloc(&dns, 8));
+    CK(cudaMalloc(&drc, 4));
+    Nic nic;
+    nic.host = host;
+    // A fresh CQ and queue for each run: every slot invalid, heads at zero.
+    auto reset = [&] {
+        memset(host, 0, LEN);
+        for (uint32_t k = 0; k < NCQE; k++) host[OFF_CQ + k * 64 + 63] = MARROW_MLX5_CQE_INVALID << 4 | 1;
+        nic.ci = 0;
+    };
+    reset();
+    std::thread t([&] { nic.run(cpu); });
+    uint64_t floor_base = 0;
+    auto run = [&](int mode) -> double {
+        nic.floor = mode == 0;
+        reset();
+        if (mode == 0) {
+            floor_kernel<<<1, 1>>>(dhost, floor_base, dns, drc);
+            floor_base += ITERS;
+        } else if (mode == 1) {
+            bare_kernel<<<1, 1>>>(dhost, 0, dns, drc);
+        } else {
+            static uint8_t img[MARROW_GCRB_PAGE_SIZE];
+            uint32_t flags = 1u << MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT | 1u << MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT |
+                             (mode != 3 && mode < 7 ? 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT : 0u);
+            probe_gcrb(img, flags, dhost, SQ, dhost + OFF_REC, dhost + OFF_DB, local);
+            marrow_gcrb_config *c = (marrow_gcrb_config *)(img + MARROW_GCRB_OFF_CONFIG);
+            c->qpn = QPN;
+            c->cq_base = (uint64_t)(dhost + OFF_CQ);
+            c->cq_ncqe = NCQE;
+            c->cq_dbrec_addr = (uint64_t)(dhost + OFF_REC + 64);
+            CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
+            if (mode >= 4)
+                steps_kernel<<<1, 1>>>(page, dhost, mode, dns, drc);
+            else
+                put_kernel<<<1, 1>>>(page, dns, drc);
+        }
+        CK(cudaDeviceSynchronize());
+        uint64_t ns;
+        int rc;
+        CK(cudaMemcpy(&ns, dns, 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&rc, drc, 4, cudaMemcpyDeviceToHost));
+        if (rc) { printf("mode %d failed: %d\n", mode, rc); exit(1); }
+        return (double)ns / ITERS;
+    };
+    constexpr int MODES = 9;
+    for (int m = 0; m < MODES; m++) run(m);
+    printf("minimal NIC on CPU %d; %u round trips per figure; ns per round trip, 5 passes over the modes\n", cpu, ITERS);
+    std::vector<std::vector<double>> v(MODES);
+    for (int pass = 0; pass < 5; pass++)
+        for (int m = 0; m < MODES; m++) v[m].push_back(run(m));
+    const char *names[] = {"0 floor (walking pong)", "1 bare post, DOCA's order", "2 marrow::put, exclusive",
+                           "3 marrow::put, shared", "4 marrow's encoder and ring", "5 mode 4 + own_wait_upto",
+                           "6 post_own + wait_own", "7 shared post, bare poll", "8 shared post + wait_shared"};
+    for (int m = 0; m < MODES; m++) {
+        std::sort(v[m].begin(), v[m].end());
+        printf("%-30s min %6.0f  median %6.0f  max %6.0f\n", names[m], v[m][0], v[m][2], v[m][4]);
+    }
+    if (argc > 2) {
+        nic.stop = true;
+        t.join();
+        return 0;
+    }
+    printf("the NIC answering late: median of 5 passes, ns per round trip\n  delay  mode 1  mode 2  mode 3\n");
+    for (long d : {0L, 100L, 200L, 300L, 400L, 600L}) {
+        nic.delay_ns = d;
+        std::vector<std::vector<double>> w(3);
+        for (int pass = 0; pass < 5; pass++)
+            for (int m = 1; m < 4; m++) w[m - 1].push_back(run(m));
+        for (auto &x : w) std::sort(x.begin(), x.end());
+        printf("  %5ld  %6.0f  %6.0f  %6.0f\n", d, w[0][2], w[1][2], w[2][2]);
+    }
+    nic.stop = true;
+    t.join();
+    return 0;
+}
