@@ -10,9 +10,11 @@ use marrow_softnic::pair::{Pair, PairConfig, Side};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn pct(v: &mut [u64], p: f64) -> u64 {
+/// One line of percentiles, in ns.
+fn report(what: &str, v: &mut [u64]) {
     v.sort_unstable();
-    v[((v.len() - 1) as f64 * p) as usize]
+    let at = |p: f64| v[((v.len() - 1) as f64 * p) as usize];
+    println!("{what} ns: p10 {} p50 {} p90 {} p99 {}", at(0.1), at(0.5), at(0.9), at(0.99));
 }
 
 fn main() {
@@ -36,13 +38,7 @@ fn main() {
             lat.push(t.elapsed().as_nanos() as u64);
         }
     }
-    println!(
-        "put round trip ns: p10 {} p50 {} p90 {} p99 {}",
-        pct(&mut lat, 0.1),
-        pct(&mut lat, 0.5),
-        pct(&mut lat, 0.9),
-        pct(&mut lat, 0.99)
-    );
+    report("put round trip", &mut lat);
     drop(p);
     // Floor: ping-pong between two threads through shared memory.
     let shm = marrow_softnic::Shm::create("pp", 4096).expect("shm");
@@ -76,11 +72,5 @@ fn main() {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    println!(
-        "ping-pong ns: p10 {} p50 {} p90 {} p99 {}",
-        pct(&mut lat, 0.1),
-        pct(&mut lat, 0.5),
-        pct(&mut lat, 0.9),
-        pct(&mut lat, 0.99)
-    );
+    report("ping-pong", &mut lat);
 }
