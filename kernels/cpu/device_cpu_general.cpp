@@ -1,5 +1,5 @@
 // The device code's general path for the CPU: marrow/device.h compiled with
-// MARROW_FAST_PATH=0 (encoder.h), so that a test can hold the fast path,
+// MARROW_FAST_PATH=0 (channel.h), so that a test can hold the fast path,
 // which device_cpu.cpp compiles, to it: the same posts through both must
 // leave the same WQE bytes, doorbell record and heads
 // (crates/transport/tests/cpu_device.rs). Only functions with internal

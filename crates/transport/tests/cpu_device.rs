@@ -731,7 +731,7 @@ fn a_claim_stops_at_its_reach_and_the_next_claim_goes_on() {
     assert_eq!(dev.claim_run(from), from);
 }
 
-/// The fast path (`MARROW_FAST_PATH`, encoder.h) held to the general path:
+/// The fast path (`MARROW_FAST_PATH`, channel.h) held to the general path:
 /// the same burst of puts from one thread, through the default build on one
 /// channel and through the general path's build
 /// (`kernels/cpu/device_cpu_general.cpp`) on a second channel of the same
@@ -756,7 +756,7 @@ fn the_fast_path_writes_what_the_general_path_writes() {
                         exclusive,
                         early_doorbell,
                         extra_channels: 1,
-                        // Traced posts take the general path (encoder.h).
+                        // Traced posts take the general path (channel.h).
                         trace: false,
                         ..WorldConfig::default()
                     });

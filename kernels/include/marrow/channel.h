@@ -109,9 +109,9 @@ struct Channel {
  * first CQE the same way (cq.h fast_first). A tuning knob
  * (kernels/README.md): 0, the general path always; 1, a thread posting
  * alone, and the waits; 2, the owner warp of an exclusive channel too
- * (post_own). A
- * shared channel's warp keeps the general path: with the test in its
- * leader it measured no faster on the H200 (docs/PERFORMANCE.md). */
+ * (post_own). A shared channel's warp keeps the general path: with the
+ * test in its leader it measured no faster on the H200
+ * (docs/PERFORMANCE.md). */
 #ifndef MARROW_FAST_PATH
 #define MARROW_FAST_PATH 2
 #endif

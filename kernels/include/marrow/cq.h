@@ -141,8 +141,8 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
 
 /* ------------------------------------------------------------ the first CQE, fast */
 
-/* A wait's first CQE in straight-line code (MARROW_FAST_PATH, as posting
- * has in encoder.h), where nothing else is to be done with it: an
+/* A wait's first CQE in straight-line code (MARROW_FAST_PATH, channel.h,
+ * as a post's common case), where nothing else is to be done with it: an
  * owner-bit CQ that ignores overrun (no doorbell record to keep:
  * flags.cq_overrun_ignore), no trace. Read the tail of slot ci until it
  * turns ours and take it: the floor's poll and nothing more. On the H200

@@ -133,7 +133,6 @@ MARROW_FN void ring(const Channel &ch, uint64_t end, uint64_t last_ctrl, bool wa
     trace(ch, MARROW_GCRB_EVENT_DOORBELL, end, 0);
 }
 
-
 } /* namespace marrow */
 
 #endif /* MARROW_ENCODER_H */
