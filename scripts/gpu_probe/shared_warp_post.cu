@@ -29,6 +29,8 @@ const char *names[] = {
     "S6 S5 + rc by shuffle before and after, g.any(force_ring)",
     "S7 S3 without group_of (the whole warp known): the atomic add and the shuffle alone",
     "S8 an exclusive channel's warp put_nbi (the same warp, heads in registers): the twin",
+    "S9 the floor with one fence for the warp: each lane its WQE, syncwarp, lane 0 fences, dbrec, fence, doorbell",
+    "S10 S6 with one fence for the warp: the lanes' WQE stores, syncwarp, the leader fences before it rings",
 };
 
 // post_shared's group path taken apart.
@@ -51,11 +53,14 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
     base = g.from_leader64(base);
     if (rc != OK) return rc;
     uint64_t ctrl = write_wqe(ch, base + g.rank, op, true);
-    to_device();
+    /* S10: the warp barrier, then the leader's fence (cumulative), order
+     * every lane's WQE stores before the doorbell record. */
+    if (mode != 10) to_device();
     bool force = mode >= 6 && mode != 7 ? g.any(false) : false;
     g.sync();
     uint64_t end = base + g.size;
     if (g.leader()) {
+        if (mode == 10) to_device();
         ring(ch, end, ctrl + force + (view.ready == ~0ull), false);
         if (mode >= 5 && mode != 7) store_relaxed(&h->ready_head, end);
     }
@@ -81,6 +86,17 @@ __global__ void probe_warp(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64
             marrow::store_device_u32(dbrec, marrow::be32(i));
             marrow::wc_start();
             marrow::mmio_store64(db, i);
+        } else if (mode == 9) {
+            uint64_t *w = (uint64_t *)(ring + ((i * 32 + lane) % SQ) * 64);
+            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
+            __syncwarp();
+            if (lane == 0) {
+                marrow::to_device();
+                marrow::store_device_u32(dbrec, marrow::be32(i));
+                marrow::wc_start();
+                marrow::mmio_store64(db, i);
+            }
+            __syncwarp();
         } else if (mode == 1 || mode == 8) {
             r = marrow::put_nbi(ch, 1, off, off, 8);
         } else if (mode == 2) {
@@ -110,7 +126,7 @@ int main() {
     CK(cudaMalloc(&ns, 8));
     CK(cudaMalloc(&rc, 4));
     printf("# scripts/gpu_probe/shared_warp_post.cu: one warp, %u posts per lane ringing each, best of 5, ns per warp-wide post (32 WQEs)\n", N);
-    for (int mode = 0; mode < 9; mode++) {
+    for (int mode = 0; mode < 11; mode++) {
         uint64_t best = ~0ull;
         int worst = 0;
         for (int rep = 0; rep < 5; rep++) {

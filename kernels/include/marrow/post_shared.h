@@ -441,13 +441,22 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     uint64_t ctrl = write_wqe(ch, idx, op);
-    /* Our WQE stores before any holder of the chain rings past them. */
-    to_device();
     bool force = g.any(force_ring);
     /* The last lane's control bytes are the doorbell only with flags.db_ctrl_bytes. */
     uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
+    /* Every lane's WQE stores before any holder of the chain rings past
+     * them: the warp barrier orders them before the leader's fence, which
+     * is cumulative (PTX memory consistency model), so it orders them at
+     * system scope before what the leader does next. One fence after the
+     * barrier instead of each lane's before it measured faster on the H200
+     * (scripts/gpu_probe/shared_warp_post.cu S10, docs/PERFORMANCE.md);
+     * the leader's fence also makes its chain loads acquires, as a lone
+     * poster's does. */
     g.sync();
-    if (g.leader()) rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view, false);
+    if (g.leader()) {
+        to_device();
+        rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view, false);
+    }
     rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
     return rc;
