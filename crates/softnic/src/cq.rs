@@ -19,6 +19,9 @@ use std::sync::atomic::{Ordering, fence};
 
 const CQE: usize = MLX5_CQE_SIZE as usize;
 
+/// Byte offset of the consumer index in a CQ's doorbell record (`[MLX5_CQ_SET_CI]`, BE32).
+pub const SET_CI_OFFSET: usize = 4 * MLX5_CQ_SET_CI as usize;
+
 /// How CQEs are placed: the same two modes the CPU initiator polls
 /// (normal, owner bit per pass; collapsed, every CQE in slot 0).
 pub use marrow_driver::CqMode;
@@ -107,7 +110,7 @@ impl Cq {
 
     /// The consumer index software last published (24 bits).
     pub fn consumer_index(&self) -> u32 {
-        self.dbrec.read_be32(4 * MLX5_CQ_SET_CI as usize).unwrap_or(0) & 0x00ff_ffff
+        self.dbrec.read_be32(SET_CI_OFFSET).unwrap_or(0) & 0x00ff_ffff
     }
 
     /// Byte offset in `buf` of the slot the next CQE goes to.

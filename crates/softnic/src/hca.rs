@@ -7,14 +7,14 @@ use crate::exec::{self, Outcome};
 use crate::fault::Faults;
 use crate::hot::{self, HotSet};
 use crate::mr::{Access, MrTable, Pd};
-use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState};
+use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState, SND_DBR_OFFSET};
 use crate::table::Table;
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
 use marrow_mlx5::raw::{
-    CompletionMode, CqeOpcode, MLX5_ADAPTER_PAGE_SIZE, MLX5_CQ_SET_CI, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB,
-    MLX5_SND_DBR, Syndrome, WqeOpcode,
+    CompletionMode, CqeOpcode, MLX5_ADAPTER_PAGE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, Syndrome,
+    WqeOpcode,
 };
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mlx5::wqe_decode::CtrlFields;
@@ -197,13 +197,12 @@ fn wqe_ds(first: &[u8]) -> usize {
 fn prefetch_for_doorbell(qp: &Qp, cqs: &Table<Cq>) {
     use marrow_mmio::Prefetch;
     let m = &qp.mem;
-    let _ = m.dbrec.prefetch(4 * MLX5_SND_DBR as usize, Prefetch::Read);
-    let slot = (qp.sq_ci % qp.caps.sq_wqebbs.max(1)) as usize * MLX5_SEND_WQE_BB as usize;
-    let _ = m.sq.prefetch(slot, Prefetch::Read);
+    let _ = m.dbrec.prefetch(SND_DBR_OFFSET, Prefetch::Read);
+    let _ = m.sq.prefetch(qp.sq_slot_offset(0), Prefetch::Read);
     if let Some(cq) = cqs.get(&qp.send_cq) {
         let _ = cq.buf.prefetch(cq.next_slot_offset(), Prefetch::Write);
         if !cq.overrun_ignore {
-            let _ = cq.dbrec.prefetch(4 * MLX5_CQ_SET_CI as usize, Prefetch::Read);
+            let _ = cq.dbrec.prefetch(crate::cq::SET_CI_OFFSET, Prefetch::Read);
         }
     }
 }
@@ -683,7 +682,7 @@ impl Hca {
         }
         let qpn = db.qpn;
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
-        let dbrec = qp.mem.dbrec.read_be32(4 * MLX5_SND_DBR as usize).unwrap_or(0) as u16;
+        let dbrec = qp.mem.dbrec.read_be32(SND_DBR_OFFSET).unwrap_or(0) as u16;
         if let Some(t) = &mut self.trace {
             let mut rec = [0u8; 8];
             qp.mem.dbrec.read_bytes(0, &mut rec).ok();
@@ -778,8 +777,7 @@ impl Hca {
             return Some(bbs);
         }
         let qp = self.qps.get(&qpn)?;
-        let n = qp.caps.sq_wqebbs;
-        let slot = |i: u32| ((qp.sq_ci.wrapping_add(i)) % n) as usize * BB;
+        let slot = |i: u32| qp.sq_slot_offset(i);
         let first = qp.mem.sq.read_array::<BB>(slot(0)).ok()?;
         // Fixed-size moves into the inline buffer: no memmove, no memset call.
         let mut inline = [0u8; 2 * BB];

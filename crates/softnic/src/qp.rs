@@ -7,7 +7,9 @@
 use crate::fault::Faults;
 use crate::mr::Pd;
 use crate::shm::Shm;
-use marrow_mlx5::raw::{MLX5_ADAPTER_PAGE_SIZE, MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB};
+use marrow_mlx5::raw::{
+    MLX5_ADAPTER_PAGE_SIZE, MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
+};
 use marrow_mmio::Region;
 use std::sync::Arc;
 use std::time::Instant;
@@ -190,7 +192,15 @@ pub struct Qp {
     pub blueflame: Option<(u16, Vec<u8>)>,
 }
 
+/// Byte offset of the send counter in a QP's doorbell record (`[MLX5_SND_DBR]`, BE32).
+pub const SND_DBR_OFFSET: usize = 4 * MLX5_SND_DBR as usize;
+
 impl Qp {
+    /// Byte offset in the send queue of the WQEBB `k` past the consumer index.
+    pub fn sq_slot_offset(&self, k: u32) -> usize {
+        (self.sq_ci.wrapping_add(k) % self.caps.sq_wqebbs.max(1)) as usize * MLX5_SEND_WQE_BB as usize
+    }
+
     /// WQEBBs announced but not executed.
     pub fn pending(&self) -> u32 {
         match self.sq_target {
