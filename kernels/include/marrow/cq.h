@@ -38,6 +38,18 @@ MARROW_FN const uint32_t *cqe_tail(const marrow_gcrb_config *c, uint64_t ci) {
     return (const uint32_t *)(cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60);
 }
 
+/* Whether a CQE whose op_own is `op_own`, in slot ci of an owner-bit CQ,
+ * is software's: its owner bit is this pass over the ring's (the previous
+ * pass's bit: hardware still owns it). */
+MARROW_FN bool owner_bit_ours(const marrow_gcrb_config *c, uint8_t op_own, uint64_t ci) {
+    return (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
+}
+
+/* A requester's or responder's error CQE (mlx5_err_cqe). */
+MARROW_FN bool cqe_is_error(uint8_t opcode) {
+    return opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR;
+}
+
 /* A shared poller's progress for its waiters, who acquire cons_idx: a
  * release fence then the store (poll_cq adds cq_ci and poll_state behind
  * the same fence). */
@@ -98,13 +110,12 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
                 done = widen_from(cons ? cons - 1 : 0, counter) + 1;
                 fresh = done > cons || opcode == MARROW_MLX5_CQE_REQ_ERR;
             } else if (fresh) {
-                /* The owner bit of the previous pass: hardware still owns it. */
-                fresh = (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
+                fresh = owner_bit_ours(c, op_own, ci);
             }
             if (!fresh) break;
             /* An owner bit (or counter) was seen: only now read the rest. */
             if (got == 0) from_device();
-            if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) {
+            if (cqe_is_error(opcode)) {
                 record_error(ch, MARROW_GCRB_STATUS_CQE_ERROR, MARROW_GCRB_WAIT_NONE, 0, cqe);
                 rc = E_CQE_BASE - (int)((const marrow_mlx5_err_cqe *)cqe)->syndrome;
                 break;
@@ -175,9 +186,8 @@ MARROW_FN FirstCqe fast_first(const Channel &ch, uint32_t tail, uint64_t &cons, 
     for (uint32_t polls = 1;; polls++) {
         uint8_t op_own = (uint8_t)(tail >> 24);
         uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
-        /* The owner bit of this pass over the ring: hardware wrote it. */
-        if (opcode != MARROW_MLX5_CQE_INVALID && (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0)) {
-            if (opcode == MARROW_MLX5_CQE_REQ_ERR || opcode == MARROW_MLX5_CQE_RESP_ERR) return FirstCqe::DECODE;
+        if (opcode != MARROW_MLX5_CQE_INVALID && owner_bit_ours(c, op_own, ci)) {
+            if (cqe_is_error(opcode)) return FirstCqe::DECODE;
             /* An owner bit was seen: only now is the rest of the CQE ours. */
             from_device();
             uint64_t done = widen_from(cons, be16((uint16_t)tail)) + 1;
