@@ -81,33 +81,42 @@ extern "C" __global__ void marrow_compare_swap_kernel(uint8_t *page, uint32_t pe
     *rc = marrow::atomic_compare_swap(ch, pe, roff, compare, swap, result_loff, old);
 }
 
-// Latency: one thread does `iters` blocking 8-byte puts; cycles[0] = ns total.
-extern "C" __global__ void marrow_put_latency_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint64_t *ns, int *rc) {
+// Latency: one thread does `iters` blocking 8-byte puts; ns[0] = ns total,
+// each[i] = put i's ns (a mean hides a put that lost a whole read round
+// trip of host memory behind ones that did not).
+extern "C" __global__ void marrow_put_latency_kernel(uint8_t *page, uint32_t pe, uint32_t iters, uint64_t *ns, uint64_t *each,
+                                                     int *rc) {
     Channel ch{page};
-    uint64_t t0 = marrow::now_ns();
+    uint64_t t0 = marrow::now_ns(), t = t0;
     int r = marrow::OK;
-    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) r = marrow::put(ch, pe, 0, 0, 8);
-    *ns = marrow::now_ns() - t0;
+    for (uint32_t i = 0; i < iters && r == marrow::OK; i++) {
+        r = marrow::put(ch, pe, 0, 0, 8);
+        uint64_t t1 = marrow::now_ns();
+        each[i] = t1 - t;
+        t = t1;
+    }
+    *ns = t - t0;
     *rc = r;
 }
 
 // The floor for put latency: a ping-pong with a CPU thread through the same
 // host memory. The GPU writes i to *ping, the CPU answers i in the pong
-// ring's slot i % walk (64-byte slots from `pong`), as a CQ's slots walk:
+// ring's slot (first + i) % walk (64-byte slots from `pong`), as a CQ's slots walk:
 // how long a GPU read of host memory takes depends on the page, so a floor
 // on one line is one page's draw, while the put's CQEs cover dozens of
 // pages. With `lean`, plain system-scope stores and relaxed loads (no
 // release/acquire fences): the fastest round trip the memory allows.
-extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong, uint32_t walk, uint32_t iters,
-                                                  uint64_t timeout_ns, uint32_t lean, uint64_t *ns, int *rc) {
-    uint64_t t0 = marrow::now_ns();
+// ns[0] = ns total, each[i] = round trip i's ns.
+extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong, uint32_t walk, uint32_t first, uint32_t iters,
+                                                  uint64_t timeout_ns, uint32_t lean, uint64_t *ns, uint64_t *each, int *rc) {
+    uint64_t t0 = marrow::now_ns(), t = t0;
     for (uint32_t i = 1; i <= iters; i++) {
         if (lean) {
             *(volatile uint64_t *)ping = i;
         } else {
             marrow::store_release_sys(ping, i);
         }
-        const uint64_t *slot = pong + (uint64_t)(i % walk) * 8;
+        const uint64_t *slot = pong + (uint64_t)((first + (uint64_t)i) % walk) * 8;
         uint64_t start = marrow::now_ns();
         while ((lean ? marrow::load_device_u64(slot) : marrow::load_acquire_sys(slot)) != i) {
             if (marrow::now_ns() - start > timeout_ns) {
@@ -115,8 +124,11 @@ extern "C" __global__ void marrow_pingpong_kernel(uint64_t *ping, uint64_t *pong
                 return;
             }
         }
+        uint64_t t1 = marrow::now_ns();
+        each[i - 1] = t1 - t;
+        t = t1;
     }
-    *ns = marrow::now_ns() - t0;
+    *ns = t - t0;
     *rc = marrow::OK;
 }
 

@@ -35,15 +35,33 @@ pub fn breakdown(exclusive: bool, per_put_us: f64, n: u64, steps_us: [f64; 3]) -
 
 /// The 8 B blocking put against the ping-pong floor (both flavours, ns);
 /// the ratio is the text's `put_ns / floor`.
-pub fn blocking_put(put_ns: f64, floors_ns: [f64; 2]) -> Vec<Row> {
+pub fn blocking_put(put_ns: f64, floors_ns: [f64; 2], put_median_us: f64, floor_median_us: f64) -> Vec<Row> {
     let floor = floors_ns[0].min(floors_ns[1]);
     vec![
         Row::new("8 B blocking put + completion", put_ns / 1e3, "us")
             .floor(floor / 1e3, "us", PINGPONG_FLOOR, put_ns / floor, MEASURED_OVER_FLOOR)
             .target(Target::AtMost(1.3)),
+        Row::new("8 B blocking put + completion, median", put_median_us, "us").floor(
+            floor_median_us,
+            "us",
+            "the ping-pong floor's median",
+            put_median_us / floor_median_us.max(f64::MIN_POSITIVE),
+            MEASURED_OVER_FLOOR,
+        ),
         Row::new("GPU<->CPU ping-pong floor, release/acquire", floors_ns[0] / 1e3, "us"),
         Row::new("GPU<->CPU ping-pong floor, plain", floors_ns[1] / 1e3, "us"),
     ]
+}
+
+/// The blocking put against the ping-pong floor on its own CQ slots (ns).
+pub fn floor_on_cq(put_ns: f64, floor_ns: f64) -> Row {
+    Row::new("8 B blocking put + completion, against the floor on its own CQ slots", put_ns / 1e3, "us").floor(
+        floor_ns / 1e3,
+        "us",
+        "GPU<->CPU ping-pong, the pong in the slots the put's CQEs used, the faster flavour",
+        put_ns / floor_ns,
+        MEASURED_OVER_FLOOR,
+    )
 }
 
 /// The put with `n` QPs on the engine against the same put with one (ns).
@@ -151,7 +169,7 @@ mod tests {
         let mut c = Collect::new("bench gpu", "NVIDIA H200 (sm_90)");
         c.section("shared");
         breakdown(false, 1.8, 199, [0.3, 1.2, 0.25]).into_iter().for_each(|r| c.add(r));
-        blocking_put(1900.0, [1500.0, 1400.0]).into_iter().for_each(|r| c.add(r));
+        blocking_put(1900.0, [1500.0, 1400.0], 1.8, 1.4).into_iter().for_each(|r| c.add(r));
         compute_loop(100, 2000.0, 30000.0, 1500.0, 500.0).into_iter().for_each(|r| c.add(r));
         for (n, put) in [(1usize, 1900.0), (32, 2000.0), (256, 2300.0)] {
             c.section(format!("shared, {n} QP(s) on the engine"));
@@ -174,11 +192,15 @@ mod tests {
 
     #[test]
     fn ratios_are_the_texts_arithmetic() {
-        let put = &blocking_put(1900.0, [1500.0, 1400.0])[0];
+        let put = &blocking_put(1900.0, [1500.0, 1400.0], 1.8, 1.4)[0];
         // The text prints put_ns / min(floors) as the ratio, floor and put in us.
         assert_eq!(put.ratio, Some(1900.0 / 1400.0));
         assert_eq!((put.measured, put.floor), (1.9, Some(1.4)));
         assert_eq!((put.target.as_deref(), put.target_met), (Some("<= 1.3"), Some(false)));
+        let on_cq = floor_on_cq(1900.0, 1250.0);
+        assert_eq!((on_cq.measured, on_cq.floor, on_cq.ratio), (1.9, Some(1.25), Some(1900.0 / 1250.0)));
+        let median = &blocking_put(1900.0, [1500.0, 1400.0], 1.8, 1.4)[1];
+        assert_eq!((median.measured, median.floor, median.ratio), (1.8, Some(1.4), Some(1.8 / 1.4)));
         let c = &compute_loop(100, 2000.0, 30000.0, 1500.0, 500.0)[0];
         assert_eq!((c.ratio, c.ratio_of.as_deref()), (Some(15.0), Some("floor / measured")));
         assert_eq!((c.target.as_deref(), c.target_met), (Some(">= 8"), Some(true)));

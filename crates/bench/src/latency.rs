@@ -73,6 +73,14 @@ impl Latency {
         self.h.is_empty()
     }
 
+    /// The sample at quantile `q` (0 to 1), in microseconds; 0 without samples.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        if self.h.is_empty() {
+            return 0.0;
+        }
+        self.h.value_at_quantile(q) as f64 / 1e3
+    }
+
     /// The columns; all zero without samples.
     pub fn summary(&self) -> LatencySummary {
         let us = |ns: f64| ns / 1e3;

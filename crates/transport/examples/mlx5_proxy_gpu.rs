@@ -95,13 +95,13 @@ fn run() -> Result<(), String> {
             t.elapsed().as_secs_f64() * 1e3
         );
         let iters = 2000;
-        let (rc, ns) = gpu.put_latency(gcrb.addr, 1, iters).map_err(|x| e(&x))?;
-        if rc != 0 {
-            return Err(format!("put_latency rc {rc}"));
+        let timed = gpu.put_latency(gcrb.addr, 1, iters).map_err(|x| e(&x))?;
+        if timed.rc != 0 {
+            return Err(format!("put_latency rc {}", timed.rc));
         }
         println!(
             "8 B blocking put through the CPU proxy: {:.2} us each (GPU clock, {iters} puts)",
-            ns as f64 / f64::from(iters) / 1e3
+            timed.total_ns as f64 / f64::from(iters) / 1e3
         );
         Ok(())
     })();

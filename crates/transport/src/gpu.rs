@@ -10,7 +10,7 @@
 
 use crate::TransportError;
 use cudarc::driver::sys as cu;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 use cudarc::nvrtc::CompileOptions;
 use marrow_mmio::Region;
 use std::sync::Arc;
@@ -202,6 +202,34 @@ impl Gpu {
     }
 }
 
+/// A timed loop of one GPU thread (blocking puts, ping-pongs): its result
+/// code, the loop's total on the GPU clock, and each iteration's ns (empty
+/// when the loop failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timed {
+    /// The device code's result: 0, or a device error code.
+    pub rc: i32,
+    /// The whole loop, in ns of the GPU clock.
+    pub total_ns: u64,
+    /// Each iteration, in ns of the GPU clock.
+    pub each_ns: Vec<u64>,
+}
+
+/// Where a ping-pong runs (registered host addresses): the GPU's word,
+/// and the ring of `walk` 64-byte slots it reads its answers from, answer
+/// i in slot (`first` + i) % `walk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingPongRing {
+    /// The word the GPU writes i to.
+    pub ping: u64,
+    /// The first slot of the ring.
+    pub pong: u64,
+    /// Slots in the ring.
+    pub walk: u32,
+    /// Where the walk starts: answer 1 is in slot `first` + 1.
+    pub first: u32,
+}
+
 /// A launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grid {
@@ -335,18 +363,34 @@ impl Gpu {
         Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&old).map_err(cuda)?[0]))
     }
 
-    /// `marrow_put_latency_kernel`: one thread, `iters` blocking 8-byte puts:
-    /// (result code, total ns on the GPU clock).
-    pub fn put_latency(&self, page: u64, pe: u32, iters: u32) -> Result<(i32, u64), TransportError> {
+    /// `marrow_put_latency_kernel`: one thread, `iters` blocking 8-byte puts.
+    pub fn put_latency(&self, page: u64, pe: u32, iters: u32) -> Result<Timed, TransportError> {
         let f = self.function("marrow_put_latency_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut each = self.stream.alloc_zeros::<u64>(iters.max(1) as usize).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&page).arg(&pe).arg(&iters).arg(&mut ns).arg(&mut rc);
-        // SAFETY: matches marrow_put_latency_kernel (u8*, u32, u32, u64*, int*).
+        b.arg(&page).arg(&pe).arg(&iters).arg(&mut ns).arg(&mut each).arg(&mut rc);
+        // SAFETY: matches marrow_put_latency_kernel (u8*, u32, u32, u64*, u64*, int*); `each` holds `iters` values.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+        self.timed(&rc, &ns, &each, iters)
+    }
+
+    /// A timed loop's results: its code, its total and each iteration's
+    /// ns; iterations after a failure are left out.
+    fn timed(
+        &self,
+        rc: &CudaSlice<i32>,
+        ns: &CudaSlice<u64>,
+        each: &CudaSlice<u64>,
+        iters: u32,
+    ) -> Result<Timed, TransportError> {
+        let rc = self.stream.clone_dtoh(rc).map_err(cuda)?[0];
+        let total_ns = self.stream.clone_dtoh(ns).map_err(cuda)?[0];
+        let mut each_ns = self.stream.clone_dtoh(each).map_err(cuda)?;
+        each_ns.truncate(if rc == 0 { iters as usize } else { 0 });
+        Ok(Timed { rc, total_ns, each_ns })
     }
 
     /// `marrow_post_rate_kernel` on `grid`: every thread posts `iters` 8-byte
@@ -432,19 +476,18 @@ impl Gpu {
         self.stream.clone_dtoh(&ns).map_err(cuda)
     }
 
-    /// `marrow_pingpong_kernel`: the GPU writes i to `ping`, waits for i in
-    /// slot i % `walk` of the ring of 64-byte slots at `pong` (registered
-    /// host addresses), with release/acquire or, `lean`, plain system-scope
-    /// accesses: (result code, total ns).
+    /// `marrow_pingpong_kernel`: the GPU writes i (1 to `iters`) to
+    /// `ring.ping`, waits for i in slot (`ring.first` + i) % `ring.walk` of
+    /// the ring of 64-byte slots at `ring.pong`, with release/acquire or,
+    /// `lean`, plain system-scope accesses.
     pub fn pingpong(
         &self,
-        ping: u64,
-        pong: u64,
-        walk: u32,
+        ring: PingPongRing,
         iters: u32,
         timeout_ns: u64,
         lean: bool,
-    ) -> Result<(i32, u64), TransportError> {
+    ) -> Result<Timed, TransportError> {
+        let PingPongRing { ping, pong, walk, first } = ring;
         if walk == 0 {
             return Err(TransportError::Config("a ping-pong ring needs at least one slot".into()));
         }
@@ -452,12 +495,22 @@ impl Gpu {
         let f = self.function("marrow_pingpong_kernel")?;
         let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
         let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
+        let mut each = self.stream.alloc_zeros::<u64>(iters.max(1) as usize).map_err(cuda)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&ping).arg(&pong).arg(&walk).arg(&iters).arg(&timeout_ns).arg(&lean).arg(&mut ns).arg(&mut rc);
-        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u32, u64, u32, u64*, int*).
+        b.arg(&ping)
+            .arg(&pong)
+            .arg(&walk)
+            .arg(&first)
+            .arg(&iters)
+            .arg(&timeout_ns)
+            .arg(&lean)
+            .arg(&mut ns)
+            .arg(&mut each)
+            .arg(&mut rc);
+        // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u32, u32, u64, u32, u64*, u64*, int*); `each` holds `iters` values.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        Ok((self.stream.clone_dtoh(&rc).map_err(cuda)?[0], self.stream.clone_dtoh(&ns).map_err(cuda)?[0]))
+        self.timed(&rc, &ns, &each, iters)
     }
 }
 

@@ -67,11 +67,11 @@ pub fn run(
         return Err(device(&format!("GPU thread {t} of 8 x 128"), *rc));
     }
     lines.push(format!("{passed}GPU 8 x 128 threads x 4 puts of 64 B: all completed"));
-    let (rc, ns) = gpu.put_latency(dg.addr, 1, iters).map_err(GpuCheckError::Cuda)?;
-    if rc != 0 {
-        return Err(device("GPU put latency", rc));
+    let timed = gpu.put_latency(dg.addr, 1, iters).map_err(GpuCheckError::Cuda)?;
+    if timed.rc != 0 {
+        return Err(device("GPU put latency", timed.rc));
     }
-    let put8_us = ns as f64 / f64::from(iters.max(1)) / 1e3;
+    let put8_us = timed.total_ns as f64 / f64::from(iters.max(1)) / 1e3;
     lines.push(format!("GPU 8 B blocking put x{iters}: {put8_us:.2} us each (GPU clock)"));
     Ok(GpuChecked { lines, put8_us })
 }
