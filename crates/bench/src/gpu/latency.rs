@@ -94,6 +94,7 @@ fn quantiles_us(ns: &[u64]) -> [f64; 4] {
     [0.1, 0.5, 0.9, 0.99].map(|q| l.quantile_us(q))
 }
 
+/// Quantiles as the text prints them: µs to two decimals, ` / ` between.
 fn fmt_quantiles(q: [f64; 4]) -> String {
     q.map(|v| format!("{v:.2}")).join(" / ")
 }
