@@ -45,7 +45,7 @@ pub fn blocking_put(put_ns: f64, floors_ns: [f64; 2], put_median_us: f64, floor_
             floor_median_us,
             "us",
             "the ping-pong floor's median",
-            put_median_us / floor_median_us.max(f64::MIN_POSITIVE),
+            put_median_us / floor_median_us,
             MEASURED_OVER_FLOOR,
         ),
         Row::new("GPU<->CPU ping-pong floor, release/acquire", floors_ns[0] / 1e3, "us"),

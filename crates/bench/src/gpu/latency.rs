@@ -99,13 +99,20 @@ fn fmt_quantiles(q: [f64; 4]) -> String {
     q.map(|v| format!("{v:.2}")).join(" / ")
 }
 
-/// A ping-pong floor: the faster flavour's best run, each flavour's best
-/// mean, and where the answering thread ran, first and last.
+/// A ping-pong floor: each flavour's best mean (release/acquire, plain),
+/// the faster flavour's best run, and where the answering thread ran,
+/// first and last.
 struct Floor {
-    ns: f64,
     flavours: [f64; 2],
     each: Vec<u64>,
     answered_on: (Option<usize>, Option<usize>),
+}
+
+impl Floor {
+    /// The floor: the faster flavour's mean, in ns.
+    fn ns(&self) -> f64 {
+        self.flavours[0].min(self.flavours[1])
+    }
 }
 
 /// Ping-pong with a CPU thread through host memory: the GPU writes i (1 to
@@ -171,7 +178,7 @@ fn pingpong_floor(
         res
     })?;
     let faster = usize::from(flavours[1] < flavours[0]);
-    Ok(Floor { ns: flavours[faster], flavours, each: std::mem::take(&mut each[faster]), answered_on })
+    Ok(Floor { flavours, each: std::mem::take(&mut each[faster]), answered_on })
 }
 
 /// 8-byte blocking put latency against a GPU<->CPU ping-pong through host
@@ -225,10 +232,10 @@ pub(super) fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, 
         o,
         "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor (the pong walking a CQ-sized ring) {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3); ping answered on {}{moved}; engine threads last on {}",
         put_ns / 1e3,
-        floor.ns / 1e3,
+        floor.ns() / 1e3,
         floor.flavours[0] / 1e3,
         floor.flavours[1] / 1e3,
-        put_ns / floor.ns,
+        put_ns / floor.ns(),
         placement::describe(floor.answered_on.0),
         if engines.is_empty() { "none found".to_string() } else { engines },
     )?;
@@ -242,12 +249,12 @@ pub(super) fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, 
         fmt_quantiles(put_q),
         fmt_quantiles(floor_q),
         fmt_quantiles(cq_q),
-        on_cq.ns / 1e3,
-        put_ns / on_cq.ns
+        on_cq.ns() / 1e3,
+        put_ns / on_cq.ns()
     )?;
     gpu_rows::blocking_put(put_ns, floor.flavours, put_q[1], floor_q[1]).into_iter().for_each(|x| c.add(x));
-    c.add(gpu_rows::floor_on_cq(put_ns, on_cq.ns));
-    Ok((put_ns, floor.ns))
+    c.add(gpu_rows::floor_on_cq(put_ns, on_cq.ns()));
+    Ok((put_ns, floor.ns()))
 }
 
 /// Unregisters a region when dropped.
