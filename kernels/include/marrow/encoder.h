@@ -96,7 +96,8 @@ MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl
                       ? last_ctrl
                       : (uint64_t)be32((uint32_t)(end & MARROW_MLX5_UAR_DB_WQE_INDEX_MASK) << MARROW_MLX5_UAR_DB_WQE_INDEX_SHIFT) |
                             ((uint64_t)be32(ch.c.qpn << MARROW_MLX5_UAR_DB_QPN_SHIFT) << 32);
-    if (waited_for && ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT)) {
+    bool early = waited_for && ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT);
+    if (early) {
         /* DOCA's early ringing (doca_gpu_dev_verbs_submit_db): the WQEs are
          * fenced already, and the doorbell itself says how far to go, so
          * the NIC can start one system-scope fence sooner. The record and
@@ -108,8 +109,24 @@ MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl
         mmio_store64((uint64_t *)ch.c.db_addr, db);
     }
     store_device_u32(&dbrec[MARROW_MLX5_SND_DBR], be32((uint32_t)end & MARROW_MLX5_QP_DBREC_SEND_WQE_COUNTER_MASK));
-    /* Doorbell record before the doorbell that makes the NIC read it. */
-    wc_start();
+    /* Doorbell record before the doorbell that makes the NIC read it.
+     * After an early ring the NIC has its index from that doorbell, and
+     * the second ring only covers a lost first one, which it does without
+     * the record. There a shared channel fences at GPU scope, as DOCA's
+     * submit_db does by default: enough for the next holder of the chain,
+     * whose store to the record then follows ours (stores to one location
+     * keep causality order, so the record never goes backwards), while a
+     * system-scope fence would be waited out in full by its blocking put.
+     * An exclusive owner has no next holder, and keeps the system-scope
+     * fence for the wait after it: its first CQE read follows at once, and
+     * a read that reaches host memory before the CQE costs a whole PCIe
+     * round trip; the fence holds it back until the doorbells have gone
+     * out (docs/PERFORMANCE.md). */
+    if (early && !ch.excl) {
+        fence_release_gpu();
+    } else {
+        wc_start();
+    }
     mmio_store64((uint64_t *)ch.c.db_addr, db);
 #if !MARROW_GPU
     /* Out of the write-combining buffer before the chain moves on, so
