@@ -106,3 +106,36 @@ impl From<marrow_mmio::OutOfBounds> for BenchError {
         BenchError::Bounds(e)
     }
 }
+
+/// Bytes read back against the bytes that should have arrived: Ok, or a
+/// failed check naming `what`, the first byte that differs and how many do.
+pub fn same_bytes(what: &str, got: &[u8], want: &[u8]) -> Result<(), BenchError> {
+    if got == want {
+        return Ok(());
+    }
+    if got.len() != want.len() {
+        return Err(BenchError::Check(format!("{what}: read back {} B, expected {} B", got.len(), want.len())));
+    }
+    let first = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
+    let count = got.iter().zip(want).filter(|(g, w)| g != w).count();
+    Err(BenchError::Check(format!(
+        "{what}: byte {first:#x} is {:#04x}, expected {:#04x}; {count} of {} bytes differ",
+        got[first],
+        want[first],
+        want.len()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_names_the_first_difference_and_the_count() {
+        assert!(same_bytes("put", &[1, 2, 3], &[1, 2, 3]).is_ok());
+        let e = same_bytes("put of 4 B", &[1, 9, 3, 7], &[1, 2, 3, 4]).unwrap_err().to_string();
+        assert_eq!(e, "put of 4 B: byte 0x1 is 0x09, expected 0x02; 2 of 4 bytes differ");
+        let e = same_bytes("get", &[1], &[1, 2]).unwrap_err().to_string();
+        assert_eq!(e, "get: read back 1 B, expected 2 B");
+    }
+}

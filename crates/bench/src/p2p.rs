@@ -7,7 +7,7 @@
 //! the launcher as a typed row too (a `row` line of JSON), for `--json` and
 //! `--csv`.
 
-use crate::error::BenchError;
+use crate::error::{BenchError, same_bytes};
 use crate::figure_report::{Collect, FigureReport, Row};
 use crate::gpu_rows;
 use marrow_softnic::Shm;
@@ -363,10 +363,7 @@ fn pe_checks_and_figures(
             link.barrier(&format!("put {len} {how}"))?;
             let mut got = vec![0u8; len as usize];
             gpu.read_window(win, DST as usize, &mut got)?;
-            if got != pattern(len, other) {
-                let at = got.iter().zip(pattern(len, other)).position(|(a, b)| *a != b).unwrap_or(0);
-                return check(format!("put of {len} B from PE {other} ({how}): byte {at} differs"));
-            }
+            same_bytes(&format!("put of {len} B from PE {other} ({how})"), &got, &pattern(len, other))?;
             link.say(&format!(
                 "put {len:>9} B from PE {other} ({how}, grid {} x {}): every byte checked here",
                 grid.blocks, grid.threads
@@ -381,9 +378,7 @@ fn pe_checks_and_figures(
         ok("get", gpu.get_at(pg, other, SRC, DST, len)?)?;
         let mut got = vec![0u8; len as usize];
         gpu.read_window(win, DST as usize, &mut got)?;
-        if got != pattern(u64::from(len), other) {
-            return check(format!("get of {len} B from PE {other}: bytes differ"));
-        }
+        same_bytes(&format!("get of {len} B from PE {other}"), &got, &pattern(u64::from(len), other))?;
         link.say(&format!("get {len:>9} B from PE {other}: every byte checked"))?;
     }
     link.barrier("gets")?;
@@ -539,9 +534,7 @@ fn pe_checks_and_figures(
         }
         let mut got = vec![0u8; 4096];
         gpu.read_window(win, SRC as usize, &mut got)?;
-        if got != pattern(4096, 0) {
-            return Err("PE 0's source changed during the bandwidth runs".into());
-        }
+        same_bytes("PE 0's source after the bandwidth runs", &got, &pattern(4096, 0))?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! (never a hang), exclusive channels' rules, and a peer across the wire.
 
 use super::{CQ_DEPTH, RenderRecord, Res, Rig, check, check_rc, checked_config, rig};
-use crate::error::BenchError;
+use crate::error::{BenchError, same_bytes};
 use marrow_softnic::Faults;
 use marrow_transport::gpu::{Gpu, Grid, RwKernel};
 use marrow_transport::{DeviceError, World, WorldConfig};
@@ -28,10 +28,7 @@ fn puts(r: &Rig, o: &mut dyn Write) -> Res<()> {
         check_rc(r, "put", &rc)?;
         let mut got = vec![0u8; len];
         b.read_bytes(0, &mut got)?;
-        if got != data {
-            let at = got.iter().zip(&data).position(|(x, y)| x != y).unwrap_or(0);
-            return check(format!("put of {len} B: byte {at} differs"));
-        }
+        same_bytes(&format!("put of {len} B"), &got, &data)?;
         writeln!(
             o,
             "  put {:>9} B from 1 thread: every byte checked ({:.1} ms launch to sync)",
@@ -61,9 +58,7 @@ fn puts(r: &Rig, o: &mut dyn Write) -> Res<()> {
         check_rc(r, kernel, &rc)?;
         let mut got = vec![0u8; total];
         b.read_bytes(0, &mut got)?;
-        if got != data {
-            return check(format!("{kernel} {grid}x{block}: bytes differ"));
-        }
+        same_bytes(&format!("{kernel} {grid}x{block}"), &got, &data)?;
         let wqes = grid * block * iters;
         writeln!(
             o,
@@ -84,9 +79,7 @@ fn gets(r: &Rig, o: &mut dyn Write) -> Res<()> {
         check_rc(r, "get", &rc)?;
         let mut got = vec![0u8; len];
         a.read_bytes(0, &mut got)?;
-        if got != data {
-            return check(format!("get of {len} B: bytes differ"));
-        }
+        same_bytes(&format!("get of {len} B"), &got, &data)?;
         writeln!(o, "  get {:>9} B from 1 thread: every byte checked", len)?;
     }
     let (len, iters, grid, block) = (256u32, 2u32, 132u32, 64u32);
@@ -98,9 +91,7 @@ fn gets(r: &Rig, o: &mut dyn Write) -> Res<()> {
     check_rc(r, "get grid", &rc)?;
     let mut got = vec![0u8; total];
     a.read_bytes(0, &mut got)?;
-    if got != data {
-        return Err("grid gets: bytes differ".into());
-    }
+    same_bytes("grid gets", &got, &data)?;
     writeln!(o, "  get grid {grid} x {block}: {} gets of {len} B, every byte checked", grid * block * iters)?;
     Ok(())
 }
@@ -281,17 +272,13 @@ pub(super) fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         check_rc(&r, "put between GPU buffers", &rc)?;
         let mut got = vec![0u8; size];
         b1.read(0, &mut got)?;
-        if got != data {
-            return check(format!("put of {size} B between GPU buffers: bytes differ"));
-        }
+        same_bytes(&format!("put of {size} B between GPU buffers"), &got, &data)?;
         let back = pattern(size, 5 + size as u64);
         b1.write(0, &back)?;
         let rc = r.launch_rw(RwKernel::Get, 1, 1, size as u32, 1)?;
         check_rc(&r, "get between GPU buffers", &rc)?;
         b0.read(0, &mut got)?;
-        if got != back {
-            return check(format!("get of {size} B between GPU buffers: bytes differ"));
-        }
+        same_bytes(&format!("get of {size} B between GPU buffers"), &got, &back)?;
         writeln!(o, "  put and get of {size:>8} B between GPU-memory buffers: every byte checked")?;
     }
     let (grid, block, plen, iters) = (8u32, 128u32, 64u32, 2u32);
@@ -303,9 +290,7 @@ pub(super) fn gpu_memory(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     check_rc(&r, "grid put between GPU buffers", &rc)?;
     let mut got = vec![0u8; total];
     b1.read(0, &mut got)?;
-    if got != data {
-        return Err("grid puts between GPU buffers: bytes differ".into());
-    }
+    same_bytes("grid puts between GPU buffers", &got, &data)?;
     writeln!(
         o,
         "  grid {grid} x {block}: {} puts of {plen} B between GPU-memory buffers, every byte checked",
@@ -327,16 +312,12 @@ pub(super) fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
         check_rc(&r, "exclusive put", &r.launch_rw(RwKernel::Put, 1, 1, len as u32, 1)?)?;
         let mut got = vec![0u8; len];
         b.read_bytes(0, &mut got)?;
-        if got != data {
-            return check(format!("exclusive put of {len} B: bytes differ"));
-        }
+        same_bytes(&format!("exclusive put of {len} B"), &got, &data)?;
         let back = pattern(len, 12 + len as u64);
         b.write_bytes(0, &back)?;
         check_rc(&r, "exclusive get", &r.launch_rw(RwKernel::Get, 1, 1, len as u32, 1)?)?;
         a.read_bytes(0, &mut got)?;
-        if got != back {
-            return check(format!("exclusive get of {len} B: bytes differ"));
-        }
+        same_bytes(&format!("exclusive get of {len} B"), &got, &back)?;
         writeln!(o, "  put and get of {len:>8} B from 1 thread: every byte checked")?;
     }
     let (len, iters) = (64u32, 40u32);
@@ -347,9 +328,7 @@ pub(super) fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     check_rc(&r, "exclusive put_nbi_warp", &r.launch_rw(RwKernel::PutWarp, 1, 32, len, iters)?)?;
     let mut got = vec![0u8; total];
     b.read_bytes(0, &mut got)?;
-    if got != data {
-        return Err("exclusive put_nbi_warp: bytes differ".into());
-    }
+    same_bytes("exclusive put_nbi_warp", &got, &data)?;
     writeln!(
         o,
         "  put_nbi_warp, one warp x {iters}: {} puts of {len} B, every byte checked (the ring of 1024 wrapped)",
@@ -398,9 +377,7 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     check_rc(&r, "the warp's put after the lone lane's refusal", &rc[..32])?;
     let mut got = vec![0u8; data.len()];
     b.read_bytes(0, &mut got)?;
-    if got != data {
-        return Err("the warp's put after the lone lane's refusal: bytes differ".into());
-    }
+    same_bytes("the warp's put after the lone lane's refusal", &got, &data)?;
     bad_config_report(&r, "lane 0 alone on a warp's exclusive channel")?;
     writeln!(
         o,
@@ -445,9 +422,7 @@ pub(super) fn peer_checks(r: &Rig, o: &mut dyn Write) -> Res<()> {
     dev.quiet().map_err(|x| format!("PE 1 quiet: {x}\n{}", r.world.channels[1].report()))?;
     let mut got = vec![0u8; want.len()];
     a.read_bytes(off, &mut got)?;
-    if got != want {
-        return Err("PE 1 (the other process) put 4 KiB to PE 0: the bytes at PE 0 differ".into());
-    }
+    same_bytes("PE 1 (the other process) put 4 KiB to PE 0: the bytes at PE 0", &got, &want)?;
     let bytes = r.world.peer_trace().ok_or("the peer softnic returned no register trace")?;
     let (recs, _) = marrow_softnic::trace::parse(&bytes);
     let qpn = r.world.channels[1].qpn;
