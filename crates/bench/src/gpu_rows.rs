@@ -158,6 +158,25 @@ pub fn p2p_sweep(len: u64, grid: (u32, u32), bw: f64, floor: f64) -> Row {
     )
 }
 
+/// What `bench gpu --doca` compares marrow with.
+pub const DOCA_PEER: &str = "DOCA GPUNetIO's device verbs (NCCL 2.28's headers) on the same softnic";
+
+/// marrow's blocking 8 B put against DOCA's put and CQ poll (us, the
+/// medians of the best runs): at most DOCA's time.
+pub fn doca_latency(mode: &str, marrow_us: f64, doca_us: f64) -> Row {
+    Row::new(format!("8 B blocking put + completion, {mode}, median, against DOCA"), marrow_us, "us")
+        .floor(doca_us, "us", DOCA_PEER, marrow_us / doca_us, MEASURED_OVER_FLOOR)
+        .target(Target::AtMost(1.0))
+}
+
+/// marrow's posting rate against DOCA's on the same launch shape (/s): at
+/// least DOCA's.
+pub fn doca_rate(label: &str, marrow: f64, doca: f64) -> Row {
+    Row::new(format!("8 B posting, {label}, against DOCA"), marrow, "puts/s")
+        .floor(doca, "puts/s", DOCA_PEER, marrow / doca, MEASURED_OVER_FLOOR)
+        .target(Target::AtLeast(1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +286,20 @@ mod tests {
             assert_eq!(&rec[9], row.target.as_deref().unwrap_or(""));
             assert_eq!(rec[10].parse::<bool>().ok(), row.target_met);
         }
+    }
+
+    #[test]
+    fn doca_rows_hold_marrow_to_doca() {
+        // Latency: marrow's time over DOCA's, at most 1.
+        let l = doca_latency("exclusive", 2.82, 2.40);
+        assert_eq!((l.measured, l.floor), (2.82, Some(2.40)));
+        assert!((l.ratio.unwrap() - 1.175).abs() < 1e-3);
+        assert_eq!(l.target_met, Some(false));
+        assert_eq!(doca_latency("shared", 3.52, 3.90).target_met, Some(true));
+        // Rates: marrow's over DOCA's, at least 1.
+        let r = doca_rate("1 warp", 2.0e7, 2.5e7);
+        assert!((r.ratio.unwrap() - 0.8).abs() < 1e-9);
+        assert_eq!(r.target_met, Some(false));
+        assert_eq!(doca_rate("whole GPU", 1.9e8, 2.6e7).target_met, Some(true));
     }
 }

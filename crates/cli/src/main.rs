@@ -171,6 +171,13 @@ enum BenchCmd {
         /// Print the figures as CSV, one row per figure, instead of the text.
         #[arg(long)]
         csv: bool,
+        /// Then time DOCA GPUNetIO's device verbs against marrow's on the
+        /// same softnic: a CUBIN built by scripts/doca_peer/build.sh.
+        #[arg(long, value_name = "CUBIN")]
+        doca: Option<std::path::PathBuf>,
+        /// With --doca: only the comparison with DOCA.
+        #[arg(long, requires = "doca")]
+        doca_only: bool,
     },
     /// Transport P2P between two GPUs (one process each): every operation
     /// checked, then round trip and bandwidth against their floors.
@@ -628,14 +635,14 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Cmd::Bench(BenchCmd::Gpu { json, csv }) => {
+        Cmd::Bench(BenchCmd::Gpu { json, csv, doca, doca_only }) => {
             let f = Format::of(json, csv);
             if let Some(code) = require_gpus(1, f) {
                 return code;
             }
             let (mut stdout, mut sink) = (std::io::stdout().lock(), std::io::sink());
             let o: &mut dyn Write = if f.is_text() { &mut stdout } else { &mut sink };
-            match marrow_bench::gpu::bench(o) {
+            match marrow_bench::gpu::bench(o, doca.as_deref(), doca_only) {
                 Ok(report) => {
                     let _ = o.flush();
                     bench_out::print(f, &report)

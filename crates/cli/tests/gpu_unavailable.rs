@@ -15,10 +15,23 @@ fn gpu_commands_name_what_is_missing() {
     if has_libcuda() {
         return; // a GPU machine runs the real thing instead (docs/PERFORMANCE.md)
     }
-    for args in [&["demo", "--gpu"][..], &["bench", "gpu"][..], &["bench", "p2p"][..]] {
+    for args in [
+        &["demo", "--gpu"][..],
+        &["bench", "gpu"][..],
+        &["bench", "gpu", "--doca", "doca_peer.cubin", "--doca-only"][..],
+        &["bench", "p2p"][..],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("libcuda.so") && !err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn doca_only_needs_a_doca_cubin() {
+    let out = Command::new(env!("CARGO_BIN_EXE_marrow")).args(["bench", "gpu", "--doca-only"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--doca <CUBIN>"), "{err}");
 }

@@ -379,7 +379,7 @@ impl Gpu {
 
     /// A timed loop's results: its code, its total and each iteration's
     /// ns; iterations after a failure are left out.
-    fn timed(
+    pub(crate) fn timed(
         &self,
         rc: &CudaSlice<i32>,
         ns: &CudaSlice<u64>,

@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod gcrb_page;
 pub mod gpu;
 pub mod gpu_checks;
+pub mod gpu_doca;
 pub mod mlx5;
 pub mod p2p;
 pub mod p2p_relay;

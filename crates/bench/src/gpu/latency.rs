@@ -88,14 +88,14 @@ fn cq_slot(r: &Rig, slots: u32) -> Res<u32> {
 }
 
 /// The 10th, 50th, 90th and 99th percentiles of `ns`, in microseconds.
-fn quantiles_us(ns: &[u64]) -> [f64; 4] {
+pub(super) fn quantiles_us(ns: &[u64]) -> [f64; 4] {
     let mut l = Latency::new();
     ns.iter().for_each(|&v| l.record(Duration::from_nanos(v)));
     [0.1, 0.5, 0.9, 0.99].map(|q| l.quantile_us(q))
 }
 
 /// Quantiles as the text prints them: µs to two decimals, ` / ` between.
-fn fmt_quantiles(q: [f64; 4]) -> String {
+pub(super) fn fmt_quantiles(q: [f64; 4]) -> String {
     q.map(|v| format!("{v:.2}")).join(" / ")
 }
 

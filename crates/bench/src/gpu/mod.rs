@@ -8,6 +8,7 @@
 //! put and its ping-pong floor, `rates` the posting rates and loops.
 
 mod checks;
+mod doca;
 mod latency;
 mod rates;
 
@@ -279,12 +280,19 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
     Ok(())
 }
 
-/// `marrow bench gpu`: the GPU figures alone, each against its floor; the
-/// text goes to `o`, the figures come back as rows.
-pub fn bench(o: &mut dyn Write) -> Res<FigureReport> {
+/// `marrow bench gpu`: the GPU figures alone, each against its floor; with
+/// `doca`, a CUBIN of DOCA's device verbs (`scripts/doca_peer/build.sh`),
+/// then marrow against DOCA on the same softnic (with `doca_only`, that
+/// alone). The text goes to `o`, the figures come back as rows.
+pub fn bench(o: &mut dyn Write, doca: Option<&std::path::Path>, doca_only: bool) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
     writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch)?;
     let mut c = Collect::new("bench gpu", format!("{} ({})", gpu.name, gpu.arch));
-    benchmarks(&gpu, o, &mut c)?;
+    if !(doca_only && doca.is_some()) {
+        benchmarks(&gpu, o, &mut c)?;
+    }
+    if let Some(cubin) = doca {
+        doca::doca(&gpu, o, &mut c, cubin)?;
+    }
     Ok(c.report)
 }
