@@ -53,6 +53,14 @@ pub struct WorldConfig {
     /// their doorbell record (`flags.cq_overrun_ignore`). Only for CQs on a
     /// softnic in this process; a daemon's CQs keep their record.
     pub cq_overrun_ignore: bool,
+    /// `flags.gpu_scope_fences`: a post's fences (WQE before doorbell
+    /// record, record before doorbell) at GPU scope, as DOCA's one-sided
+    /// verbs fence by default. Enough where the send queue and its record
+    /// live in GPU memory; a softnic's rings are host memory, where the
+    /// PTX memory model promises nothing for it, so a world sets it only to
+    /// compare with DOCA, which fences so there too (`bench gpu --doca`).
+    /// Off by default. The CPU device code has one scope and ignores it.
+    pub gpu_scope_fences: bool,
     /// PE 1 on a second softnic, reached from PE 0 over RoCEv2 on loopback
     /// UDP (`marrow_softnic::rc`): the device code's WQEs then cross a
     /// wire, packets, ACKs and all.
@@ -81,6 +89,7 @@ impl Default for WorldConfig {
             extra_channels: 0,
             exclusive: false,
             cq_overrun_ignore: true,
+            gpu_scope_fences: false,
             wire: false,
         }
     }
@@ -464,6 +473,7 @@ fn channels(
             c.set_early_doorbell(cfg.early_doorbell);
             c.set_exclusive(cfg.exclusive);
             c.set_cq_overrun_ignore(q.cq_overrun_ignore);
+            c.set_gpu_scope_fences(cfg.gpu_scope_fences);
         })?;
         let ch = Channel { qpn: q.qpn, cqn: q.cqn, page };
         if k == 0 { channels.push(ch) } else { more.push(ch) }

@@ -98,6 +98,9 @@ struct Channel {
         return (marrow_gcrb_trace_entry *)(page + MARROW_GCRB_OFF_TRACE) + (i % MARROW_GCRB_TRACE_ENTRIES);
     }
     MARROW_MEMBER bool flag(uint32_t shift) const { return (c.flags >> shift) & 1u; }
+    /* The scope of the posting fences (flags.gpu_scope_fences; platform.h
+     * to_device_at). */
+    MARROW_MEMBER bool gpu_scope() const { return flag(MARROW_GCRB_CONFIG_GPU_SCOPE_FENCES_SHIFT); }
 };
 
 /* A post tests in one branch whether it is the common case: no sticky

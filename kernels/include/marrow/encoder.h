@@ -117,15 +117,17 @@ MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl
      * whose store to the record then follows ours (stores to one location
      * keep causality order, so the record never goes backwards), while a
      * system-scope fence would be waited out in full by its blocking put.
-     * An exclusive owner has no next holder, and keeps the system-scope
-     * fence for the wait after it: its first CQE read follows at once, and
-     * a read that reaches host memory before the CQE costs a whole PCIe
-     * round trip; the fence holds it back until the doorbells have gone
-     * out (docs/PERFORMANCE.md). */
+     * An exclusive owner has no next holder, and keeps the posting
+     * fences' scope for the wait after it: its first CQE read follows at
+     * once, and a read that reaches host memory before the CQE costs a
+     * whole PCIe round trip; the fence holds it back until the doorbells
+     * have gone out. A GPU-scope fence (flags.gpu_scope_fences) holds it
+     * back less, and on the softnic a tenth or more of such reads left
+     * too early (docs/PERFORMANCE.md). */
     if (early && !ch.excl) {
         fence_release_gpu();
     } else {
-        wc_start();
+        wc_start_at(ch.gpu_scope());
     }
     mmio_store64((uint64_t *)ch.c.db_addr, db);
 #if !MARROW_GPU

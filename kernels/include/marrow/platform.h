@@ -363,6 +363,24 @@ MARROW_FN void to_device() {
 #endif
 }
 
+/* to_device and wc_start at the scope the NIC's reads of the rings need:
+ * GPU scope where the send queue and its doorbell record live in GPU
+ * memory (gcrb_config.flags.gpu_scope_fences: a NIC's peer reads are
+ * served like the GPU's own, so ordering them for the GPU orders them for
+ * the NIC, which is why DOCA's one-sided verbs fence at GPU scope), system
+ * scope otherwise. The CPU has one scope: its row of the barrier table. */
+MARROW_FN void to_device_at(bool gpu_scope) {
+#if MARROW_GPU
+    if (gpu_scope) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        return;
+    }
+#else
+    (void)gpu_scope;
+#endif
+    to_device();
+}
+
 MARROW_FN void from_device() {
 #if MARROW_GPU
     /* Acquire only: nothing before it needs to be ordered ahead, so no
@@ -381,6 +399,18 @@ MARROW_FN void wc_start() {
 #else
     marrow_cpu_wc_start();
 #endif
+}
+
+MARROW_FN void wc_start_at(bool gpu_scope) {
+#if MARROW_GPU
+    if (gpu_scope) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        return;
+    }
+#else
+    (void)gpu_scope;
+#endif
+    wc_start();
 }
 
 MARROW_FN void wc_flush() {

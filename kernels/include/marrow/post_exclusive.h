@@ -125,7 +125,7 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
         o.resv = end;
         uint64_t ctrl = write_wqe_untraced(ch, idx, op);
         /* Our WQE stores ahead of the doorbell record. */
-        to_device();
+        to_device_at(ch.gpu_scope());
         ring_untraced(ch, end, ctrl, force_ring);
         if (idx_out) *idx_out = idx;
         return OK;
@@ -139,7 +139,7 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
     uint64_t ctrl = write_wqe(ch, idx, op, ring_now);
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
-        to_device();
+        to_device_at(ch.gpu_scope());
         ring(ch, end, ctrl, force_ring);
     }
     if (idx_out) *idx_out = idx;
@@ -165,7 +165,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         o.resv = end;
         uint64_t ctrl = write_wqe_untraced(ch, idx, op);
         /* Each lane's WQE stores ahead of the leader's doorbell record. */
-        to_device();
+        to_device_at(ch.gpu_scope());
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
         if (g.leader()) ring_untraced(ch, end, last_ctrl, force);
@@ -198,7 +198,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     uint64_t ctrl = write_wqe(ch, idx, op, ring_now);
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
-        to_device();
+        to_device_at(ch.gpu_scope());
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
         if (g.leader()) ring(ch, end, last_ctrl, (news & 1u) != 0);
@@ -223,7 +223,7 @@ MARROW_FN int quiet_own(const Channel &ch) {
     if (tail) {
         /* Lazy posting left this lane's WQE stores unfenced; the leader's
          * are fenced by the NOP's post below. */
-        if (!g.leader()) to_device();
+        if (!g.leader()) to_device_at(ch.gpu_scope());
         g.sync();
     }
     int rc = OK;

@@ -314,8 +314,9 @@ MARROW_FN Waited mark_and_wait(const Channel &ch, uint64_t idx, uint64_t end) {
 }
 
 /* The turn that rang hands ready_head on past `end`. The ring's wc_start
- * (fence.acq_rel.sys) came after every WQE store this turn hands on: the
- * group's (the warp barrier), the earlier holders' (our acquire of
+ * (fence.acq_rel.sys, or .gpu with flags.gpu_scope_fences: either scope
+ * holds every thread that takes the chain) came after every WQE store this
+ * turn hands on: the group's (the warp barrier), the earlier holders' (our acquire of
  * ready_head), the marked runs' (the claim's acquire), and after the
  * claim's clears. A fence then a strong store is a release pattern (PTX
  * memory consistency model), so the release store's own fence would only
@@ -402,7 +403,7 @@ MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_ou
         trace_allows_fast(ch)) {
         uint64_t end = idx + 1, ctrl = write_wqe_untraced(ch, idx, op);
         /* Our WQE stores ahead of the doorbell record. */
-        to_device();
+        to_device_at(ch.gpu_scope());
         ring_untraced(ch, end, ctrl, force_ring);
         hand_on_rung(ch, end);
         turn_ended(ch, end);
@@ -415,7 +416,7 @@ MARROW_FN int post_shared_solo(const Channel &ch, const Op &op, uint64_t *idx_ou
     ChainView view = view_at(ch, idx, lazy);
     uint64_t ctrl = write_wqe(ch, idx, op);
     /* Our WQE stores before any holder of the chain rings past them. */
-    to_device();
+    to_device_at(ch.gpu_scope());
     rc = ready_and_ring(ch, idx, 1, force_ring, lazy, ctrl, view, true);
     if (idx_out) *idx_out = idx;
     return rc;
@@ -454,7 +455,7 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
      * poster's does. */
     g.sync();
     if (g.leader()) {
-        to_device();
+        to_device_at(ch.gpu_scope());
         rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view, false);
     }
     rc = g.from_leader32(rc);

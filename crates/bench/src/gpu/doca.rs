@@ -2,18 +2,21 @@
 //! 2.28 ships them (built into CUBIN by `scripts/doca_peer/build.sh`), and
 //! marrow's device code on the same softnic, timed side by side in one run:
 //! the blocking 8 B put and the posting rates, in DOCA's two sharing modes
-//! against marrow's two kinds of channel. Both sides get QPs of their own
-//! from one world, so one engine serves both and every ring is the same
+//! against marrow's two kinds of channel. DOCA fences its posts at GPU
+//! scope where marrow fences at system scope (the softnic's rings are host
+//! memory), so marrow runs twice: as it is, and with
+//! `flags.gpu_scope_fences`, DOCA's scope. Every side gets QPs of its own
+//! from one world, so one engine serves all and every ring is the same
 //! kind of host memory. DOCA's bytes are checked where they land.
 
 use super::latency::{fmt_quantiles, quantiles_us};
-use super::{Res, Rig, bench_config, check, check_rc, rig};
+use super::{Res, Rig, bench_config, check, check_rc, rig_on};
 use crate::figure_report::Collect;
 use crate::gpu_rows;
 use marrow_transport::gcrb_page;
 use marrow_transport::gpu::{Gpu, Grid, Timed};
 use marrow_transport::gpu_doca::{DocaPeer, DocaQueue, DocaSharing, DocaWindow};
-use marrow_transport::{DeviceError, WorldConfig};
+use marrow_transport::{DeviceError, World, WorldConfig};
 use std::io::Write;
 use std::path::Path;
 
@@ -26,8 +29,8 @@ const LATENCY_ROUNDS: usize = 5;
 /// Where DOCA's puts go in both windows: apart from marrow's (offset 0).
 const DOCA_OFF: u64 = 4096;
 
-/// Both sides on shared channels / DOCA's GPU sharing mode, then on
-/// exclusive channels / DOCA's EXCLUSIVE mode.
+/// Shared channels against DOCA's GPU sharing mode, then exclusive
+/// channels against its EXCLUSIVE mode.
 pub(super) fn doca(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, cubin: &Path) -> Res<()> {
     writeln!(o, "against {} (CUBIN {}):", gpu_rows::DOCA_PEER, cubin.display())?;
     for exclusive in [false, true] {
@@ -37,12 +40,33 @@ pub(super) fn doca(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, cubin: &Path) 
             ("shared channel / DOCA GPU sharing", DocaSharing::Gpu)
         };
         c.section(format!("against DOCA, {mode}"));
-        let r = rig(gpu, WorldConfig { exclusive, extra_channels: 2 * QPS - 1, ..bench_config() })?;
+        // Channels [0, QPS): marrow; [QPS, 2 QPS): marrow at GPU scope;
+        // [2 QPS, 3 QPS): DOCA.
+        let cfg = WorldConfig { exclusive, extra_channels: 3 * QPS - 1, ..bench_config() };
+        let world = World::new(cfg)?;
+        for ch in &world.more[QPS - 1..2 * QPS - 1] {
+            gcrb_page::edit_config(&ch.page(), |c| {
+                c.set_gpu_scope_fences(true);
+            })?;
+        }
+        let r = rig_on(gpu, world, cfg.sq_wqebbs)?;
+        let first: Vec<u64> = std::iter::once(r.page(0)).chain(r.more[..QPS - 1].iter().map(|g| g.addr)).collect();
+        let marrow = [
+            Marrow { name: "marrow", pages: first },
+            Marrow { name: "marrow GPU-scope", pages: r.more[QPS - 1..2 * QPS - 1].iter().map(|g| g.addr).collect() },
+        ];
         let side = DocaSide::new(&r, cubin)?;
-        latency(&r, &side, o, c, mode, sharing)?;
-        rates(&r, &side, o, c, mode, sharing)?;
+        latency(&r, &marrow, &side, o, c, mode, sharing)?;
+        rates(&r, &marrow, &side, o, c, mode, sharing)?;
     }
     Ok(())
+}
+
+/// marrow's `QPS` channels of one kind: as they are (system-scope posting
+/// fences), or with `flags.gpu_scope_fences`, DOCA's scope.
+struct Marrow {
+    name: &'static str,
+    pages: Vec<u64>,
 }
 
 /// DOCA's QPs (the world's last `QPS` channels, which marrow's code never
@@ -55,7 +79,7 @@ struct DocaSide {
 
 impl DocaSide {
     fn new(r: &Rig, cubin: &Path) -> Res<DocaSide> {
-        let channels = &r.world.more[QPS - 1..];
+        let channels = &r.world.more[2 * QPS - 1..];
         let configs = channels
             .iter()
             .map(|ch| gcrb_page::config(&ch.page()).ok_or("a channel's GCRB config is unreadable"))
@@ -83,47 +107,72 @@ fn check_doca(what: &str, rc: &[i32]) -> Res<()> {
     }
 }
 
-/// The blocking put, alternating marrow's and DOCA's runs; each side's
-/// best run by median, and DOCA's bytes read back where they landed.
-fn latency(r: &Rig, d: &DocaSide, o: &mut dyn Write, c: &mut Collect, mode: &str, sharing: DocaSharing) -> Res<()> {
+/// The blocking put, alternating marrow's runs (each kind) and DOCA's;
+/// each side's best run by median, and DOCA's bytes read back where they
+/// landed.
+fn latency(
+    r: &Rig,
+    marrow: &[Marrow; 2],
+    d: &DocaSide,
+    o: &mut dyn Write,
+    c: &mut Collect,
+    mode: &str,
+    sharing: DocaSharing,
+) -> Res<()> {
     let pattern = 0x5a17_d0ca_0000_0000u64.to_le_bytes();
     r.world.bufs[0].write_bytes(DOCA_OFF as usize, &pattern)?;
     r.world.bufs[1].write_bytes(DOCA_OFF as usize, &[0u8; 8])?;
-    let (mut marrow, mut doca): (Option<Timed>, Option<Timed>) = (None, None);
     let median = |t: &Timed| quantiles_us(&t.each_ns)[1];
+    let keep = |best: &mut Option<Timed>, t: Timed| {
+        if best.as_ref().is_none_or(|b| median(&t) < median(b)) {
+            *best = Some(t);
+        }
+    };
+    let mut best: [Option<Timed>; 3] = [None, None, None];
     for _ in 0..LATENCY_ROUNDS {
-        let m = r.gpu.put_latency(r.page(0), 1, LATENCY_ITERS)?;
-        check_rc(r, "put latency", &[m.rc])?;
-        let p = r.gpu.doca_put_latency(&d.peer, sharing, d.window, LATENCY_ITERS, d.timeout_ns)?;
-        check_doca("put latency", &[p.rc])?;
-        if marrow.as_ref().is_none_or(|b| median(&m) < median(b)) {
-            marrow = Some(m);
+        for (k, m) in marrow.iter().enumerate() {
+            let t = r.gpu.put_latency(m.pages[0], 1, LATENCY_ITERS)?;
+            check_rc(r, "put latency", &[t.rc])?;
+            keep(&mut best[k], t);
         }
-        if doca.as_ref().is_none_or(|b| median(&p) < median(b)) {
-            doca = Some(p);
-        }
+        let t = r.gpu.doca_put_latency(&d.peer, sharing, d.window, LATENCY_ITERS, d.timeout_ns)?;
+        check_doca("put latency", &[t.rc])?;
+        keep(&mut best[2], t);
     }
-    let (marrow, doca) = (marrow.ok_or("no latency run")?, doca.ok_or("no latency run")?);
     let mut landed = [0u8; 8];
     r.world.bufs[1].read_bytes(DOCA_OFF as usize, &mut landed)?;
     crate::error::same_bytes("DOCA's puts at PE 1", &landed, &pattern)?;
-    let (mq, dq) = (quantiles_us(&marrow.each_ns), quantiles_us(&doca.each_ns));
+    let [Some(m), Some(g), Some(p)] = best.map(|t| t.map(|t| quantiles_us(&t.each_ns))) else {
+        return Err("no latency run".into());
+    };
     writeln!(
         o,
-        "  {mode}: 8 B blocking put + completion, median of the best of {LATENCY_ROUNDS} runs of {LATENCY_ITERS}: marrow {:.2} us, DOCA {:.2} us; ratio {:.3} (target <= 1.0); p10 / p50 / p90 / p99: marrow {}, DOCA {} us; DOCA's bytes checked at PE 1",
-        mq[1],
-        dq[1],
-        mq[1] / dq[1],
-        fmt_quantiles(mq),
-        fmt_quantiles(dq)
+        "  {mode}: 8 B blocking put + completion, median of the best of {LATENCY_ROUNDS} runs of {LATENCY_ITERS}: marrow {:.2} us, marrow GPU-scope {:.2} us, DOCA {:.2} us; ratios to DOCA {:.3}, {:.3} (target <= 1.0); p10 / p50 / p90 / p99: marrow {}, marrow GPU-scope {}, DOCA {} us; DOCA's bytes checked at PE 1",
+        m[1],
+        g[1],
+        p[1],
+        m[1] / p[1],
+        g[1] / p[1],
+        fmt_quantiles(m),
+        fmt_quantiles(g),
+        fmt_quantiles(p)
     )?;
-    c.add(gpu_rows::doca_latency(mode, mq[1], dq[1]));
+    c.add(gpu_rows::doca_latency(&format!("{mode}, {}", marrow[0].name), m[1], p[1]));
+    c.add(gpu_rows::doca_latency(&format!("{mode}, {}", marrow[1].name), g[1], p[1]));
     Ok(())
 }
 
 /// Posting rates on the same launch shapes, best of 9 runs each,
 /// alternating; every put waited for at the end of its run.
-fn rates(r: &Rig, d: &DocaSide, o: &mut dyn Write, c: &mut Collect, mode: &str, sharing: DocaSharing) -> Res<()> {
+fn rates(
+    r: &Rig,
+    marrow: &[Marrow; 2],
+    d: &DocaSide,
+    o: &mut dyn Write,
+    c: &mut Collect,
+    mode: &str,
+    sharing: DocaSharing,
+) -> Res<()> {
     let warp = Grid { blocks: 1, threads: 32 };
     let gpu_wide = Grid { blocks: 132, threads: 128 };
     let mut runs = vec![("1 thread", Grid::ONE, false, 1024u32, 1usize), ("1 warp, warp put", warp, true, 256, 1)];
@@ -132,26 +181,29 @@ fn rates(r: &Rig, d: &DocaSide, o: &mut dyn Write, c: &mut Collect, mode: &str, 
         runs.push(("whole GPU 132 x 128, warp put, 1 QP", gpu_wide, true, 1, 1));
         runs.push(("whole GPU 132 x 128, warp put, 32 QPs (warp w on QP w mod 32)", gpu_wide, true, 1, QPS));
     }
-    let pages: Vec<u64> = std::iter::once(r.page(0)).chain(r.more[..QPS - 1].iter().map(|g| g.addr)).collect();
     for (label, grid, warp, iters, qps) in runs {
         let puts = grid.size() as u64 * u64::from(iters);
-        let (mut marrow, mut doca) = (u64::MAX, u64::MAX);
+        // The best span of marrow as it is, at GPU scope, and of DOCA.
+        let mut best = [u64::MAX; 3];
         for _ in 0..9 {
-            let (rc, ns) = r.gpu.post_rate(&pages[..qps], 1, iters, warp, grid)?;
-            check_rc(r, "post rate", &rc)?;
-            marrow = marrow.min(ns.max(1));
+            for (k, m) in marrow.iter().enumerate() {
+                let (rc, ns) = r.gpu.post_rate(&m.pages[..qps], 1, iters, warp, grid)?;
+                check_rc(r, "post rate", &rc)?;
+                best[k] = best[k].min(ns.max(1));
+            }
             let (rc, ns) = r.gpu.doca_post_rate(&d.peer, qps, sharing, warp, d.window, iters, grid, d.timeout_ns)?;
             check_doca("post rate", &rc)?;
-            doca = doca.min(ns.max(1));
+            best[2] = best[2].min(ns.max(1));
         }
-        let rate = |ns: u64| puts as f64 / (ns as f64 / 1e9);
-        let (m, p) = (rate(marrow), rate(doca));
+        let [m, g, p] = best.map(|ns| puts as f64 / (ns as f64 / 1e9));
         writeln!(
             o,
-            "  {mode}: 8 B posting, {label}: marrow {m:.3e} puts/s, DOCA {p:.3e} /s; ratio {:.3} (target >= 1.0)",
-            m / p
+            "  {mode}: 8 B posting, {label}: marrow {m:.3e} puts/s, marrow GPU-scope {g:.3e} /s, DOCA {p:.3e} /s; ratios to DOCA {:.3}, {:.3} (target >= 1.0)",
+            m / p,
+            g / p
         )?;
-        c.add(gpu_rows::doca_rate(&format!("{mode}, {label}"), m, p));
+        c.add(gpu_rows::doca_rate(&format!("{mode}, {}, {label}", marrow[0].name), m, p));
+        c.add(gpu_rows::doca_rate(&format!("{mode}, {}, {label}", marrow[1].name), g, p));
     }
     Ok(())
 }
