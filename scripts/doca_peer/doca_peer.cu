@@ -34,6 +34,16 @@ struct doca_peer_queue {
     uint32_t reserved;
 };
 
+// Where the puts go (crates/transport/src/gpu_doca.rs DocaWindow, the same
+// field order): PE 1's window and the local one, keys big-endian
+// (DOCA_GPUNETIO_VERBS_MKEY_SWAPPED).
+struct doca_peer_window {
+    uint64_t raddr;
+    uint64_t laddr;
+    uint32_t rkey_be;
+    uint32_t lkey_be;
+};
+
 static __device__ __forceinline__ uint64_t peer_now_ns() {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -100,11 +110,11 @@ static __device__ uint64_t peer_put(struct doca_gpu_dev_verbs_qp *qp, struct doc
 
 // One thread: `iters` 8-byte puts, each waited for (DOCA's put then its
 // CQ poll), on qp 0 in the given sharing mode; ns[0] the loop, each[i]
-// put i. Keys come big-endian (DOCA_GPUNETIO_VERBS_MKEY_SWAPPED).
-extern "C" __global__ void doca_peer_put_latency(struct doca_gpu_dev_verbs_qp *qp, uint32_t shared, uint64_t raddr,
-                                                 uint32_t rkey_be, uint64_t laddr, uint32_t lkey_be, uint32_t iters,
-                                                 uint64_t timeout_ns, uint64_t *ns, uint64_t *each, int *rc) {
-    struct doca_gpu_dev_verbs_addr r = {raddr, rkey_be}, l = {laddr, lkey_be};
+// put i.
+extern "C" __global__ void doca_peer_put_latency(struct doca_gpu_dev_verbs_qp *qp, uint32_t shared,
+                                                 struct doca_peer_window w, uint32_t iters, uint64_t timeout_ns,
+                                                 uint64_t *ns, uint64_t *each, int *rc) {
+    struct doca_gpu_dev_verbs_addr r = {w.raddr, w.rkey_be}, l = {w.laddr, w.lkey_be};
     uint64_t t0 = peer_now_ns(), t = t0;
     int s = 0;
     for (uint32_t i = 0; i < iters && s == 0; i++) {
@@ -132,12 +142,11 @@ extern "C" __global__ void doca_peer_put_latency(struct doca_gpu_dev_verbs_qp *q
 // the latest end of the posting loops (GPU clock); then every thread waits
 // for its last put's CQE, its result in rc[thread].
 extern "C" __global__ void doca_peer_post_rate(struct doca_gpu_dev_verbs_qp *qps, uint32_t nqps, uint32_t shared,
-                                               uint32_t warp, uint64_t raddr, uint32_t rkey_be, uint64_t laddr,
-                                               uint32_t lkey_be, uint32_t iters, uint64_t timeout_ns, uint64_t *span,
-                                               int *rc) {
+                                               uint32_t warp, struct doca_peer_window w, uint32_t iters,
+                                               uint64_t timeout_ns, uint64_t *span, int *rc) {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
     struct doca_gpu_dev_verbs_qp *qp = &qps[(tid / 32) % nqps];
-    struct doca_gpu_dev_verbs_addr r = {raddr, rkey_be}, l = {laddr, lkey_be};
+    struct doca_gpu_dev_verbs_addr r = {w.raddr, w.rkey_be}, l = {w.laddr, w.lkey_be};
     uint64_t ticket = 0, t0 = peer_now_ns();
     for (uint32_t i = 0; i < iters; i++) {
         if (shared && warp) {

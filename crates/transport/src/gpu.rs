@@ -215,6 +215,14 @@ pub struct Timed {
     pub each_ns: Vec<u64>,
 }
 
+/// A timed loop's device outputs ([`Gpu::timed_outputs`]).
+pub(crate) struct TimedOutputs {
+    pub(crate) rc: CudaSlice<i32>,
+    pub(crate) ns: CudaSlice<u64>,
+    pub(crate) each: CudaSlice<u64>,
+    iters: u32,
+}
+
 /// Where a ping-pong runs (registered host addresses): the GPU's word,
 /// and the ring of `walk` 64-byte slots it reads its answers from, answer
 /// i in slot (`first` + i) % `walk`.
@@ -366,30 +374,33 @@ impl Gpu {
     /// `marrow_put_latency_kernel`: one thread, `iters` blocking 8-byte puts.
     pub fn put_latency(&self, page: u64, pe: u32, iters: u32) -> Result<Timed, TransportError> {
         let f = self.function("marrow_put_latency_kernel")?;
-        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
-        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
-        let mut each = self.stream.alloc_zeros::<u64>(iters.max(1) as usize).map_err(cuda)?;
+        let mut t = self.timed_outputs(iters)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&page).arg(&pe).arg(&iters).arg(&mut ns).arg(&mut each).arg(&mut rc);
+        b.arg(&page).arg(&pe).arg(&iters).arg(&mut t.ns).arg(&mut t.each).arg(&mut t.rc);
         // SAFETY: matches marrow_put_latency_kernel (u8*, u32, u32, u64*, u64*, int*); `each` holds `iters` values.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        self.timed(&rc, &ns, &each, iters)
+        self.timed(&t)
     }
 
-    /// A timed loop's results: its code, its total and each iteration's
-    /// ns; iterations after a failure are left out.
-    pub(crate) fn timed(
-        &self,
-        rc: &CudaSlice<i32>,
-        ns: &CudaSlice<u64>,
-        each: &CudaSlice<u64>,
-        iters: u32,
-    ) -> Result<Timed, TransportError> {
-        let rc = self.stream.clone_dtoh(rc).map_err(cuda)?[0];
-        let total_ns = self.stream.clone_dtoh(ns).map_err(cuda)?[0];
-        let mut each_ns = self.stream.clone_dtoh(each).map_err(cuda)?;
-        each_ns.truncate(if rc == 0 { iters as usize } else { 0 });
+    /// Where a timed loop of `iters` iterations writes its code, its total
+    /// and each iteration's ns, zeroed.
+    pub(crate) fn timed_outputs(&self, iters: u32) -> Result<TimedOutputs, TransportError> {
+        Ok(TimedOutputs {
+            rc: self.stream.alloc_zeros::<i32>(1).map_err(cuda)?,
+            ns: self.stream.alloc_zeros::<u64>(1).map_err(cuda)?,
+            each: self.stream.alloc_zeros::<u64>(iters.max(1) as usize).map_err(cuda)?,
+            iters,
+        })
+    }
+
+    /// A timed loop's results, once its kernel is done: iterations after a
+    /// failure are left out.
+    pub(crate) fn timed(&self, t: &TimedOutputs) -> Result<Timed, TransportError> {
+        let rc = self.stream.clone_dtoh(&t.rc).map_err(cuda)?[0];
+        let total_ns = self.stream.clone_dtoh(&t.ns).map_err(cuda)?[0];
+        let mut each_ns = self.stream.clone_dtoh(&t.each).map_err(cuda)?;
+        each_ns.truncate(if rc == 0 { t.iters as usize } else { 0 });
         Ok(Timed { rc, total_ns, each_ns })
     }
 
@@ -493,9 +504,7 @@ impl Gpu {
         }
         let lean = u32::from(lean);
         let f = self.function("marrow_pingpong_kernel")?;
-        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
-        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
-        let mut each = self.stream.alloc_zeros::<u64>(iters.max(1) as usize).map_err(cuda)?;
+        let mut t = self.timed_outputs(iters)?;
         let mut b = self.stream.launch_builder(&f);
         b.arg(&ping)
             .arg(&pong)
@@ -504,13 +513,13 @@ impl Gpu {
             .arg(&iters)
             .arg(&timeout_ns)
             .arg(&lean)
-            .arg(&mut ns)
-            .arg(&mut each)
-            .arg(&mut rc);
+            .arg(&mut t.ns)
+            .arg(&mut t.each)
+            .arg(&mut t.rc);
         // SAFETY: matches marrow_pingpong_kernel (u64*, u64*, u32, u32, u32, u64, u32, u64*, u64*, int*); `each` holds `iters` values.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        self.timed(&rc, &ns, &each, iters)
+        self.timed(&t)
     }
 }
 

@@ -82,18 +82,25 @@ impl DocaQueue {
 }
 
 /// Where DOCA's puts go: PE `pe`'s window at `roff`, from the local window
-/// at `loff`, as a channel's GCRB maps them.
+/// at `loff`, as a channel's GCRB maps them. `struct doca_peer_window` in
+/// `scripts/doca_peer/doca_peer.cu`, field for field; the kernels take it
+/// by value.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DocaWindow {
     /// Remote address: the target PE's window plus the offset.
     pub raddr: u64,
-    /// Its rkey, big-endian.
-    pub rkey_be: u32,
     /// Local address: the local window plus the offset.
     pub laddr: u64,
-    /// Its lkey, big-endian.
+    /// The remote window's rkey, big-endian.
+    pub rkey_be: u32,
+    /// The local window's lkey, big-endian.
     pub lkey_be: u32,
 }
+
+// SAFETY: #[repr(C)], plain integers, no padding (2 u64 then 2 u32), the
+// layout of `struct doca_peer_window` that the kernels take by value.
+unsafe impl DeviceRepr for DocaWindow {}
 
 impl DocaWindow {
     /// `key` is the GCRB's entry for the target PE. DOCA takes keys
@@ -101,8 +108,8 @@ impl DocaWindow {
     pub fn of(cfg: &gcrb_config, key: &gcrb_key, roff: u64, loff: u64) -> DocaWindow {
         DocaWindow {
             raddr: key.raddr() + roff,
-            rkey_be: key.rkey().to_be(),
             laddr: cfg.local_base() + loff,
+            rkey_be: key.rkey().to_be(),
             lkey_be: cfg.local_lkey().to_be(),
         }
     }
@@ -175,27 +182,22 @@ impl Gpu {
         timeout_ns: u64,
     ) -> Result<Timed, TransportError> {
         let f = peer.module.load_function("doca_peer_put_latency").map_err(cuda)?;
-        let mut rc = self.stream.alloc_zeros::<i32>(1).map_err(cuda)?;
-        let mut ns = self.stream.alloc_zeros::<u64>(1).map_err(cuda)?;
-        let mut each = self.stream.alloc_zeros::<u64>(iters.max(1) as usize).map_err(cuda)?;
+        let mut t = self.timed_outputs(iters)?;
         let shared = u32::from(sharing == DocaSharing::Gpu);
         let mut b = self.stream.launch_builder(&f);
         b.arg(&peer.qps)
             .arg(&shared)
-            .arg(&w.raddr)
-            .arg(&w.rkey_be)
-            .arg(&w.laddr)
-            .arg(&w.lkey_be)
+            .arg(&w)
             .arg(&iters)
             .arg(&timeout_ns)
-            .arg(&mut ns)
-            .arg(&mut each)
-            .arg(&mut rc);
-        // SAFETY: matches doca_peer_put_latency (qp*, u32, u64, u32, u64, u32, u32, u64, u64*, u64*, int*);
+            .arg(&mut t.ns)
+            .arg(&mut t.each)
+            .arg(&mut t.rc);
+        // SAFETY: matches doca_peer_put_latency (qp*, u32, doca_peer_window, u32, u64, u64*, u64*, int*);
         // QP 0 was set up by doca_peer_init; `each` holds `iters` values.
         unsafe { b.launch(Grid::ONE.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;
-        self.timed(&rc, &ns, &each, iters)
+        self.timed(&t)
     }
 
     /// DOCA's posting rate on `grid`: every thread posts `iters` 8-byte
@@ -229,15 +231,12 @@ impl Gpu {
             .arg(&nqps)
             .arg(&shared)
             .arg(&warp)
-            .arg(&w.raddr)
-            .arg(&w.rkey_be)
-            .arg(&w.laddr)
-            .arg(&w.lkey_be)
+            .arg(&w)
             .arg(&iters)
             .arg(&timeout_ns)
             .arg(&mut span)
             .arg(&mut rc);
-        // SAFETY: matches doca_peer_post_rate (qp*, u32, u32, u32, u64, u32, u64, u32, u32, u64, u64*, int*);
+        // SAFETY: matches doca_peer_post_rate (qp*, u32, u32, u32, doca_peer_window, u32, u64, u64*, int*);
         // QPs 0..nqps were set up by doca_peer_init; `rc` holds one value per thread.
         unsafe { b.launch(grid.config()) }.map_err(cuda)?;
         self.stream.synchronize().map_err(cuda)?;

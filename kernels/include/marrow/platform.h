@@ -365,16 +365,15 @@ MARROW_FN void to_device() {
 
 /* to_device and wc_start at the scope the NIC's reads of the rings need:
  * GPU scope where the send queue and its doorbell record live in GPU
- * memory (gcrb_config.flags.gpu_scope_fences: a NIC's peer reads are
- * served like the GPU's own, so ordering them for the GPU orders them for
- * the NIC, which is why DOCA's one-sided verbs fence at GPU scope), system
- * scope otherwise. The CPU has one scope: its row of the barrier table. */
+ * memory (gcrb_config.flags.gpu_scope_fences: a NIC's peer reads of GPU
+ * memory are served like the GPU's own, so what is ordered for the GPU is
+ * ordered for them; DOCA's one-sided verbs fence at GPU scope by default),
+ * system scope otherwise. The CPU has one scope: its row of the barrier
+ * table. */
 MARROW_FN void to_device_at(bool gpu_scope) {
 #if MARROW_GPU
-    if (gpu_scope) {
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        return;
-    }
+    /* fence.acq_rel.gpu: both of to_device's orders, at GPU scope. */
+    if (gpu_scope) return fence_release_gpu();
 #else
     (void)gpu_scope;
 #endif
@@ -403,10 +402,7 @@ MARROW_FN void wc_start() {
 
 MARROW_FN void wc_start_at(bool gpu_scope) {
 #if MARROW_GPU
-    if (gpu_scope) {
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        return;
-    }
+    if (gpu_scope) return fence_release_gpu();
 #else
     (void)gpu_scope;
 #endif

@@ -55,11 +55,21 @@ pub(super) fn doca(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, cubin: &Path) 
             Marrow { name: "marrow", pages: first },
             Marrow { name: "marrow GPU-scope", pages: r.more[QPS - 1..2 * QPS - 1].iter().map(|g| g.addr).collect() },
         ];
-        let side = DocaSide::new(&r, cubin)?;
-        latency(&r, &marrow, &side, o, c, mode, sharing)?;
-        rates(&r, &marrow, &side, o, c, mode, sharing)?;
+        let x = Compare { doca: DocaSide::new(&r, cubin)?, r: &r, marrow, mode, sharing };
+        latency(&x, o, c)?;
+        rates(&x, o, c)?;
     }
     Ok(())
+}
+
+/// One mode's comparison: the rig, marrow's two kinds of channel, DOCA's
+/// QPs, and DOCA's sharing mode.
+struct Compare<'a> {
+    r: &'a Rig<'a>,
+    marrow: [Marrow; 2],
+    doca: DocaSide,
+    mode: &'static str,
+    sharing: DocaSharing,
 }
 
 /// marrow's `QPS` channels of one kind: as they are (system-scope posting
@@ -110,15 +120,9 @@ fn check_doca(what: &str, rc: &[i32]) -> Res<()> {
 /// The blocking put, alternating marrow's runs (each kind) and DOCA's;
 /// each side's best run by median, and DOCA's bytes read back where they
 /// landed.
-fn latency(
-    r: &Rig,
-    marrow: &[Marrow; 2],
-    d: &DocaSide,
-    o: &mut dyn Write,
-    c: &mut Collect,
-    mode: &str,
-    sharing: DocaSharing,
-) -> Res<()> {
+fn latency(x: &Compare, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
+    let Compare { r, marrow, doca: d, mode, sharing } = x;
+    let sharing = *sharing;
     let pattern = 0x5a17_d0ca_0000_0000u64.to_le_bytes();
     r.world.bufs[0].write_bytes(DOCA_OFF as usize, &pattern)?;
     r.world.bufs[1].write_bytes(DOCA_OFF as usize, &[0u8; 8])?;
@@ -164,15 +168,9 @@ fn latency(
 
 /// Posting rates on the same launch shapes, best of 9 runs each,
 /// alternating; every put waited for at the end of its run.
-fn rates(
-    r: &Rig,
-    marrow: &[Marrow; 2],
-    d: &DocaSide,
-    o: &mut dyn Write,
-    c: &mut Collect,
-    mode: &str,
-    sharing: DocaSharing,
-) -> Res<()> {
+fn rates(x: &Compare, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
+    let Compare { r, marrow, doca: d, mode, sharing } = x;
+    let sharing = *sharing;
     let warp = Grid { blocks: 1, threads: 32 };
     let gpu_wide = Grid { blocks: 132, threads: 128 };
     let mut runs = vec![("1 thread", Grid::ONE, false, 1024u32, 1usize), ("1 warp, warp put", warp, true, 256, 1)];
