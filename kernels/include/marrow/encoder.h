@@ -117,15 +117,19 @@ MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl
      * whose store to the record then follows ours (stores to one location
      * keep causality order, so the record never goes backwards), while a
      * system-scope fence would be waited out in full by its blocking put.
-     * An exclusive owner has no next holder, and keeps the posting
-     * fences' scope for the wait after it: its first CQE read follows at
-     * once, and a read that reaches host memory before the CQE costs a
-     * whole PCIe round trip; the fence holds it back until the doorbells
-     * have gone out. A GPU-scope fence (flags.gpu_scope_fences) holds it
-     * back less, and on the softnic a tenth or more of such reads left
-     * too early (docs/PERFORMANCE.md). */
+     * An exclusive owner has no next holder. There the fence orders
+     * nothing a NIC needs either, but holds back the wait's first CQE
+     * read, which follows at once: a read that reaches host memory before
+     * the CQE costs a whole PCIe round trip. Holding back is a matter of
+     * time, not of scope, so it stays system-scope with
+     * flags.gpu_scope_fences too: a GPU-scope fence there let a tenth or
+     * more of the first reads leave too early on the H200
+     * (docs/PERFORMANCE.md). Without an early ring this is the record's
+     * fence before the one doorbell, at the posting fences' scope. */
     if (early && !ch.excl) {
         fence_release_gpu();
+    } else if (early) {
+        wc_start();
     } else {
         wc_start_at(ch.gpu_scope());
     }
