@@ -33,6 +33,7 @@ struct doca_peer_queue {
     uint32_t cq_ncqe;       // a power of two, at least sq_wqebbs
     uint32_t reserved;
 };
+static_assert(sizeof(struct doca_peer_queue) == 56, "DocaQueue is 56 bytes");
 
 // Where the puts go (crates/transport/src/gpu_doca.rs DocaWindow, the same
 // field order): PE 1's window and the local one, keys big-endian
@@ -43,6 +44,7 @@ struct doca_peer_window {
     uint32_t rkey_be;
     uint32_t lkey_be;
 };
+static_assert(sizeof(struct doca_peer_window) == 24, "DocaWindow is 24 bytes");
 
 static __device__ __forceinline__ uint64_t peer_now_ns() {
     uint64_t t;

@@ -43,8 +43,10 @@ pub struct DocaQueue {
 }
 
 // SAFETY: #[repr(C)], plain integers, no padding (5 u64 then 4 u32), the
-// layout of `struct doca_peer_queue` that the kernels read.
+// layout of `struct doca_peer_queue` that the kernels read (both sides
+// assert its size).
 unsafe impl DeviceRepr for DocaQueue {}
+const _: () = assert!(size_of::<DocaQueue>() == 56, "struct doca_peer_queue is 56 bytes");
 
 impl DocaQueue {
     /// The queue a marrow channel's GCRB describes; refused where DOCA's
@@ -99,8 +101,10 @@ pub struct DocaWindow {
 }
 
 // SAFETY: #[repr(C)], plain integers, no padding (2 u64 then 2 u32), the
-// layout of `struct doca_peer_window` that the kernels take by value.
+// layout of `struct doca_peer_window` that the kernels take by value (both
+// sides assert its size).
 unsafe impl DeviceRepr for DocaWindow {}
+const _: () = assert!(size_of::<DocaWindow>() == 24, "struct doca_peer_window is 24 bytes");
 
 impl DocaWindow {
     /// `key` is the GCRB's entry for the target PE. DOCA takes keys
