@@ -3,7 +3,9 @@
 //! The header compiles as C11, C++17, CUDA (nvcc) and NVRTC (which has no
 //! standard headers, hence the `__CUDACC_RTC__` branch). Multi-byte fields
 //! are declared with their C width and hold big-endian bytes, as rdma-core's
-//! `__be32` fields do; `_SHIFT`/`_MASK` macros give each bit range. An
+//! `__be32` fields do; `_OFF` macros give each named field's byte offset
+//! (asserted against `offsetof` where the compiler has it), `_SHIFT`/`_MASK`
+//! macros each bit range. An
 //! X-macro lists every field so a C test can compute `offsetof` with the C
 //! compiler and compare it with Rust's `offset_of!`.
 
@@ -67,9 +69,15 @@ pub fn generate(spec: &Spec, header: &str) -> String {
         }
         writeln!(o, "}};").unwrap();
         writeln!(o, "#define {p}{up}_SIZE {}u", s.size).unwrap();
+        // Byte offsets by name: NVRTC has no offsetof, and device code
+        // must not spell a field's place as a number.
+        for f in s.fields.iter().filter(|f| !f.reserved) {
+            writeln!(o, "#define {p}{up}_{}_OFF {:#x}u", f.name.to_uppercase(), f.offset).unwrap();
+        }
         writeln!(o, "MARROW_STATIC_ASSERT(sizeof(struct {cname}) == {}, \"{cname} size\");", s.size).unwrap();
         for f in &s.fields {
-            writeln!(o, "MARROW_ASSERT_OFFSET(struct {cname}, {}, {});", f.name, f.offset).unwrap();
+            let at = if f.reserved { f.offset.to_string() } else { format!("{p}{up}_{}_OFF", f.name.to_uppercase()) };
+            writeln!(o, "MARROW_ASSERT_OFFSET(struct {cname}, {}, {at});", f.name).unwrap();
         }
         for f in &s.fields {
             for b in f.bits.iter().filter(|b| !b.is_reserved()) {

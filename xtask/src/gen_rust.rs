@@ -167,6 +167,7 @@ fn gen_struct(o: &mut String, spec: &Spec, s: &Struct) {
 
     writeln!(o, "impl {n} {{").unwrap();
     writeln!(o, "    /// Size in bytes.\n    pub const SIZE: usize = {};\n", s.size).unwrap();
+    gen_place_consts(o, s);
     writeln!(o, "    /// The layout as data, for decoders and oracle tests.").unwrap();
     writeln!(o, "    pub const LAYOUT: StructLayout = StructLayout {{").unwrap();
     writeln!(o, "        name: \"{n}\",\n        size: {},", s.size).unwrap();
@@ -225,6 +226,39 @@ fn gen_struct(o: &mut String, spec: &Spec, s: &Struct) {
         }
     }
     writeln!(o, "            .finish()\n    }}\n}}\n").unwrap();
+}
+
+/// Each named field's byte offset and each bit range's shift and (unshifted)
+/// mask, under the names the C header gives them (`MARROW_MLX5_CQE64_OP_OWN_OFF`
+/// is `mlx5_cqe64::OP_OWN_OFF`), for code that works on raw words.
+fn gen_place_consts(o: &mut String, s: &Struct) {
+    for f in s.fields.iter().filter(|f| !f.reserved) {
+        let up = f.name.to_uppercase();
+        writeln!(o, "    /// Byte offset of `{}`.\n    pub const {up}_OFF: usize = {:#x};\n", f.name, f.offset)
+            .unwrap();
+        if f.ty == FieldType::Bytes {
+            continue;
+        }
+        let word = uint_for_width((f.size() * 8) as u32);
+        for b in f.bits.iter().filter(|b| !b.is_reserved()) {
+            let (hi, lo) = b.range().expect("validated");
+            let width = hi - lo + 1;
+            let mask = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
+            let bn = b.name.to_uppercase();
+            writeln!(
+                o,
+                "    /// Shift of `{}[{hi}:{lo}]` ({}).\n    pub const {bn}_SHIFT: u32 = {lo};\n",
+                f.name, b.name
+            )
+            .unwrap();
+            writeln!(
+                o,
+                "    /// Mask of `{}` once shifted down.\n    pub const {bn}_MASK: {word} = {mask:#x};\n",
+                b.name
+            )
+            .unwrap();
+        }
+    }
 }
 
 fn gen_field_accessors(o: &mut String, spec: &Spec, f: &Field) {

@@ -82,6 +82,288 @@ impl pci_type0_header {
     /// Size in bytes.
     pub const SIZE: usize = 64;
 
+    /// Byte offset of `vendor_id`.
+    pub const VENDOR_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `device_id`.
+    pub const DEVICE_ID_OFF: usize = 0x2;
+
+    /// Byte offset of `command`.
+    pub const COMMAND_OFF: usize = 0x4;
+
+    /// Shift of `command[0:0]` (command_io).
+    pub const COMMAND_IO_SHIFT: u32 = 0;
+
+    /// Mask of `command_io` once shifted down.
+    pub const COMMAND_IO_MASK: u16 = 0x1;
+
+    /// Shift of `command[1:1]` (command_memory).
+    pub const COMMAND_MEMORY_SHIFT: u32 = 1;
+
+    /// Mask of `command_memory` once shifted down.
+    pub const COMMAND_MEMORY_MASK: u16 = 0x1;
+
+    /// Shift of `command[2:2]` (command_master).
+    pub const COMMAND_MASTER_SHIFT: u32 = 2;
+
+    /// Mask of `command_master` once shifted down.
+    pub const COMMAND_MASTER_MASK: u16 = 0x1;
+
+    /// Shift of `command[3:3]` (command_special).
+    pub const COMMAND_SPECIAL_SHIFT: u32 = 3;
+
+    /// Mask of `command_special` once shifted down.
+    pub const COMMAND_SPECIAL_MASK: u16 = 0x1;
+
+    /// Shift of `command[4:4]` (command_invalidate).
+    pub const COMMAND_INVALIDATE_SHIFT: u32 = 4;
+
+    /// Mask of `command_invalidate` once shifted down.
+    pub const COMMAND_INVALIDATE_MASK: u16 = 0x1;
+
+    /// Shift of `command[5:5]` (command_vga_palette).
+    pub const COMMAND_VGA_PALETTE_SHIFT: u32 = 5;
+
+    /// Mask of `command_vga_palette` once shifted down.
+    pub const COMMAND_VGA_PALETTE_MASK: u16 = 0x1;
+
+    /// Shift of `command[6:6]` (command_parity).
+    pub const COMMAND_PARITY_SHIFT: u32 = 6;
+
+    /// Mask of `command_parity` once shifted down.
+    pub const COMMAND_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `command[7:7]` (command_wait).
+    pub const COMMAND_WAIT_SHIFT: u32 = 7;
+
+    /// Mask of `command_wait` once shifted down.
+    pub const COMMAND_WAIT_MASK: u16 = 0x1;
+
+    /// Shift of `command[8:8]` (command_serr).
+    pub const COMMAND_SERR_SHIFT: u32 = 8;
+
+    /// Mask of `command_serr` once shifted down.
+    pub const COMMAND_SERR_MASK: u16 = 0x1;
+
+    /// Shift of `command[9:9]` (command_fast_back).
+    pub const COMMAND_FAST_BACK_SHIFT: u32 = 9;
+
+    /// Mask of `command_fast_back` once shifted down.
+    pub const COMMAND_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `command[10:10]` (command_intx_disable).
+    pub const COMMAND_INTX_DISABLE_SHIFT: u32 = 10;
+
+    /// Mask of `command_intx_disable` once shifted down.
+    pub const COMMAND_INTX_DISABLE_MASK: u16 = 0x1;
+
+    /// Byte offset of `status`.
+    pub const STATUS_OFF: usize = 0x6;
+
+    /// Shift of `status[3:3]` (status_intx).
+    pub const STATUS_INTX_SHIFT: u32 = 3;
+
+    /// Mask of `status_intx` once shifted down.
+    pub const STATUS_INTX_MASK: u16 = 0x1;
+
+    /// Shift of `status[4:4]` (status_cap_list).
+    pub const STATUS_CAP_LIST_SHIFT: u32 = 4;
+
+    /// Mask of `status_cap_list` once shifted down.
+    pub const STATUS_CAP_LIST_MASK: u16 = 0x1;
+
+    /// Shift of `status[5:5]` (status_66mhz).
+    pub const STATUS_66MHZ_SHIFT: u32 = 5;
+
+    /// Mask of `status_66mhz` once shifted down.
+    pub const STATUS_66MHZ_MASK: u16 = 0x1;
+
+    /// Shift of `status[6:6]` (status_udf).
+    pub const STATUS_UDF_SHIFT: u32 = 6;
+
+    /// Mask of `status_udf` once shifted down.
+    pub const STATUS_UDF_MASK: u16 = 0x1;
+
+    /// Shift of `status[7:7]` (status_fast_back).
+    pub const STATUS_FAST_BACK_SHIFT: u32 = 7;
+
+    /// Mask of `status_fast_back` once shifted down.
+    pub const STATUS_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `status[8:8]` (status_parity).
+    pub const STATUS_PARITY_SHIFT: u32 = 8;
+
+    /// Mask of `status_parity` once shifted down.
+    pub const STATUS_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `status[10:9]` (status_devsel).
+    pub const STATUS_DEVSEL_SHIFT: u32 = 9;
+
+    /// Mask of `status_devsel` once shifted down.
+    pub const STATUS_DEVSEL_MASK: u16 = 0x3;
+
+    /// Shift of `status[11:11]` (status_sig_target_abort).
+    pub const STATUS_SIG_TARGET_ABORT_SHIFT: u32 = 11;
+
+    /// Mask of `status_sig_target_abort` once shifted down.
+    pub const STATUS_SIG_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[12:12]` (status_rec_target_abort).
+    pub const STATUS_REC_TARGET_ABORT_SHIFT: u32 = 12;
+
+    /// Mask of `status_rec_target_abort` once shifted down.
+    pub const STATUS_REC_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[13:13]` (status_rec_master_abort).
+    pub const STATUS_REC_MASTER_ABORT_SHIFT: u32 = 13;
+
+    /// Mask of `status_rec_master_abort` once shifted down.
+    pub const STATUS_REC_MASTER_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[14:14]` (status_sig_system_error).
+    pub const STATUS_SIG_SYSTEM_ERROR_SHIFT: u32 = 14;
+
+    /// Mask of `status_sig_system_error` once shifted down.
+    pub const STATUS_SIG_SYSTEM_ERROR_MASK: u16 = 0x1;
+
+    /// Shift of `status[15:15]` (status_detected_parity).
+    pub const STATUS_DETECTED_PARITY_SHIFT: u32 = 15;
+
+    /// Mask of `status_detected_parity` once shifted down.
+    pub const STATUS_DETECTED_PARITY_MASK: u16 = 0x1;
+
+    /// Byte offset of `class_revision`.
+    pub const CLASS_REVISION_OFF: usize = 0x8;
+
+    /// Shift of `class_revision[31:8]` (class_code).
+    pub const CLASS_CODE_SHIFT: u32 = 8;
+
+    /// Mask of `class_code` once shifted down.
+    pub const CLASS_CODE_MASK: u32 = 0xffffff;
+
+    /// Shift of `class_revision[7:0]` (revision_id).
+    pub const REVISION_ID_SHIFT: u32 = 0;
+
+    /// Mask of `revision_id` once shifted down.
+    pub const REVISION_ID_MASK: u32 = 0xff;
+
+    /// Byte offset of `cache_line_size`.
+    pub const CACHE_LINE_SIZE_OFF: usize = 0xc;
+
+    /// Byte offset of `latency_timer`.
+    pub const LATENCY_TIMER_OFF: usize = 0xd;
+
+    /// Byte offset of `header_type`.
+    pub const HEADER_TYPE_OFF: usize = 0xe;
+
+    /// Shift of `header_type[7:7]` (header_multifunction).
+    pub const HEADER_MULTIFUNCTION_SHIFT: u32 = 7;
+
+    /// Mask of `header_multifunction` once shifted down.
+    pub const HEADER_MULTIFUNCTION_MASK: u8 = 0x1;
+
+    /// Shift of `header_type[6:0]` (header_layout).
+    pub const HEADER_LAYOUT_SHIFT: u32 = 0;
+
+    /// Mask of `header_layout` once shifted down.
+    pub const HEADER_LAYOUT_MASK: u8 = 0x7f;
+
+    /// Byte offset of `bist`.
+    pub const BIST_OFF: usize = 0xf;
+
+    /// Shift of `bist[7:7]` (bist_capable).
+    pub const BIST_CAPABLE_SHIFT: u32 = 7;
+
+    /// Mask of `bist_capable` once shifted down.
+    pub const BIST_CAPABLE_MASK: u8 = 0x1;
+
+    /// Shift of `bist[6:6]` (bist_start).
+    pub const BIST_START_SHIFT: u32 = 6;
+
+    /// Mask of `bist_start` once shifted down.
+    pub const BIST_START_MASK: u8 = 0x1;
+
+    /// Shift of `bist[3:0]` (bist_code).
+    pub const BIST_CODE_SHIFT: u32 = 0;
+
+    /// Mask of `bist_code` once shifted down.
+    pub const BIST_CODE_MASK: u8 = 0xf;
+
+    /// Byte offset of `base_address_0`.
+    pub const BASE_ADDRESS_0_OFF: usize = 0x10;
+
+    /// Shift of `base_address_0[0:0]` (bar_space_io).
+    pub const BAR_SPACE_IO_SHIFT: u32 = 0;
+
+    /// Mask of `bar_space_io` once shifted down.
+    pub const BAR_SPACE_IO_MASK: u32 = 0x1;
+
+    /// Shift of `base_address_0[2:1]` (bar_mem_type).
+    pub const BAR_MEM_TYPE_SHIFT: u32 = 1;
+
+    /// Mask of `bar_mem_type` once shifted down.
+    pub const BAR_MEM_TYPE_MASK: u32 = 0x3;
+
+    /// Shift of `base_address_0[3:3]` (bar_prefetch).
+    pub const BAR_PREFETCH_SHIFT: u32 = 3;
+
+    /// Mask of `bar_prefetch` once shifted down.
+    pub const BAR_PREFETCH_MASK: u32 = 0x1;
+
+    /// Byte offset of `base_address_1`.
+    pub const BASE_ADDRESS_1_OFF: usize = 0x14;
+
+    /// Byte offset of `base_address_2`.
+    pub const BASE_ADDRESS_2_OFF: usize = 0x18;
+
+    /// Byte offset of `base_address_3`.
+    pub const BASE_ADDRESS_3_OFF: usize = 0x1c;
+
+    /// Byte offset of `base_address_4`.
+    pub const BASE_ADDRESS_4_OFF: usize = 0x20;
+
+    /// Byte offset of `base_address_5`.
+    pub const BASE_ADDRESS_5_OFF: usize = 0x24;
+
+    /// Byte offset of `cardbus_cis`.
+    pub const CARDBUS_CIS_OFF: usize = 0x28;
+
+    /// Byte offset of `subsystem_vendor_id`.
+    pub const SUBSYSTEM_VENDOR_ID_OFF: usize = 0x2c;
+
+    /// Byte offset of `subsystem_id`.
+    pub const SUBSYSTEM_ID_OFF: usize = 0x2e;
+
+    /// Byte offset of `rom_address`.
+    pub const ROM_ADDRESS_OFF: usize = 0x30;
+
+    /// Shift of `rom_address[31:11]` (rom_address_mask).
+    pub const ROM_ADDRESS_MASK_SHIFT: u32 = 11;
+
+    /// Mask of `rom_address_mask` once shifted down.
+    pub const ROM_ADDRESS_MASK_MASK: u32 = 0x1fffff;
+
+    /// Shift of `rom_address[0:0]` (rom_address_enable).
+    pub const ROM_ADDRESS_ENABLE_SHIFT: u32 = 0;
+
+    /// Mask of `rom_address_enable` once shifted down.
+    pub const ROM_ADDRESS_ENABLE_MASK: u32 = 0x1;
+
+    /// Byte offset of `capability_list`.
+    pub const CAPABILITY_LIST_OFF: usize = 0x34;
+
+    /// Byte offset of `interrupt_line`.
+    pub const INTERRUPT_LINE_OFF: usize = 0x3c;
+
+    /// Byte offset of `interrupt_pin`.
+    pub const INTERRUPT_PIN_OFF: usize = 0x3d;
+
+    /// Byte offset of `min_gnt`.
+    pub const MIN_GNT_OFF: usize = 0x3e;
+
+    /// Byte offset of `max_lat`.
+    pub const MAX_LAT_OFF: usize = 0x3f;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_type0_header",
@@ -1314,6 +1596,33 @@ impl pci_bar_mem {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `bar`.
+    pub const BAR_OFF: usize = 0x0;
+
+    /// Shift of `bar[31:4]` (bar_mem_address).
+    pub const BAR_MEM_ADDRESS_SHIFT: u32 = 4;
+
+    /// Mask of `bar_mem_address` once shifted down.
+    pub const BAR_MEM_ADDRESS_MASK: u32 = 0xfffffff;
+
+    /// Shift of `bar[3:3]` (bar_prefetch).
+    pub const BAR_PREFETCH_SHIFT: u32 = 3;
+
+    /// Mask of `bar_prefetch` once shifted down.
+    pub const BAR_PREFETCH_MASK: u32 = 0x1;
+
+    /// Shift of `bar[2:1]` (bar_mem_type).
+    pub const BAR_MEM_TYPE_SHIFT: u32 = 1;
+
+    /// Mask of `bar_mem_type` once shifted down.
+    pub const BAR_MEM_TYPE_MASK: u32 = 0x3;
+
+    /// Shift of `bar[0:0]` (bar_space_io).
+    pub const BAR_SPACE_IO_SHIFT: u32 = 0;
+
+    /// Mask of `bar_space_io` once shifted down.
+    pub const BAR_SPACE_IO_MASK: u32 = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_bar_mem",
@@ -1438,6 +1747,21 @@ const _: () = assert!(core::mem::offset_of!(pci_bar_io, bar) == 0);
 impl pci_bar_io {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `bar`.
+    pub const BAR_OFF: usize = 0x0;
+
+    /// Shift of `bar[31:2]` (bar_io_address).
+    pub const BAR_IO_ADDRESS_SHIFT: u32 = 2;
+
+    /// Mask of `bar_io_address` once shifted down.
+    pub const BAR_IO_ADDRESS_MASK: u32 = 0x3fffffff;
+
+    /// Shift of `bar[0:0]` (bar_space_io).
+    pub const BAR_SPACE_IO_SHIFT: u32 = 0;
+
+    /// Mask of `bar_space_io` once shifted down.
+    pub const BAR_SPACE_IO_MASK: u32 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -1594,6 +1918,507 @@ const _: () = assert!(core::mem::offset_of!(pci_type1_header, bridge_control) ==
 impl pci_type1_header {
     /// Size in bytes.
     pub const SIZE: usize = 64;
+
+    /// Byte offset of `vendor_id`.
+    pub const VENDOR_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `device_id`.
+    pub const DEVICE_ID_OFF: usize = 0x2;
+
+    /// Byte offset of `command`.
+    pub const COMMAND_OFF: usize = 0x4;
+
+    /// Shift of `command[0:0]` (command_io).
+    pub const COMMAND_IO_SHIFT: u32 = 0;
+
+    /// Mask of `command_io` once shifted down.
+    pub const COMMAND_IO_MASK: u16 = 0x1;
+
+    /// Shift of `command[1:1]` (command_memory).
+    pub const COMMAND_MEMORY_SHIFT: u32 = 1;
+
+    /// Mask of `command_memory` once shifted down.
+    pub const COMMAND_MEMORY_MASK: u16 = 0x1;
+
+    /// Shift of `command[2:2]` (command_master).
+    pub const COMMAND_MASTER_SHIFT: u32 = 2;
+
+    /// Mask of `command_master` once shifted down.
+    pub const COMMAND_MASTER_MASK: u16 = 0x1;
+
+    /// Shift of `command[3:3]` (command_special).
+    pub const COMMAND_SPECIAL_SHIFT: u32 = 3;
+
+    /// Mask of `command_special` once shifted down.
+    pub const COMMAND_SPECIAL_MASK: u16 = 0x1;
+
+    /// Shift of `command[4:4]` (command_invalidate).
+    pub const COMMAND_INVALIDATE_SHIFT: u32 = 4;
+
+    /// Mask of `command_invalidate` once shifted down.
+    pub const COMMAND_INVALIDATE_MASK: u16 = 0x1;
+
+    /// Shift of `command[5:5]` (command_vga_palette).
+    pub const COMMAND_VGA_PALETTE_SHIFT: u32 = 5;
+
+    /// Mask of `command_vga_palette` once shifted down.
+    pub const COMMAND_VGA_PALETTE_MASK: u16 = 0x1;
+
+    /// Shift of `command[6:6]` (command_parity).
+    pub const COMMAND_PARITY_SHIFT: u32 = 6;
+
+    /// Mask of `command_parity` once shifted down.
+    pub const COMMAND_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `command[7:7]` (command_wait).
+    pub const COMMAND_WAIT_SHIFT: u32 = 7;
+
+    /// Mask of `command_wait` once shifted down.
+    pub const COMMAND_WAIT_MASK: u16 = 0x1;
+
+    /// Shift of `command[8:8]` (command_serr).
+    pub const COMMAND_SERR_SHIFT: u32 = 8;
+
+    /// Mask of `command_serr` once shifted down.
+    pub const COMMAND_SERR_MASK: u16 = 0x1;
+
+    /// Shift of `command[9:9]` (command_fast_back).
+    pub const COMMAND_FAST_BACK_SHIFT: u32 = 9;
+
+    /// Mask of `command_fast_back` once shifted down.
+    pub const COMMAND_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `command[10:10]` (command_intx_disable).
+    pub const COMMAND_INTX_DISABLE_SHIFT: u32 = 10;
+
+    /// Mask of `command_intx_disable` once shifted down.
+    pub const COMMAND_INTX_DISABLE_MASK: u16 = 0x1;
+
+    /// Byte offset of `status`.
+    pub const STATUS_OFF: usize = 0x6;
+
+    /// Shift of `status[3:3]` (status_intx).
+    pub const STATUS_INTX_SHIFT: u32 = 3;
+
+    /// Mask of `status_intx` once shifted down.
+    pub const STATUS_INTX_MASK: u16 = 0x1;
+
+    /// Shift of `status[4:4]` (status_cap_list).
+    pub const STATUS_CAP_LIST_SHIFT: u32 = 4;
+
+    /// Mask of `status_cap_list` once shifted down.
+    pub const STATUS_CAP_LIST_MASK: u16 = 0x1;
+
+    /// Shift of `status[5:5]` (status_66mhz).
+    pub const STATUS_66MHZ_SHIFT: u32 = 5;
+
+    /// Mask of `status_66mhz` once shifted down.
+    pub const STATUS_66MHZ_MASK: u16 = 0x1;
+
+    /// Shift of `status[6:6]` (status_udf).
+    pub const STATUS_UDF_SHIFT: u32 = 6;
+
+    /// Mask of `status_udf` once shifted down.
+    pub const STATUS_UDF_MASK: u16 = 0x1;
+
+    /// Shift of `status[7:7]` (status_fast_back).
+    pub const STATUS_FAST_BACK_SHIFT: u32 = 7;
+
+    /// Mask of `status_fast_back` once shifted down.
+    pub const STATUS_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `status[8:8]` (status_parity).
+    pub const STATUS_PARITY_SHIFT: u32 = 8;
+
+    /// Mask of `status_parity` once shifted down.
+    pub const STATUS_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `status[10:9]` (status_devsel).
+    pub const STATUS_DEVSEL_SHIFT: u32 = 9;
+
+    /// Mask of `status_devsel` once shifted down.
+    pub const STATUS_DEVSEL_MASK: u16 = 0x3;
+
+    /// Shift of `status[11:11]` (status_sig_target_abort).
+    pub const STATUS_SIG_TARGET_ABORT_SHIFT: u32 = 11;
+
+    /// Mask of `status_sig_target_abort` once shifted down.
+    pub const STATUS_SIG_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[12:12]` (status_rec_target_abort).
+    pub const STATUS_REC_TARGET_ABORT_SHIFT: u32 = 12;
+
+    /// Mask of `status_rec_target_abort` once shifted down.
+    pub const STATUS_REC_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[13:13]` (status_rec_master_abort).
+    pub const STATUS_REC_MASTER_ABORT_SHIFT: u32 = 13;
+
+    /// Mask of `status_rec_master_abort` once shifted down.
+    pub const STATUS_REC_MASTER_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[14:14]` (status_sig_system_error).
+    pub const STATUS_SIG_SYSTEM_ERROR_SHIFT: u32 = 14;
+
+    /// Mask of `status_sig_system_error` once shifted down.
+    pub const STATUS_SIG_SYSTEM_ERROR_MASK: u16 = 0x1;
+
+    /// Shift of `status[15:15]` (status_detected_parity).
+    pub const STATUS_DETECTED_PARITY_SHIFT: u32 = 15;
+
+    /// Mask of `status_detected_parity` once shifted down.
+    pub const STATUS_DETECTED_PARITY_MASK: u16 = 0x1;
+
+    /// Byte offset of `class_revision`.
+    pub const CLASS_REVISION_OFF: usize = 0x8;
+
+    /// Shift of `class_revision[31:8]` (class_code).
+    pub const CLASS_CODE_SHIFT: u32 = 8;
+
+    /// Mask of `class_code` once shifted down.
+    pub const CLASS_CODE_MASK: u32 = 0xffffff;
+
+    /// Shift of `class_revision[7:0]` (revision_id).
+    pub const REVISION_ID_SHIFT: u32 = 0;
+
+    /// Mask of `revision_id` once shifted down.
+    pub const REVISION_ID_MASK: u32 = 0xff;
+
+    /// Byte offset of `cache_line_size`.
+    pub const CACHE_LINE_SIZE_OFF: usize = 0xc;
+
+    /// Byte offset of `latency_timer`.
+    pub const LATENCY_TIMER_OFF: usize = 0xd;
+
+    /// Byte offset of `header_type`.
+    pub const HEADER_TYPE_OFF: usize = 0xe;
+
+    /// Shift of `header_type[7:7]` (header_multifunction).
+    pub const HEADER_MULTIFUNCTION_SHIFT: u32 = 7;
+
+    /// Mask of `header_multifunction` once shifted down.
+    pub const HEADER_MULTIFUNCTION_MASK: u8 = 0x1;
+
+    /// Shift of `header_type[6:0]` (header_layout).
+    pub const HEADER_LAYOUT_SHIFT: u32 = 0;
+
+    /// Mask of `header_layout` once shifted down.
+    pub const HEADER_LAYOUT_MASK: u8 = 0x7f;
+
+    /// Byte offset of `bist`.
+    pub const BIST_OFF: usize = 0xf;
+
+    /// Shift of `bist[7:7]` (bist_capable).
+    pub const BIST_CAPABLE_SHIFT: u32 = 7;
+
+    /// Mask of `bist_capable` once shifted down.
+    pub const BIST_CAPABLE_MASK: u8 = 0x1;
+
+    /// Shift of `bist[6:6]` (bist_start).
+    pub const BIST_START_SHIFT: u32 = 6;
+
+    /// Mask of `bist_start` once shifted down.
+    pub const BIST_START_MASK: u8 = 0x1;
+
+    /// Shift of `bist[3:0]` (bist_code).
+    pub const BIST_CODE_SHIFT: u32 = 0;
+
+    /// Mask of `bist_code` once shifted down.
+    pub const BIST_CODE_MASK: u8 = 0xf;
+
+    /// Byte offset of `base_address_0`.
+    pub const BASE_ADDRESS_0_OFF: usize = 0x10;
+
+    /// Shift of `base_address_0[0:0]` (bar_space_io).
+    pub const BAR_SPACE_IO_SHIFT: u32 = 0;
+
+    /// Mask of `bar_space_io` once shifted down.
+    pub const BAR_SPACE_IO_MASK: u32 = 0x1;
+
+    /// Shift of `base_address_0[2:1]` (bar_mem_type).
+    pub const BAR_MEM_TYPE_SHIFT: u32 = 1;
+
+    /// Mask of `bar_mem_type` once shifted down.
+    pub const BAR_MEM_TYPE_MASK: u32 = 0x3;
+
+    /// Shift of `base_address_0[3:3]` (bar_prefetch).
+    pub const BAR_PREFETCH_SHIFT: u32 = 3;
+
+    /// Mask of `bar_prefetch` once shifted down.
+    pub const BAR_PREFETCH_MASK: u32 = 0x1;
+
+    /// Byte offset of `base_address_1`.
+    pub const BASE_ADDRESS_1_OFF: usize = 0x14;
+
+    /// Byte offset of `primary_bus`.
+    pub const PRIMARY_BUS_OFF: usize = 0x18;
+
+    /// Byte offset of `secondary_bus`.
+    pub const SECONDARY_BUS_OFF: usize = 0x19;
+
+    /// Byte offset of `subordinate_bus`.
+    pub const SUBORDINATE_BUS_OFF: usize = 0x1a;
+
+    /// Byte offset of `sec_latency_timer`.
+    pub const SEC_LATENCY_TIMER_OFF: usize = 0x1b;
+
+    /// Byte offset of `io_base`.
+    pub const IO_BASE_OFF: usize = 0x1c;
+
+    /// Shift of `io_base[7:4]` (io_range_addr).
+    pub const IO_RANGE_ADDR_SHIFT: u32 = 4;
+
+    /// Mask of `io_range_addr` once shifted down.
+    pub const IO_RANGE_ADDR_MASK: u8 = 0xf;
+
+    /// Shift of `io_base[3:0]` (io_range_type).
+    pub const IO_RANGE_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `io_range_type` once shifted down.
+    pub const IO_RANGE_TYPE_MASK: u8 = 0xf;
+
+    /// Byte offset of `io_limit`.
+    pub const IO_LIMIT_OFF: usize = 0x1d;
+
+    /// Shift of `io_limit[7:4]` (io_limit_addr).
+    pub const IO_LIMIT_ADDR_SHIFT: u32 = 4;
+
+    /// Mask of `io_limit_addr` once shifted down.
+    pub const IO_LIMIT_ADDR_MASK: u8 = 0xf;
+
+    /// Shift of `io_limit[3:0]` (io_limit_type).
+    pub const IO_LIMIT_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `io_limit_type` once shifted down.
+    pub const IO_LIMIT_TYPE_MASK: u8 = 0xf;
+
+    /// Byte offset of `sec_status`.
+    pub const SEC_STATUS_OFF: usize = 0x1e;
+
+    /// Shift of `sec_status[5:5]` (sec_status_66mhz).
+    pub const SEC_STATUS_66MHZ_SHIFT: u32 = 5;
+
+    /// Mask of `sec_status_66mhz` once shifted down.
+    pub const SEC_STATUS_66MHZ_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[7:7]` (sec_status_fast_back).
+    pub const SEC_STATUS_FAST_BACK_SHIFT: u32 = 7;
+
+    /// Mask of `sec_status_fast_back` once shifted down.
+    pub const SEC_STATUS_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[8:8]` (sec_status_parity).
+    pub const SEC_STATUS_PARITY_SHIFT: u32 = 8;
+
+    /// Mask of `sec_status_parity` once shifted down.
+    pub const SEC_STATUS_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[10:9]` (sec_status_devsel).
+    pub const SEC_STATUS_DEVSEL_SHIFT: u32 = 9;
+
+    /// Mask of `sec_status_devsel` once shifted down.
+    pub const SEC_STATUS_DEVSEL_MASK: u16 = 0x3;
+
+    /// Shift of `sec_status[11:11]` (sec_status_sig_target_abort).
+    pub const SEC_STATUS_SIG_TARGET_ABORT_SHIFT: u32 = 11;
+
+    /// Mask of `sec_status_sig_target_abort` once shifted down.
+    pub const SEC_STATUS_SIG_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[12:12]` (sec_status_rec_target_abort).
+    pub const SEC_STATUS_REC_TARGET_ABORT_SHIFT: u32 = 12;
+
+    /// Mask of `sec_status_rec_target_abort` once shifted down.
+    pub const SEC_STATUS_REC_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[13:13]` (sec_status_rec_master_abort).
+    pub const SEC_STATUS_REC_MASTER_ABORT_SHIFT: u32 = 13;
+
+    /// Mask of `sec_status_rec_master_abort` once shifted down.
+    pub const SEC_STATUS_REC_MASTER_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[14:14]` (sec_status_rec_system_error).
+    pub const SEC_STATUS_REC_SYSTEM_ERROR_SHIFT: u32 = 14;
+
+    /// Mask of `sec_status_rec_system_error` once shifted down.
+    pub const SEC_STATUS_REC_SYSTEM_ERROR_MASK: u16 = 0x1;
+
+    /// Shift of `sec_status[15:15]` (sec_status_detected_parity).
+    pub const SEC_STATUS_DETECTED_PARITY_SHIFT: u32 = 15;
+
+    /// Mask of `sec_status_detected_parity` once shifted down.
+    pub const SEC_STATUS_DETECTED_PARITY_MASK: u16 = 0x1;
+
+    /// Byte offset of `memory_base`.
+    pub const MEMORY_BASE_OFF: usize = 0x20;
+
+    /// Shift of `memory_base[15:4]` (memory_range_addr).
+    pub const MEMORY_RANGE_ADDR_SHIFT: u32 = 4;
+
+    /// Mask of `memory_range_addr` once shifted down.
+    pub const MEMORY_RANGE_ADDR_MASK: u16 = 0xfff;
+
+    /// Shift of `memory_base[3:0]` (memory_range_type).
+    pub const MEMORY_RANGE_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `memory_range_type` once shifted down.
+    pub const MEMORY_RANGE_TYPE_MASK: u16 = 0xf;
+
+    /// Byte offset of `memory_limit`.
+    pub const MEMORY_LIMIT_OFF: usize = 0x22;
+
+    /// Shift of `memory_limit[15:4]` (memory_limit_addr).
+    pub const MEMORY_LIMIT_ADDR_SHIFT: u32 = 4;
+
+    /// Mask of `memory_limit_addr` once shifted down.
+    pub const MEMORY_LIMIT_ADDR_MASK: u16 = 0xfff;
+
+    /// Shift of `memory_limit[3:0]` (memory_limit_type).
+    pub const MEMORY_LIMIT_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `memory_limit_type` once shifted down.
+    pub const MEMORY_LIMIT_TYPE_MASK: u16 = 0xf;
+
+    /// Byte offset of `pref_memory_base`.
+    pub const PREF_MEMORY_BASE_OFF: usize = 0x24;
+
+    /// Shift of `pref_memory_base[15:4]` (pref_range_addr).
+    pub const PREF_RANGE_ADDR_SHIFT: u32 = 4;
+
+    /// Mask of `pref_range_addr` once shifted down.
+    pub const PREF_RANGE_ADDR_MASK: u16 = 0xfff;
+
+    /// Shift of `pref_memory_base[3:0]` (pref_range_type).
+    pub const PREF_RANGE_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `pref_range_type` once shifted down.
+    pub const PREF_RANGE_TYPE_MASK: u16 = 0xf;
+
+    /// Byte offset of `pref_memory_limit`.
+    pub const PREF_MEMORY_LIMIT_OFF: usize = 0x26;
+
+    /// Shift of `pref_memory_limit[15:4]` (pref_limit_addr).
+    pub const PREF_LIMIT_ADDR_SHIFT: u32 = 4;
+
+    /// Mask of `pref_limit_addr` once shifted down.
+    pub const PREF_LIMIT_ADDR_MASK: u16 = 0xfff;
+
+    /// Shift of `pref_memory_limit[3:0]` (pref_limit_type).
+    pub const PREF_LIMIT_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `pref_limit_type` once shifted down.
+    pub const PREF_LIMIT_TYPE_MASK: u16 = 0xf;
+
+    /// Byte offset of `pref_base_upper32`.
+    pub const PREF_BASE_UPPER32_OFF: usize = 0x28;
+
+    /// Byte offset of `pref_limit_upper32`.
+    pub const PREF_LIMIT_UPPER32_OFF: usize = 0x2c;
+
+    /// Byte offset of `io_base_upper16`.
+    pub const IO_BASE_UPPER16_OFF: usize = 0x30;
+
+    /// Byte offset of `io_limit_upper16`.
+    pub const IO_LIMIT_UPPER16_OFF: usize = 0x32;
+
+    /// Byte offset of `capability_list`.
+    pub const CAPABILITY_LIST_OFF: usize = 0x34;
+
+    /// Byte offset of `rom_address1`.
+    pub const ROM_ADDRESS1_OFF: usize = 0x38;
+
+    /// Shift of `rom_address1[31:11]` (rom_address_mask).
+    pub const ROM_ADDRESS_MASK_SHIFT: u32 = 11;
+
+    /// Mask of `rom_address_mask` once shifted down.
+    pub const ROM_ADDRESS_MASK_MASK: u32 = 0x1fffff;
+
+    /// Shift of `rom_address1[0:0]` (rom_address_enable).
+    pub const ROM_ADDRESS_ENABLE_SHIFT: u32 = 0;
+
+    /// Mask of `rom_address_enable` once shifted down.
+    pub const ROM_ADDRESS_ENABLE_MASK: u32 = 0x1;
+
+    /// Byte offset of `interrupt_line`.
+    pub const INTERRUPT_LINE_OFF: usize = 0x3c;
+
+    /// Byte offset of `interrupt_pin`.
+    pub const INTERRUPT_PIN_OFF: usize = 0x3d;
+
+    /// Byte offset of `bridge_control`.
+    pub const BRIDGE_CONTROL_OFF: usize = 0x3e;
+
+    /// Shift of `bridge_control[0:0]` (bridge_ctl_parity).
+    pub const BRIDGE_CTL_PARITY_SHIFT: u32 = 0;
+
+    /// Mask of `bridge_ctl_parity` once shifted down.
+    pub const BRIDGE_CTL_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[1:1]` (bridge_ctl_serr).
+    pub const BRIDGE_CTL_SERR_SHIFT: u32 = 1;
+
+    /// Mask of `bridge_ctl_serr` once shifted down.
+    pub const BRIDGE_CTL_SERR_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[2:2]` (bridge_ctl_isa).
+    pub const BRIDGE_CTL_ISA_SHIFT: u32 = 2;
+
+    /// Mask of `bridge_ctl_isa` once shifted down.
+    pub const BRIDGE_CTL_ISA_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[3:3]` (bridge_ctl_vga).
+    pub const BRIDGE_CTL_VGA_SHIFT: u32 = 3;
+
+    /// Mask of `bridge_ctl_vga` once shifted down.
+    pub const BRIDGE_CTL_VGA_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[4:4]` (bridge_ctl_vga16).
+    pub const BRIDGE_CTL_VGA16_SHIFT: u32 = 4;
+
+    /// Mask of `bridge_ctl_vga16` once shifted down.
+    pub const BRIDGE_CTL_VGA16_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[5:5]` (bridge_ctl_master_abort).
+    pub const BRIDGE_CTL_MASTER_ABORT_SHIFT: u32 = 5;
+
+    /// Mask of `bridge_ctl_master_abort` once shifted down.
+    pub const BRIDGE_CTL_MASTER_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[6:6]` (bridge_ctl_bus_reset).
+    pub const BRIDGE_CTL_BUS_RESET_SHIFT: u32 = 6;
+
+    /// Mask of `bridge_ctl_bus_reset` once shifted down.
+    pub const BRIDGE_CTL_BUS_RESET_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[7:7]` (bridge_ctl_fast_back).
+    pub const BRIDGE_CTL_FAST_BACK_SHIFT: u32 = 7;
+
+    /// Mask of `bridge_ctl_fast_back` once shifted down.
+    pub const BRIDGE_CTL_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[8:8]` (bridge_ctl_pri_discard).
+    pub const BRIDGE_CTL_PRI_DISCARD_SHIFT: u32 = 8;
+
+    /// Mask of `bridge_ctl_pri_discard` once shifted down.
+    pub const BRIDGE_CTL_PRI_DISCARD_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[9:9]` (bridge_ctl_sec_discard).
+    pub const BRIDGE_CTL_SEC_DISCARD_SHIFT: u32 = 9;
+
+    /// Mask of `bridge_ctl_sec_discard` once shifted down.
+    pub const BRIDGE_CTL_SEC_DISCARD_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[10:10]` (bridge_ctl_discard_status).
+    pub const BRIDGE_CTL_DISCARD_STATUS_SHIFT: u32 = 10;
+
+    /// Mask of `bridge_ctl_discard_status` once shifted down.
+    pub const BRIDGE_CTL_DISCARD_STATUS_MASK: u16 = 0x1;
+
+    /// Shift of `bridge_control[11:11]` (bridge_ctl_discard_serr).
+    pub const BRIDGE_CTL_DISCARD_SERR_SHIFT: u32 = 11;
+
+    /// Mask of `bridge_ctl_discard_serr` once shifted down.
+    pub const BRIDGE_CTL_DISCARD_SERR_MASK: u16 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -3526,6 +4351,12 @@ impl pci_cap_header {
     /// Size in bytes.
     pub const SIZE: usize = 2;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_cap_header",
@@ -3613,6 +4444,27 @@ const _: () = assert!(core::mem::offset_of!(pcie_ext_cap_header, ext_cap_header)
 impl pcie_ext_cap_header {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Shift of `ext_cap_header[31:20]` (ext_cap_next).
+    pub const EXT_CAP_NEXT_SHIFT: u32 = 20;
+
+    /// Mask of `ext_cap_next` once shifted down.
+    pub const EXT_CAP_NEXT_MASK: u32 = 0xfff;
+
+    /// Shift of `ext_cap_header[19:16]` (ext_cap_ver).
+    pub const EXT_CAP_VER_SHIFT: u32 = 16;
+
+    /// Mask of `ext_cap_ver` once shifted down.
+    pub const EXT_CAP_VER_MASK: u32 = 0xf;
+
+    /// Shift of `ext_cap_header[15:0]` (ext_cap_id).
+    pub const EXT_CAP_ID_SHIFT: u32 = 0;
+
+    /// Mask of `ext_cap_id` once shifted down.
+    pub const EXT_CAP_ID_MASK: u32 = 0xffff;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -3763,6 +4615,1035 @@ const _: () = assert!(core::mem::offset_of!(pci_exp_cap, reserved_at_1a0) == 52)
 impl pci_exp_cap {
     /// Size in bytes.
     pub const SIZE: usize = 60;
+
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `flags`.
+    pub const FLAGS_OFF: usize = 0x2;
+
+    /// Shift of `flags[3:0]` (flags_vers).
+    pub const FLAGS_VERS_SHIFT: u32 = 0;
+
+    /// Mask of `flags_vers` once shifted down.
+    pub const FLAGS_VERS_MASK: u16 = 0xf;
+
+    /// Shift of `flags[7:4]` (flags_type).
+    pub const FLAGS_TYPE_SHIFT: u32 = 4;
+
+    /// Mask of `flags_type` once shifted down.
+    pub const FLAGS_TYPE_MASK: u16 = 0xf;
+
+    /// Shift of `flags[8:8]` (flags_slot).
+    pub const FLAGS_SLOT_SHIFT: u32 = 8;
+
+    /// Mask of `flags_slot` once shifted down.
+    pub const FLAGS_SLOT_MASK: u16 = 0x1;
+
+    /// Shift of `flags[13:9]` (flags_irq).
+    pub const FLAGS_IRQ_SHIFT: u32 = 9;
+
+    /// Mask of `flags_irq` once shifted down.
+    pub const FLAGS_IRQ_MASK: u16 = 0x1f;
+
+    /// Byte offset of `devcap`.
+    pub const DEVCAP_OFF: usize = 0x4;
+
+    /// Shift of `devcap[2:0]` (devcap_payload).
+    pub const DEVCAP_PAYLOAD_SHIFT: u32 = 0;
+
+    /// Mask of `devcap_payload` once shifted down.
+    pub const DEVCAP_PAYLOAD_MASK: u32 = 0x7;
+
+    /// Shift of `devcap[4:3]` (devcap_phantom).
+    pub const DEVCAP_PHANTOM_SHIFT: u32 = 3;
+
+    /// Mask of `devcap_phantom` once shifted down.
+    pub const DEVCAP_PHANTOM_MASK: u32 = 0x3;
+
+    /// Shift of `devcap[5:5]` (devcap_ext_tag).
+    pub const DEVCAP_EXT_TAG_SHIFT: u32 = 5;
+
+    /// Mask of `devcap_ext_tag` once shifted down.
+    pub const DEVCAP_EXT_TAG_MASK: u32 = 0x1;
+
+    /// Shift of `devcap[8:6]` (devcap_l0s).
+    pub const DEVCAP_L0S_SHIFT: u32 = 6;
+
+    /// Mask of `devcap_l0s` once shifted down.
+    pub const DEVCAP_L0S_MASK: u32 = 0x7;
+
+    /// Shift of `devcap[11:9]` (devcap_l1).
+    pub const DEVCAP_L1_SHIFT: u32 = 9;
+
+    /// Mask of `devcap_l1` once shifted down.
+    pub const DEVCAP_L1_MASK: u32 = 0x7;
+
+    /// Shift of `devcap[12:12]` (devcap_atn_but).
+    pub const DEVCAP_ATN_BUT_SHIFT: u32 = 12;
+
+    /// Mask of `devcap_atn_but` once shifted down.
+    pub const DEVCAP_ATN_BUT_MASK: u32 = 0x1;
+
+    /// Shift of `devcap[13:13]` (devcap_atn_ind).
+    pub const DEVCAP_ATN_IND_SHIFT: u32 = 13;
+
+    /// Mask of `devcap_atn_ind` once shifted down.
+    pub const DEVCAP_ATN_IND_MASK: u32 = 0x1;
+
+    /// Shift of `devcap[14:14]` (devcap_pwr_ind).
+    pub const DEVCAP_PWR_IND_SHIFT: u32 = 14;
+
+    /// Mask of `devcap_pwr_ind` once shifted down.
+    pub const DEVCAP_PWR_IND_MASK: u32 = 0x1;
+
+    /// Shift of `devcap[15:15]` (devcap_rber).
+    pub const DEVCAP_RBER_SHIFT: u32 = 15;
+
+    /// Mask of `devcap_rber` once shifted down.
+    pub const DEVCAP_RBER_MASK: u32 = 0x1;
+
+    /// Shift of `devcap[25:18]` (devcap_pwr_val).
+    pub const DEVCAP_PWR_VAL_SHIFT: u32 = 18;
+
+    /// Mask of `devcap_pwr_val` once shifted down.
+    pub const DEVCAP_PWR_VAL_MASK: u32 = 0xff;
+
+    /// Shift of `devcap[27:26]` (devcap_pwr_scl).
+    pub const DEVCAP_PWR_SCL_SHIFT: u32 = 26;
+
+    /// Mask of `devcap_pwr_scl` once shifted down.
+    pub const DEVCAP_PWR_SCL_MASK: u32 = 0x3;
+
+    /// Shift of `devcap[28:28]` (devcap_flr).
+    pub const DEVCAP_FLR_SHIFT: u32 = 28;
+
+    /// Mask of `devcap_flr` once shifted down.
+    pub const DEVCAP_FLR_MASK: u32 = 0x1;
+
+    /// Byte offset of `devctl`.
+    pub const DEVCTL_OFF: usize = 0x8;
+
+    /// Shift of `devctl[0:0]` (devctl_cere).
+    pub const DEVCTL_CERE_SHIFT: u32 = 0;
+
+    /// Mask of `devctl_cere` once shifted down.
+    pub const DEVCTL_CERE_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[1:1]` (devctl_nfere).
+    pub const DEVCTL_NFERE_SHIFT: u32 = 1;
+
+    /// Mask of `devctl_nfere` once shifted down.
+    pub const DEVCTL_NFERE_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[2:2]` (devctl_fere).
+    pub const DEVCTL_FERE_SHIFT: u32 = 2;
+
+    /// Mask of `devctl_fere` once shifted down.
+    pub const DEVCTL_FERE_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[3:3]` (devctl_urre).
+    pub const DEVCTL_URRE_SHIFT: u32 = 3;
+
+    /// Mask of `devctl_urre` once shifted down.
+    pub const DEVCTL_URRE_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[4:4]` (devctl_relax_en).
+    pub const DEVCTL_RELAX_EN_SHIFT: u32 = 4;
+
+    /// Mask of `devctl_relax_en` once shifted down.
+    pub const DEVCTL_RELAX_EN_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[7:5]` (devctl_payload).
+    pub const DEVCTL_PAYLOAD_SHIFT: u32 = 5;
+
+    /// Mask of `devctl_payload` once shifted down.
+    pub const DEVCTL_PAYLOAD_MASK: u16 = 0x7;
+
+    /// Shift of `devctl[8:8]` (devctl_ext_tag).
+    pub const DEVCTL_EXT_TAG_SHIFT: u32 = 8;
+
+    /// Mask of `devctl_ext_tag` once shifted down.
+    pub const DEVCTL_EXT_TAG_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[9:9]` (devctl_phantom).
+    pub const DEVCTL_PHANTOM_SHIFT: u32 = 9;
+
+    /// Mask of `devctl_phantom` once shifted down.
+    pub const DEVCTL_PHANTOM_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[10:10]` (devctl_auxpm).
+    pub const DEVCTL_AUXPM_SHIFT: u32 = 10;
+
+    /// Mask of `devctl_auxpm` once shifted down.
+    pub const DEVCTL_AUXPM_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[11:11]` (devctl_nosnp_en).
+    pub const DEVCTL_NOSNP_EN_SHIFT: u32 = 11;
+
+    /// Mask of `devctl_nosnp_en` once shifted down.
+    pub const DEVCTL_NOSNP_EN_MASK: u16 = 0x1;
+
+    /// Shift of `devctl[14:12]` (devctl_readrq).
+    pub const DEVCTL_READRQ_SHIFT: u32 = 12;
+
+    /// Mask of `devctl_readrq` once shifted down.
+    pub const DEVCTL_READRQ_MASK: u16 = 0x7;
+
+    /// Shift of `devctl[15:15]` (devctl_bcr_flr).
+    pub const DEVCTL_BCR_FLR_SHIFT: u32 = 15;
+
+    /// Mask of `devctl_bcr_flr` once shifted down.
+    pub const DEVCTL_BCR_FLR_MASK: u16 = 0x1;
+
+    /// Byte offset of `devsta`.
+    pub const DEVSTA_OFF: usize = 0xa;
+
+    /// Shift of `devsta[0:0]` (devsta_ced).
+    pub const DEVSTA_CED_SHIFT: u32 = 0;
+
+    /// Mask of `devsta_ced` once shifted down.
+    pub const DEVSTA_CED_MASK: u16 = 0x1;
+
+    /// Shift of `devsta[1:1]` (devsta_nfed).
+    pub const DEVSTA_NFED_SHIFT: u32 = 1;
+
+    /// Mask of `devsta_nfed` once shifted down.
+    pub const DEVSTA_NFED_MASK: u16 = 0x1;
+
+    /// Shift of `devsta[2:2]` (devsta_fed).
+    pub const DEVSTA_FED_SHIFT: u32 = 2;
+
+    /// Mask of `devsta_fed` once shifted down.
+    pub const DEVSTA_FED_MASK: u16 = 0x1;
+
+    /// Shift of `devsta[3:3]` (devsta_urd).
+    pub const DEVSTA_URD_SHIFT: u32 = 3;
+
+    /// Mask of `devsta_urd` once shifted down.
+    pub const DEVSTA_URD_MASK: u16 = 0x1;
+
+    /// Shift of `devsta[4:4]` (devsta_auxpd).
+    pub const DEVSTA_AUXPD_SHIFT: u32 = 4;
+
+    /// Mask of `devsta_auxpd` once shifted down.
+    pub const DEVSTA_AUXPD_MASK: u16 = 0x1;
+
+    /// Shift of `devsta[5:5]` (devsta_trpnd).
+    pub const DEVSTA_TRPND_SHIFT: u32 = 5;
+
+    /// Mask of `devsta_trpnd` once shifted down.
+    pub const DEVSTA_TRPND_MASK: u16 = 0x1;
+
+    /// Byte offset of `lnkcap`.
+    pub const LNKCAP_OFF: usize = 0xc;
+
+    /// Shift of `lnkcap[3:0]` (lnkcap_sls).
+    pub const LNKCAP_SLS_SHIFT: u32 = 0;
+
+    /// Mask of `lnkcap_sls` once shifted down.
+    pub const LNKCAP_SLS_MASK: u32 = 0xf;
+
+    /// Shift of `lnkcap[9:4]` (lnkcap_mlw).
+    pub const LNKCAP_MLW_SHIFT: u32 = 4;
+
+    /// Mask of `lnkcap_mlw` once shifted down.
+    pub const LNKCAP_MLW_MASK: u32 = 0x3f;
+
+    /// Shift of `lnkcap[11:10]` (lnkcap_aspms).
+    pub const LNKCAP_ASPMS_SHIFT: u32 = 10;
+
+    /// Mask of `lnkcap_aspms` once shifted down.
+    pub const LNKCAP_ASPMS_MASK: u32 = 0x3;
+
+    /// Shift of `lnkcap[14:12]` (lnkcap_l0sel).
+    pub const LNKCAP_L0SEL_SHIFT: u32 = 12;
+
+    /// Mask of `lnkcap_l0sel` once shifted down.
+    pub const LNKCAP_L0SEL_MASK: u32 = 0x7;
+
+    /// Shift of `lnkcap[17:15]` (lnkcap_l1el).
+    pub const LNKCAP_L1EL_SHIFT: u32 = 15;
+
+    /// Mask of `lnkcap_l1el` once shifted down.
+    pub const LNKCAP_L1EL_MASK: u32 = 0x7;
+
+    /// Shift of `lnkcap[18:18]` (lnkcap_clkpm).
+    pub const LNKCAP_CLKPM_SHIFT: u32 = 18;
+
+    /// Mask of `lnkcap_clkpm` once shifted down.
+    pub const LNKCAP_CLKPM_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap[19:19]` (lnkcap_sderc).
+    pub const LNKCAP_SDERC_SHIFT: u32 = 19;
+
+    /// Mask of `lnkcap_sderc` once shifted down.
+    pub const LNKCAP_SDERC_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap[20:20]` (lnkcap_dlllarc).
+    pub const LNKCAP_DLLLARC_SHIFT: u32 = 20;
+
+    /// Mask of `lnkcap_dlllarc` once shifted down.
+    pub const LNKCAP_DLLLARC_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap[21:21]` (lnkcap_lbnc).
+    pub const LNKCAP_LBNC_SHIFT: u32 = 21;
+
+    /// Mask of `lnkcap_lbnc` once shifted down.
+    pub const LNKCAP_LBNC_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap[22:22]` (lnkcap_aspm_opt).
+    pub const LNKCAP_ASPM_OPT_SHIFT: u32 = 22;
+
+    /// Mask of `lnkcap_aspm_opt` once shifted down.
+    pub const LNKCAP_ASPM_OPT_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap[31:24]` (lnkcap_port).
+    pub const LNKCAP_PORT_SHIFT: u32 = 24;
+
+    /// Mask of `lnkcap_port` once shifted down.
+    pub const LNKCAP_PORT_MASK: u32 = 0xff;
+
+    /// Byte offset of `lnkctl`.
+    pub const LNKCTL_OFF: usize = 0x10;
+
+    /// Shift of `lnkctl[1:0]` (lnkctl_aspmc).
+    pub const LNKCTL_ASPMC_SHIFT: u32 = 0;
+
+    /// Mask of `lnkctl_aspmc` once shifted down.
+    pub const LNKCTL_ASPMC_MASK: u16 = 0x3;
+
+    /// Shift of `lnkctl[3:3]` (lnkctl_rcb).
+    pub const LNKCTL_RCB_SHIFT: u32 = 3;
+
+    /// Mask of `lnkctl_rcb` once shifted down.
+    pub const LNKCTL_RCB_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[4:4]` (lnkctl_ld).
+    pub const LNKCTL_LD_SHIFT: u32 = 4;
+
+    /// Mask of `lnkctl_ld` once shifted down.
+    pub const LNKCTL_LD_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[5:5]` (lnkctl_rl).
+    pub const LNKCTL_RL_SHIFT: u32 = 5;
+
+    /// Mask of `lnkctl_rl` once shifted down.
+    pub const LNKCTL_RL_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[6:6]` (lnkctl_ccc).
+    pub const LNKCTL_CCC_SHIFT: u32 = 6;
+
+    /// Mask of `lnkctl_ccc` once shifted down.
+    pub const LNKCTL_CCC_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[7:7]` (lnkctl_es).
+    pub const LNKCTL_ES_SHIFT: u32 = 7;
+
+    /// Mask of `lnkctl_es` once shifted down.
+    pub const LNKCTL_ES_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[8:8]` (lnkctl_clkreq_en).
+    pub const LNKCTL_CLKREQ_EN_SHIFT: u32 = 8;
+
+    /// Mask of `lnkctl_clkreq_en` once shifted down.
+    pub const LNKCTL_CLKREQ_EN_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[9:9]` (lnkctl_hawd).
+    pub const LNKCTL_HAWD_SHIFT: u32 = 9;
+
+    /// Mask of `lnkctl_hawd` once shifted down.
+    pub const LNKCTL_HAWD_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[10:10]` (lnkctl_lbmie).
+    pub const LNKCTL_LBMIE_SHIFT: u32 = 10;
+
+    /// Mask of `lnkctl_lbmie` once shifted down.
+    pub const LNKCTL_LBMIE_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl[11:11]` (lnkctl_labie).
+    pub const LNKCTL_LABIE_SHIFT: u32 = 11;
+
+    /// Mask of `lnkctl_labie` once shifted down.
+    pub const LNKCTL_LABIE_MASK: u16 = 0x1;
+
+    /// Byte offset of `lnksta`.
+    pub const LNKSTA_OFF: usize = 0x12;
+
+    /// Shift of `lnksta[3:0]` (lnksta_cls).
+    pub const LNKSTA_CLS_SHIFT: u32 = 0;
+
+    /// Mask of `lnksta_cls` once shifted down.
+    pub const LNKSTA_CLS_MASK: u16 = 0xf;
+
+    /// Shift of `lnksta[9:4]` (lnksta_nlw).
+    pub const LNKSTA_NLW_SHIFT: u32 = 4;
+
+    /// Mask of `lnksta_nlw` once shifted down.
+    pub const LNKSTA_NLW_MASK: u16 = 0x3f;
+
+    /// Shift of `lnksta[10:10]` (lnksta_te).
+    pub const LNKSTA_TE_SHIFT: u32 = 10;
+
+    /// Mask of `lnksta_te` once shifted down.
+    pub const LNKSTA_TE_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta[11:11]` (lnksta_lt).
+    pub const LNKSTA_LT_SHIFT: u32 = 11;
+
+    /// Mask of `lnksta_lt` once shifted down.
+    pub const LNKSTA_LT_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta[12:12]` (lnksta_slc).
+    pub const LNKSTA_SLC_SHIFT: u32 = 12;
+
+    /// Mask of `lnksta_slc` once shifted down.
+    pub const LNKSTA_SLC_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta[13:13]` (lnksta_dllla).
+    pub const LNKSTA_DLLLA_SHIFT: u32 = 13;
+
+    /// Mask of `lnksta_dllla` once shifted down.
+    pub const LNKSTA_DLLLA_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta[14:14]` (lnksta_lbms).
+    pub const LNKSTA_LBMS_SHIFT: u32 = 14;
+
+    /// Mask of `lnksta_lbms` once shifted down.
+    pub const LNKSTA_LBMS_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta[15:15]` (lnksta_labs).
+    pub const LNKSTA_LABS_SHIFT: u32 = 15;
+
+    /// Mask of `lnksta_labs` once shifted down.
+    pub const LNKSTA_LABS_MASK: u16 = 0x1;
+
+    /// Byte offset of `sltcap`.
+    pub const SLTCAP_OFF: usize = 0x14;
+
+    /// Shift of `sltcap[0:0]` (sltcap_abp).
+    pub const SLTCAP_ABP_SHIFT: u32 = 0;
+
+    /// Mask of `sltcap_abp` once shifted down.
+    pub const SLTCAP_ABP_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[1:1]` (sltcap_pcp).
+    pub const SLTCAP_PCP_SHIFT: u32 = 1;
+
+    /// Mask of `sltcap_pcp` once shifted down.
+    pub const SLTCAP_PCP_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[2:2]` (sltcap_mrlsp).
+    pub const SLTCAP_MRLSP_SHIFT: u32 = 2;
+
+    /// Mask of `sltcap_mrlsp` once shifted down.
+    pub const SLTCAP_MRLSP_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[3:3]` (sltcap_aip).
+    pub const SLTCAP_AIP_SHIFT: u32 = 3;
+
+    /// Mask of `sltcap_aip` once shifted down.
+    pub const SLTCAP_AIP_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[4:4]` (sltcap_pip).
+    pub const SLTCAP_PIP_SHIFT: u32 = 4;
+
+    /// Mask of `sltcap_pip` once shifted down.
+    pub const SLTCAP_PIP_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[5:5]` (sltcap_hps).
+    pub const SLTCAP_HPS_SHIFT: u32 = 5;
+
+    /// Mask of `sltcap_hps` once shifted down.
+    pub const SLTCAP_HPS_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[6:6]` (sltcap_hpc).
+    pub const SLTCAP_HPC_SHIFT: u32 = 6;
+
+    /// Mask of `sltcap_hpc` once shifted down.
+    pub const SLTCAP_HPC_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[14:7]` (sltcap_splv).
+    pub const SLTCAP_SPLV_SHIFT: u32 = 7;
+
+    /// Mask of `sltcap_splv` once shifted down.
+    pub const SLTCAP_SPLV_MASK: u32 = 0xff;
+
+    /// Shift of `sltcap[16:15]` (sltcap_spls).
+    pub const SLTCAP_SPLS_SHIFT: u32 = 15;
+
+    /// Mask of `sltcap_spls` once shifted down.
+    pub const SLTCAP_SPLS_MASK: u32 = 0x3;
+
+    /// Shift of `sltcap[17:17]` (sltcap_eip).
+    pub const SLTCAP_EIP_SHIFT: u32 = 17;
+
+    /// Mask of `sltcap_eip` once shifted down.
+    pub const SLTCAP_EIP_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[18:18]` (sltcap_nccs).
+    pub const SLTCAP_NCCS_SHIFT: u32 = 18;
+
+    /// Mask of `sltcap_nccs` once shifted down.
+    pub const SLTCAP_NCCS_MASK: u32 = 0x1;
+
+    /// Shift of `sltcap[31:19]` (sltcap_psn).
+    pub const SLTCAP_PSN_SHIFT: u32 = 19;
+
+    /// Mask of `sltcap_psn` once shifted down.
+    pub const SLTCAP_PSN_MASK: u32 = 0x1fff;
+
+    /// Byte offset of `sltctl`.
+    pub const SLTCTL_OFF: usize = 0x18;
+
+    /// Shift of `sltctl[0:0]` (sltctl_abpe).
+    pub const SLTCTL_ABPE_SHIFT: u32 = 0;
+
+    /// Mask of `sltctl_abpe` once shifted down.
+    pub const SLTCTL_ABPE_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[1:1]` (sltctl_pfde).
+    pub const SLTCTL_PFDE_SHIFT: u32 = 1;
+
+    /// Mask of `sltctl_pfde` once shifted down.
+    pub const SLTCTL_PFDE_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[2:2]` (sltctl_mrlsce).
+    pub const SLTCTL_MRLSCE_SHIFT: u32 = 2;
+
+    /// Mask of `sltctl_mrlsce` once shifted down.
+    pub const SLTCTL_MRLSCE_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[3:3]` (sltctl_pdce).
+    pub const SLTCTL_PDCE_SHIFT: u32 = 3;
+
+    /// Mask of `sltctl_pdce` once shifted down.
+    pub const SLTCTL_PDCE_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[4:4]` (sltctl_ccie).
+    pub const SLTCTL_CCIE_SHIFT: u32 = 4;
+
+    /// Mask of `sltctl_ccie` once shifted down.
+    pub const SLTCTL_CCIE_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[5:5]` (sltctl_hpie).
+    pub const SLTCTL_HPIE_SHIFT: u32 = 5;
+
+    /// Mask of `sltctl_hpie` once shifted down.
+    pub const SLTCTL_HPIE_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[7:6]` (sltctl_aic).
+    pub const SLTCTL_AIC_SHIFT: u32 = 6;
+
+    /// Mask of `sltctl_aic` once shifted down.
+    pub const SLTCTL_AIC_MASK: u16 = 0x3;
+
+    /// Shift of `sltctl[9:8]` (sltctl_pic).
+    pub const SLTCTL_PIC_SHIFT: u32 = 8;
+
+    /// Mask of `sltctl_pic` once shifted down.
+    pub const SLTCTL_PIC_MASK: u16 = 0x3;
+
+    /// Shift of `sltctl[10:10]` (sltctl_pcc).
+    pub const SLTCTL_PCC_SHIFT: u32 = 10;
+
+    /// Mask of `sltctl_pcc` once shifted down.
+    pub const SLTCTL_PCC_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[11:11]` (sltctl_eic).
+    pub const SLTCTL_EIC_SHIFT: u32 = 11;
+
+    /// Mask of `sltctl_eic` once shifted down.
+    pub const SLTCTL_EIC_MASK: u16 = 0x1;
+
+    /// Shift of `sltctl[12:12]` (sltctl_dllsce).
+    pub const SLTCTL_DLLSCE_SHIFT: u32 = 12;
+
+    /// Mask of `sltctl_dllsce` once shifted down.
+    pub const SLTCTL_DLLSCE_MASK: u16 = 0x1;
+
+    /// Byte offset of `sltsta`.
+    pub const SLTSTA_OFF: usize = 0x1a;
+
+    /// Shift of `sltsta[0:0]` (sltsta_abp).
+    pub const SLTSTA_ABP_SHIFT: u32 = 0;
+
+    /// Mask of `sltsta_abp` once shifted down.
+    pub const SLTSTA_ABP_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[1:1]` (sltsta_pfd).
+    pub const SLTSTA_PFD_SHIFT: u32 = 1;
+
+    /// Mask of `sltsta_pfd` once shifted down.
+    pub const SLTSTA_PFD_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[2:2]` (sltsta_mrlsc).
+    pub const SLTSTA_MRLSC_SHIFT: u32 = 2;
+
+    /// Mask of `sltsta_mrlsc` once shifted down.
+    pub const SLTSTA_MRLSC_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[3:3]` (sltsta_pdc).
+    pub const SLTSTA_PDC_SHIFT: u32 = 3;
+
+    /// Mask of `sltsta_pdc` once shifted down.
+    pub const SLTSTA_PDC_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[4:4]` (sltsta_cc).
+    pub const SLTSTA_CC_SHIFT: u32 = 4;
+
+    /// Mask of `sltsta_cc` once shifted down.
+    pub const SLTSTA_CC_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[5:5]` (sltsta_mrlss).
+    pub const SLTSTA_MRLSS_SHIFT: u32 = 5;
+
+    /// Mask of `sltsta_mrlss` once shifted down.
+    pub const SLTSTA_MRLSS_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[6:6]` (sltsta_pds).
+    pub const SLTSTA_PDS_SHIFT: u32 = 6;
+
+    /// Mask of `sltsta_pds` once shifted down.
+    pub const SLTSTA_PDS_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[7:7]` (sltsta_eis).
+    pub const SLTSTA_EIS_SHIFT: u32 = 7;
+
+    /// Mask of `sltsta_eis` once shifted down.
+    pub const SLTSTA_EIS_MASK: u16 = 0x1;
+
+    /// Shift of `sltsta[8:8]` (sltsta_dllsc).
+    pub const SLTSTA_DLLSC_SHIFT: u32 = 8;
+
+    /// Mask of `sltsta_dllsc` once shifted down.
+    pub const SLTSTA_DLLSC_MASK: u16 = 0x1;
+
+    /// Byte offset of `rtctl`.
+    pub const RTCTL_OFF: usize = 0x1c;
+
+    /// Shift of `rtctl[0:0]` (rtctl_secee).
+    pub const RTCTL_SECEE_SHIFT: u32 = 0;
+
+    /// Mask of `rtctl_secee` once shifted down.
+    pub const RTCTL_SECEE_MASK: u16 = 0x1;
+
+    /// Shift of `rtctl[1:1]` (rtctl_senfee).
+    pub const RTCTL_SENFEE_SHIFT: u32 = 1;
+
+    /// Mask of `rtctl_senfee` once shifted down.
+    pub const RTCTL_SENFEE_MASK: u16 = 0x1;
+
+    /// Shift of `rtctl[2:2]` (rtctl_sefee).
+    pub const RTCTL_SEFEE_SHIFT: u32 = 2;
+
+    /// Mask of `rtctl_sefee` once shifted down.
+    pub const RTCTL_SEFEE_MASK: u16 = 0x1;
+
+    /// Shift of `rtctl[3:3]` (rtctl_pmeie).
+    pub const RTCTL_PMEIE_SHIFT: u32 = 3;
+
+    /// Mask of `rtctl_pmeie` once shifted down.
+    pub const RTCTL_PMEIE_MASK: u16 = 0x1;
+
+    /// Shift of `rtctl[4:4]` (rtctl_crssve).
+    pub const RTCTL_CRSSVE_SHIFT: u32 = 4;
+
+    /// Mask of `rtctl_crssve` once shifted down.
+    pub const RTCTL_CRSSVE_MASK: u16 = 0x1;
+
+    /// Byte offset of `rtcap`.
+    pub const RTCAP_OFF: usize = 0x1e;
+
+    /// Shift of `rtcap[0:0]` (rtcap_crsvis).
+    pub const RTCAP_CRSVIS_SHIFT: u32 = 0;
+
+    /// Mask of `rtcap_crsvis` once shifted down.
+    pub const RTCAP_CRSVIS_MASK: u16 = 0x1;
+
+    /// Byte offset of `rtsta`.
+    pub const RTSTA_OFF: usize = 0x20;
+
+    /// Shift of `rtsta[15:0]` (rtsta_pme_rid).
+    pub const RTSTA_PME_RID_SHIFT: u32 = 0;
+
+    /// Mask of `rtsta_pme_rid` once shifted down.
+    pub const RTSTA_PME_RID_MASK: u32 = 0xffff;
+
+    /// Shift of `rtsta[16:16]` (rtsta_pme).
+    pub const RTSTA_PME_SHIFT: u32 = 16;
+
+    /// Mask of `rtsta_pme` once shifted down.
+    pub const RTSTA_PME_MASK: u32 = 0x1;
+
+    /// Shift of `rtsta[17:17]` (rtsta_pending).
+    pub const RTSTA_PENDING_SHIFT: u32 = 17;
+
+    /// Mask of `rtsta_pending` once shifted down.
+    pub const RTSTA_PENDING_MASK: u32 = 0x1;
+
+    /// Byte offset of `devcap2`.
+    pub const DEVCAP2_OFF: usize = 0x24;
+
+    /// Shift of `devcap2[3:0]` (devcap2_comp_tmout_ranges).
+    pub const DEVCAP2_COMP_TMOUT_RANGES_SHIFT: u32 = 0;
+
+    /// Mask of `devcap2_comp_tmout_ranges` once shifted down.
+    pub const DEVCAP2_COMP_TMOUT_RANGES_MASK: u32 = 0xf;
+
+    /// Shift of `devcap2[4:4]` (devcap2_comp_tmout_dis).
+    pub const DEVCAP2_COMP_TMOUT_DIS_SHIFT: u32 = 4;
+
+    /// Mask of `devcap2_comp_tmout_dis` once shifted down.
+    pub const DEVCAP2_COMP_TMOUT_DIS_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[5:5]` (devcap2_ari).
+    pub const DEVCAP2_ARI_SHIFT: u32 = 5;
+
+    /// Mask of `devcap2_ari` once shifted down.
+    pub const DEVCAP2_ARI_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[6:6]` (devcap2_atomic_route).
+    pub const DEVCAP2_ATOMIC_ROUTE_SHIFT: u32 = 6;
+
+    /// Mask of `devcap2_atomic_route` once shifted down.
+    pub const DEVCAP2_ATOMIC_ROUTE_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[7:7]` (devcap2_atomic_comp32).
+    pub const DEVCAP2_ATOMIC_COMP32_SHIFT: u32 = 7;
+
+    /// Mask of `devcap2_atomic_comp32` once shifted down.
+    pub const DEVCAP2_ATOMIC_COMP32_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[8:8]` (devcap2_atomic_comp64).
+    pub const DEVCAP2_ATOMIC_COMP64_SHIFT: u32 = 8;
+
+    /// Mask of `devcap2_atomic_comp64` once shifted down.
+    pub const DEVCAP2_ATOMIC_COMP64_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[9:9]` (devcap2_atomic_comp128).
+    pub const DEVCAP2_ATOMIC_COMP128_SHIFT: u32 = 9;
+
+    /// Mask of `devcap2_atomic_comp128` once shifted down.
+    pub const DEVCAP2_ATOMIC_COMP128_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[10:10]` (devcap2_nroprprp).
+    pub const DEVCAP2_NROPRPRP_SHIFT: u32 = 10;
+
+    /// Mask of `devcap2_nroprprp` once shifted down.
+    pub const DEVCAP2_NROPRPRP_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[11:11]` (devcap2_ltr).
+    pub const DEVCAP2_LTR_SHIFT: u32 = 11;
+
+    /// Mask of `devcap2_ltr` once shifted down.
+    pub const DEVCAP2_LTR_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[12:12]` (devcap2_tph_comp).
+    pub const DEVCAP2_TPH_COMP_SHIFT: u32 = 12;
+
+    /// Mask of `devcap2_tph_comp` once shifted down.
+    pub const DEVCAP2_TPH_COMP_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[13:13]` (devcap2_ext_tph_comp).
+    pub const DEVCAP2_EXT_TPH_COMP_SHIFT: u32 = 13;
+
+    /// Mask of `devcap2_ext_tph_comp` once shifted down.
+    pub const DEVCAP2_EXT_TPH_COMP_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[15:14]` (devcap2_ln_cls).
+    pub const DEVCAP2_LN_CLS_SHIFT: u32 = 14;
+
+    /// Mask of `devcap2_ln_cls` once shifted down.
+    pub const DEVCAP2_LN_CLS_MASK: u32 = 0x3;
+
+    /// Shift of `devcap2[16:16]` (devcap2_tag10_comp).
+    pub const DEVCAP2_TAG10_COMP_SHIFT: u32 = 16;
+
+    /// Mask of `devcap2_tag10_comp` once shifted down.
+    pub const DEVCAP2_TAG10_COMP_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[17:17]` (devcap2_tag10_req).
+    pub const DEVCAP2_TAG10_REQ_SHIFT: u32 = 17;
+
+    /// Mask of `devcap2_tag10_req` once shifted down.
+    pub const DEVCAP2_TAG10_REQ_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[19:18]` (devcap2_obff).
+    pub const DEVCAP2_OBFF_SHIFT: u32 = 18;
+
+    /// Mask of `devcap2_obff` once shifted down.
+    pub const DEVCAP2_OBFF_MASK: u32 = 0x3;
+
+    /// Shift of `devcap2[20:20]` (devcap2_ext_fmt).
+    pub const DEVCAP2_EXT_FMT_SHIFT: u32 = 20;
+
+    /// Mask of `devcap2_ext_fmt` once shifted down.
+    pub const DEVCAP2_EXT_FMT_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[21:21]` (devcap2_ee_prefix).
+    pub const DEVCAP2_EE_PREFIX_SHIFT: u32 = 21;
+
+    /// Mask of `devcap2_ee_prefix` once shifted down.
+    pub const DEVCAP2_EE_PREFIX_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[23:22]` (devcap2_max_ee_prefix).
+    pub const DEVCAP2_MAX_EE_PREFIX_SHIFT: u32 = 22;
+
+    /// Mask of `devcap2_max_ee_prefix` once shifted down.
+    pub const DEVCAP2_MAX_EE_PREFIX_MASK: u32 = 0x3;
+
+    /// Shift of `devcap2[25:24]` (devcap2_emer_pwr).
+    pub const DEVCAP2_EMER_PWR_SHIFT: u32 = 24;
+
+    /// Mask of `devcap2_emer_pwr` once shifted down.
+    pub const DEVCAP2_EMER_PWR_MASK: u32 = 0x3;
+
+    /// Shift of `devcap2[26:26]` (devcap2_emer_pwr_init).
+    pub const DEVCAP2_EMER_PWR_INIT_SHIFT: u32 = 26;
+
+    /// Mask of `devcap2_emer_pwr_init` once shifted down.
+    pub const DEVCAP2_EMER_PWR_INIT_MASK: u32 = 0x1;
+
+    /// Shift of `devcap2[31:31]` (devcap2_frs).
+    pub const DEVCAP2_FRS_SHIFT: u32 = 31;
+
+    /// Mask of `devcap2_frs` once shifted down.
+    pub const DEVCAP2_FRS_MASK: u32 = 0x1;
+
+    /// Byte offset of `devctl2`.
+    pub const DEVCTL2_OFF: usize = 0x28;
+
+    /// Shift of `devctl2[3:0]` (devctl2_comp_timeout).
+    pub const DEVCTL2_COMP_TIMEOUT_SHIFT: u32 = 0;
+
+    /// Mask of `devctl2_comp_timeout` once shifted down.
+    pub const DEVCTL2_COMP_TIMEOUT_MASK: u16 = 0xf;
+
+    /// Shift of `devctl2[4:4]` (devctl2_comp_tmout_dis).
+    pub const DEVCTL2_COMP_TMOUT_DIS_SHIFT: u32 = 4;
+
+    /// Mask of `devctl2_comp_tmout_dis` once shifted down.
+    pub const DEVCTL2_COMP_TMOUT_DIS_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[5:5]` (devctl2_ari).
+    pub const DEVCTL2_ARI_SHIFT: u32 = 5;
+
+    /// Mask of `devctl2_ari` once shifted down.
+    pub const DEVCTL2_ARI_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[6:6]` (devctl2_atomic_req).
+    pub const DEVCTL2_ATOMIC_REQ_SHIFT: u32 = 6;
+
+    /// Mask of `devctl2_atomic_req` once shifted down.
+    pub const DEVCTL2_ATOMIC_REQ_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[7:7]` (devctl2_atomic_egress_block).
+    pub const DEVCTL2_ATOMIC_EGRESS_BLOCK_SHIFT: u32 = 7;
+
+    /// Mask of `devctl2_atomic_egress_block` once shifted down.
+    pub const DEVCTL2_ATOMIC_EGRESS_BLOCK_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[8:8]` (devctl2_ido_req_en).
+    pub const DEVCTL2_IDO_REQ_EN_SHIFT: u32 = 8;
+
+    /// Mask of `devctl2_ido_req_en` once shifted down.
+    pub const DEVCTL2_IDO_REQ_EN_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[9:9]` (devctl2_ido_cmp_en).
+    pub const DEVCTL2_IDO_CMP_EN_SHIFT: u32 = 9;
+
+    /// Mask of `devctl2_ido_cmp_en` once shifted down.
+    pub const DEVCTL2_IDO_CMP_EN_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[10:10]` (devctl2_ltr_en).
+    pub const DEVCTL2_LTR_EN_SHIFT: u32 = 10;
+
+    /// Mask of `devctl2_ltr_en` once shifted down.
+    pub const DEVCTL2_LTR_EN_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[12:12]` (devctl2_tag10_req_en).
+    pub const DEVCTL2_TAG10_REQ_EN_SHIFT: u32 = 12;
+
+    /// Mask of `devctl2_tag10_req_en` once shifted down.
+    pub const DEVCTL2_TAG10_REQ_EN_MASK: u16 = 0x1;
+
+    /// Shift of `devctl2[14:13]` (devctl2_obff).
+    pub const DEVCTL2_OBFF_SHIFT: u32 = 13;
+
+    /// Mask of `devctl2_obff` once shifted down.
+    pub const DEVCTL2_OBFF_MASK: u16 = 0x3;
+
+    /// Byte offset of `devsta2`.
+    pub const DEVSTA2_OFF: usize = 0x2a;
+
+    /// Byte offset of `lnkcap2`.
+    pub const LNKCAP2_OFF: usize = 0x2c;
+
+    /// Shift of `lnkcap2[31:31]` (lnkcap2_drs).
+    pub const LNKCAP2_DRS_SHIFT: u32 = 31;
+
+    /// Mask of `lnkcap2_drs` once shifted down.
+    pub const LNKCAP2_DRS_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap2[24:24]` (lnkcap2_two_retimers).
+    pub const LNKCAP2_TWO_RETIMERS_SHIFT: u32 = 24;
+
+    /// Mask of `lnkcap2_two_retimers` once shifted down.
+    pub const LNKCAP2_TWO_RETIMERS_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap2[23:23]` (lnkcap2_retimer).
+    pub const LNKCAP2_RETIMER_SHIFT: u32 = 23;
+
+    /// Mask of `lnkcap2_retimer` once shifted down.
+    pub const LNKCAP2_RETIMER_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap2[22:16]` (lnkcap2_skp_rx).
+    pub const LNKCAP2_SKP_RX_SHIFT: u32 = 16;
+
+    /// Mask of `lnkcap2_skp_rx` once shifted down.
+    pub const LNKCAP2_SKP_RX_MASK: u32 = 0x7f;
+
+    /// Shift of `lnkcap2[15:9]` (lnkcap2_skp_gen).
+    pub const LNKCAP2_SKP_GEN_SHIFT: u32 = 9;
+
+    /// Mask of `lnkcap2_skp_gen` once shifted down.
+    pub const LNKCAP2_SKP_GEN_MASK: u32 = 0x7f;
+
+    /// Shift of `lnkcap2[8:8]` (lnkcap2_crosslink).
+    pub const LNKCAP2_CROSSLINK_SHIFT: u32 = 8;
+
+    /// Mask of `lnkcap2_crosslink` once shifted down.
+    pub const LNKCAP2_CROSSLINK_MASK: u32 = 0x1;
+
+    /// Shift of `lnkcap2[7:1]` (lnkcap2_sls).
+    pub const LNKCAP2_SLS_SHIFT: u32 = 1;
+
+    /// Mask of `lnkcap2_sls` once shifted down.
+    pub const LNKCAP2_SLS_MASK: u32 = 0x7f;
+
+    /// Byte offset of `lnkctl2`.
+    pub const LNKCTL2_OFF: usize = 0x30;
+
+    /// Shift of `lnkctl2[15:12]` (lnkctl2_comp_preset).
+    pub const LNKCTL2_COMP_PRESET_SHIFT: u32 = 12;
+
+    /// Mask of `lnkctl2_comp_preset` once shifted down.
+    pub const LNKCTL2_COMP_PRESET_MASK: u16 = 0xf;
+
+    /// Shift of `lnkctl2[11:11]` (lnkctl2_comp_sos).
+    pub const LNKCTL2_COMP_SOS_SHIFT: u32 = 11;
+
+    /// Mask of `lnkctl2_comp_sos` once shifted down.
+    pub const LNKCTL2_COMP_SOS_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl2[10:10]` (lnkctl2_mod_comp).
+    pub const LNKCTL2_MOD_COMP_SHIFT: u32 = 10;
+
+    /// Mask of `lnkctl2_mod_comp` once shifted down.
+    pub const LNKCTL2_MOD_COMP_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl2[9:7]` (lnkctl2_tx_margin).
+    pub const LNKCTL2_TX_MARGIN_SHIFT: u32 = 7;
+
+    /// Mask of `lnkctl2_tx_margin` once shifted down.
+    pub const LNKCTL2_TX_MARGIN_MASK: u16 = 0x7;
+
+    /// Shift of `lnkctl2[6:6]` (lnkctl2_sel_deemph).
+    pub const LNKCTL2_SEL_DEEMPH_SHIFT: u32 = 6;
+
+    /// Mask of `lnkctl2_sel_deemph` once shifted down.
+    pub const LNKCTL2_SEL_DEEMPH_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl2[5:5]` (lnkctl2_hasd).
+    pub const LNKCTL2_HASD_SHIFT: u32 = 5;
+
+    /// Mask of `lnkctl2_hasd` once shifted down.
+    pub const LNKCTL2_HASD_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl2[4:4]` (lnkctl2_enter_comp).
+    pub const LNKCTL2_ENTER_COMP_SHIFT: u32 = 4;
+
+    /// Mask of `lnkctl2_enter_comp` once shifted down.
+    pub const LNKCTL2_ENTER_COMP_MASK: u16 = 0x1;
+
+    /// Shift of `lnkctl2[3:0]` (lnkctl2_tls).
+    pub const LNKCTL2_TLS_SHIFT: u32 = 0;
+
+    /// Mask of `lnkctl2_tls` once shifted down.
+    pub const LNKCTL2_TLS_MASK: u16 = 0xf;
+
+    /// Byte offset of `lnksta2`.
+    pub const LNKSTA2_OFF: usize = 0x32;
+
+    /// Shift of `lnksta2[15:15]` (lnksta2_drs_rcvd).
+    pub const LNKSTA2_DRS_RCVD_SHIFT: u32 = 15;
+
+    /// Mask of `lnksta2_drs_rcvd` once shifted down.
+    pub const LNKSTA2_DRS_RCVD_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[14:12]` (lnksta2_ds_comp).
+    pub const LNKSTA2_DS_COMP_SHIFT: u32 = 12;
+
+    /// Mask of `lnksta2_ds_comp` once shifted down.
+    pub const LNKSTA2_DS_COMP_MASK: u16 = 0x7;
+
+    /// Shift of `lnksta2[9:8]` (lnksta2_crosslink_res).
+    pub const LNKSTA2_CROSSLINK_RES_SHIFT: u32 = 8;
+
+    /// Mask of `lnksta2_crosslink_res` once shifted down.
+    pub const LNKSTA2_CROSSLINK_RES_MASK: u16 = 0x3;
+
+    /// Shift of `lnksta2[7:7]` (lnksta2_two_retimers).
+    pub const LNKSTA2_TWO_RETIMERS_SHIFT: u32 = 7;
+
+    /// Mask of `lnksta2_two_retimers` once shifted down.
+    pub const LNKSTA2_TWO_RETIMERS_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[6:6]` (lnksta2_retimer).
+    pub const LNKSTA2_RETIMER_SHIFT: u32 = 6;
+
+    /// Mask of `lnksta2_retimer` once shifted down.
+    pub const LNKSTA2_RETIMER_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[5:5]` (lnksta2_eq_req).
+    pub const LNKSTA2_EQ_REQ_SHIFT: u32 = 5;
+
+    /// Mask of `lnksta2_eq_req` once shifted down.
+    pub const LNKSTA2_EQ_REQ_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[4:4]` (lnksta2_eq_phase3).
+    pub const LNKSTA2_EQ_PHASE3_SHIFT: u32 = 4;
+
+    /// Mask of `lnksta2_eq_phase3` once shifted down.
+    pub const LNKSTA2_EQ_PHASE3_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[3:3]` (lnksta2_eq_phase2).
+    pub const LNKSTA2_EQ_PHASE2_SHIFT: u32 = 3;
+
+    /// Mask of `lnksta2_eq_phase2` once shifted down.
+    pub const LNKSTA2_EQ_PHASE2_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[2:2]` (lnksta2_eq_phase1).
+    pub const LNKSTA2_EQ_PHASE1_SHIFT: u32 = 2;
+
+    /// Mask of `lnksta2_eq_phase1` once shifted down.
+    pub const LNKSTA2_EQ_PHASE1_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[1:1]` (lnksta2_eq_complete).
+    pub const LNKSTA2_EQ_COMPLETE_SHIFT: u32 = 1;
+
+    /// Mask of `lnksta2_eq_complete` once shifted down.
+    pub const LNKSTA2_EQ_COMPLETE_MASK: u16 = 0x1;
+
+    /// Shift of `lnksta2[0:0]` (lnksta2_deemph).
+    pub const LNKSTA2_DEEMPH_SHIFT: u32 = 0;
+
+    /// Mask of `lnksta2_deemph` once shifted down.
+    pub const LNKSTA2_DEEMPH_MASK: u16 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -6975,6 +8856,105 @@ impl pci_acs_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `acs_cap`.
+    pub const ACS_CAP_OFF: usize = 0x4;
+
+    /// Shift of `acs_cap[0:0]` (acs_cap_sv).
+    pub const ACS_CAP_SV_SHIFT: u32 = 0;
+
+    /// Mask of `acs_cap_sv` once shifted down.
+    pub const ACS_CAP_SV_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[1:1]` (acs_cap_tb).
+    pub const ACS_CAP_TB_SHIFT: u32 = 1;
+
+    /// Mask of `acs_cap_tb` once shifted down.
+    pub const ACS_CAP_TB_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[2:2]` (acs_cap_rr).
+    pub const ACS_CAP_RR_SHIFT: u32 = 2;
+
+    /// Mask of `acs_cap_rr` once shifted down.
+    pub const ACS_CAP_RR_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[3:3]` (acs_cap_cr).
+    pub const ACS_CAP_CR_SHIFT: u32 = 3;
+
+    /// Mask of `acs_cap_cr` once shifted down.
+    pub const ACS_CAP_CR_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[4:4]` (acs_cap_uf).
+    pub const ACS_CAP_UF_SHIFT: u32 = 4;
+
+    /// Mask of `acs_cap_uf` once shifted down.
+    pub const ACS_CAP_UF_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[5:5]` (acs_cap_ec).
+    pub const ACS_CAP_EC_SHIFT: u32 = 5;
+
+    /// Mask of `acs_cap_ec` once shifted down.
+    pub const ACS_CAP_EC_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[6:6]` (acs_cap_dt).
+    pub const ACS_CAP_DT_SHIFT: u32 = 6;
+
+    /// Mask of `acs_cap_dt` once shifted down.
+    pub const ACS_CAP_DT_MASK: u16 = 0x1;
+
+    /// Shift of `acs_cap[15:8]` (acs_cap_egress_bits).
+    pub const ACS_CAP_EGRESS_BITS_SHIFT: u32 = 8;
+
+    /// Mask of `acs_cap_egress_bits` once shifted down.
+    pub const ACS_CAP_EGRESS_BITS_MASK: u16 = 0xff;
+
+    /// Byte offset of `acs_ctrl`.
+    pub const ACS_CTRL_OFF: usize = 0x6;
+
+    /// Shift of `acs_ctrl[0:0]` (acs_ctrl_sv).
+    pub const ACS_CTRL_SV_SHIFT: u32 = 0;
+
+    /// Mask of `acs_ctrl_sv` once shifted down.
+    pub const ACS_CTRL_SV_MASK: u16 = 0x1;
+
+    /// Shift of `acs_ctrl[1:1]` (acs_ctrl_tb).
+    pub const ACS_CTRL_TB_SHIFT: u32 = 1;
+
+    /// Mask of `acs_ctrl_tb` once shifted down.
+    pub const ACS_CTRL_TB_MASK: u16 = 0x1;
+
+    /// Shift of `acs_ctrl[2:2]` (acs_ctrl_rr).
+    pub const ACS_CTRL_RR_SHIFT: u32 = 2;
+
+    /// Mask of `acs_ctrl_rr` once shifted down.
+    pub const ACS_CTRL_RR_MASK: u16 = 0x1;
+
+    /// Shift of `acs_ctrl[3:3]` (acs_ctrl_cr).
+    pub const ACS_CTRL_CR_SHIFT: u32 = 3;
+
+    /// Mask of `acs_ctrl_cr` once shifted down.
+    pub const ACS_CTRL_CR_MASK: u16 = 0x1;
+
+    /// Shift of `acs_ctrl[4:4]` (acs_ctrl_uf).
+    pub const ACS_CTRL_UF_SHIFT: u32 = 4;
+
+    /// Mask of `acs_ctrl_uf` once shifted down.
+    pub const ACS_CTRL_UF_MASK: u16 = 0x1;
+
+    /// Shift of `acs_ctrl[5:5]` (acs_ctrl_ec).
+    pub const ACS_CTRL_EC_SHIFT: u32 = 5;
+
+    /// Mask of `acs_ctrl_ec` once shifted down.
+    pub const ACS_CTRL_EC_MASK: u16 = 0x1;
+
+    /// Shift of `acs_ctrl[6:6]` (acs_ctrl_dt).
+    pub const ACS_CTRL_DT_SHIFT: u32 = 6;
+
+    /// Mask of `acs_ctrl_dt` once shifted down.
+    pub const ACS_CTRL_DT_MASK: u16 = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_acs_cap",
@@ -7362,6 +9342,147 @@ const _: () = assert!(core::mem::offset_of!(pci_aer_cap, root_err_src) == 52);
 impl pci_aer_cap {
     /// Size in bytes.
     pub const SIZE: usize = 56;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `uncor_status`.
+    pub const UNCOR_STATUS_OFF: usize = 0x4;
+
+    /// Byte offset of `uncor_mask`.
+    pub const UNCOR_MASK_OFF: usize = 0x8;
+
+    /// Byte offset of `uncor_sever`.
+    pub const UNCOR_SEVER_OFF: usize = 0xc;
+
+    /// Byte offset of `cor_status`.
+    pub const COR_STATUS_OFF: usize = 0x10;
+
+    /// Byte offset of `cor_mask`.
+    pub const COR_MASK_OFF: usize = 0x14;
+
+    /// Byte offset of `err_cap`.
+    pub const ERR_CAP_OFF: usize = 0x18;
+
+    /// Shift of `err_cap[4:0]` (err_cap_fep).
+    pub const ERR_CAP_FEP_SHIFT: u32 = 0;
+
+    /// Mask of `err_cap_fep` once shifted down.
+    pub const ERR_CAP_FEP_MASK: u32 = 0x1f;
+
+    /// Shift of `err_cap[5:5]` (err_cap_ecrc_gencap).
+    pub const ERR_CAP_ECRC_GENCAP_SHIFT: u32 = 5;
+
+    /// Mask of `err_cap_ecrc_gencap` once shifted down.
+    pub const ERR_CAP_ECRC_GENCAP_MASK: u32 = 0x1;
+
+    /// Shift of `err_cap[6:6]` (err_cap_ecrc_genen).
+    pub const ERR_CAP_ECRC_GENEN_SHIFT: u32 = 6;
+
+    /// Mask of `err_cap_ecrc_genen` once shifted down.
+    pub const ERR_CAP_ECRC_GENEN_MASK: u32 = 0x1;
+
+    /// Shift of `err_cap[7:7]` (err_cap_ecrc_chkcap).
+    pub const ERR_CAP_ECRC_CHKCAP_SHIFT: u32 = 7;
+
+    /// Mask of `err_cap_ecrc_chkcap` once shifted down.
+    pub const ERR_CAP_ECRC_CHKCAP_MASK: u32 = 0x1;
+
+    /// Shift of `err_cap[8:8]` (err_cap_ecrc_chken).
+    pub const ERR_CAP_ECRC_CHKEN_SHIFT: u32 = 8;
+
+    /// Mask of `err_cap_ecrc_chken` once shifted down.
+    pub const ERR_CAP_ECRC_CHKEN_MASK: u32 = 0x1;
+
+    /// Byte offset of `header_log`.
+    pub const HEADER_LOG_OFF: usize = 0x1c;
+
+    /// Byte offset of `root_command`.
+    pub const ROOT_COMMAND_OFF: usize = 0x2c;
+
+    /// Shift of `root_command[0:0]` (root_cmd_cor_en).
+    pub const ROOT_CMD_COR_EN_SHIFT: u32 = 0;
+
+    /// Mask of `root_cmd_cor_en` once shifted down.
+    pub const ROOT_CMD_COR_EN_MASK: u32 = 0x1;
+
+    /// Shift of `root_command[1:1]` (root_cmd_nonfatal_en).
+    pub const ROOT_CMD_NONFATAL_EN_SHIFT: u32 = 1;
+
+    /// Mask of `root_cmd_nonfatal_en` once shifted down.
+    pub const ROOT_CMD_NONFATAL_EN_MASK: u32 = 0x1;
+
+    /// Shift of `root_command[2:2]` (root_cmd_fatal_en).
+    pub const ROOT_CMD_FATAL_EN_SHIFT: u32 = 2;
+
+    /// Mask of `root_cmd_fatal_en` once shifted down.
+    pub const ROOT_CMD_FATAL_EN_MASK: u32 = 0x1;
+
+    /// Byte offset of `root_status`.
+    pub const ROOT_STATUS_OFF: usize = 0x30;
+
+    /// Shift of `root_status[0:0]` (root_cor_rcv).
+    pub const ROOT_COR_RCV_SHIFT: u32 = 0;
+
+    /// Mask of `root_cor_rcv` once shifted down.
+    pub const ROOT_COR_RCV_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[1:1]` (root_multi_cor_rcv).
+    pub const ROOT_MULTI_COR_RCV_SHIFT: u32 = 1;
+
+    /// Mask of `root_multi_cor_rcv` once shifted down.
+    pub const ROOT_MULTI_COR_RCV_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[2:2]` (root_uncor_rcv).
+    pub const ROOT_UNCOR_RCV_SHIFT: u32 = 2;
+
+    /// Mask of `root_uncor_rcv` once shifted down.
+    pub const ROOT_UNCOR_RCV_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[3:3]` (root_multi_uncor_rcv).
+    pub const ROOT_MULTI_UNCOR_RCV_SHIFT: u32 = 3;
+
+    /// Mask of `root_multi_uncor_rcv` once shifted down.
+    pub const ROOT_MULTI_UNCOR_RCV_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[4:4]` (root_first_fatal).
+    pub const ROOT_FIRST_FATAL_SHIFT: u32 = 4;
+
+    /// Mask of `root_first_fatal` once shifted down.
+    pub const ROOT_FIRST_FATAL_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[5:5]` (root_nonfatal_rcv).
+    pub const ROOT_NONFATAL_RCV_SHIFT: u32 = 5;
+
+    /// Mask of `root_nonfatal_rcv` once shifted down.
+    pub const ROOT_NONFATAL_RCV_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[6:6]` (root_fatal_rcv).
+    pub const ROOT_FATAL_RCV_SHIFT: u32 = 6;
+
+    /// Mask of `root_fatal_rcv` once shifted down.
+    pub const ROOT_FATAL_RCV_MASK: u32 = 0x1;
+
+    /// Shift of `root_status[31:27]` (root_int_msg).
+    pub const ROOT_INT_MSG_SHIFT: u32 = 27;
+
+    /// Mask of `root_int_msg` once shifted down.
+    pub const ROOT_INT_MSG_MASK: u32 = 0x1f;
+
+    /// Byte offset of `root_err_src`.
+    pub const ROOT_ERR_SRC_OFF: usize = 0x34;
+
+    /// Shift of `root_err_src[31:16]` (err_src_uncor).
+    pub const ERR_SRC_UNCOR_SHIFT: u32 = 16;
+
+    /// Mask of `err_src_uncor` once shifted down.
+    pub const ERR_SRC_UNCOR_MASK: u32 = 0xffff;
+
+    /// Shift of `root_err_src[15:0]` (err_src_cor).
+    pub const ERR_SRC_COR_SHIFT: u32 = 0;
+
+    /// Mask of `err_src_cor` once shifted down.
+    pub const ERR_SRC_COR_MASK: u32 = 0xffff;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -7984,6 +10105,63 @@ impl pci_msix_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `msix_flags`.
+    pub const MSIX_FLAGS_OFF: usize = 0x2;
+
+    /// Shift of `msix_flags[10:0]` (msix_qsize).
+    pub const MSIX_QSIZE_SHIFT: u32 = 0;
+
+    /// Mask of `msix_qsize` once shifted down.
+    pub const MSIX_QSIZE_MASK: u16 = 0x7ff;
+
+    /// Shift of `msix_flags[14:14]` (msix_maskall).
+    pub const MSIX_MASKALL_SHIFT: u32 = 14;
+
+    /// Mask of `msix_maskall` once shifted down.
+    pub const MSIX_MASKALL_MASK: u16 = 0x1;
+
+    /// Shift of `msix_flags[15:15]` (msix_enable).
+    pub const MSIX_ENABLE_SHIFT: u32 = 15;
+
+    /// Mask of `msix_enable` once shifted down.
+    pub const MSIX_ENABLE_MASK: u16 = 0x1;
+
+    /// Byte offset of `msix_table`.
+    pub const MSIX_TABLE_OFF: usize = 0x4;
+
+    /// Shift of `msix_table[31:3]` (msix_table_offset).
+    pub const MSIX_TABLE_OFFSET_SHIFT: u32 = 3;
+
+    /// Mask of `msix_table_offset` once shifted down.
+    pub const MSIX_TABLE_OFFSET_MASK: u32 = 0x1fffffff;
+
+    /// Shift of `msix_table[2:0]` (msix_table_bir).
+    pub const MSIX_TABLE_BIR_SHIFT: u32 = 0;
+
+    /// Mask of `msix_table_bir` once shifted down.
+    pub const MSIX_TABLE_BIR_MASK: u32 = 0x7;
+
+    /// Byte offset of `msix_pba`.
+    pub const MSIX_PBA_OFF: usize = 0x8;
+
+    /// Shift of `msix_pba[31:3]` (msix_pba_offset).
+    pub const MSIX_PBA_OFFSET_SHIFT: u32 = 3;
+
+    /// Mask of `msix_pba_offset` once shifted down.
+    pub const MSIX_PBA_OFFSET_MASK: u32 = 0x1fffffff;
+
+    /// Shift of `msix_pba[2:0]` (msix_pba_bir).
+    pub const MSIX_PBA_BIR_SHIFT: u32 = 0;
+
+    /// Mask of `msix_pba_bir` once shifted down.
+    pub const MSIX_PBA_BIR_MASK: u32 = 0x7;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_msix_cap",
@@ -8251,6 +10429,87 @@ impl tlp_dw0 {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `dw0`.
+    pub const DW0_OFF: usize = 0x0;
+
+    /// Shift of `dw0[31:29]` (fmt).
+    pub const FMT_SHIFT: u32 = 29;
+
+    /// Mask of `fmt` once shifted down.
+    pub const FMT_MASK: u32 = 0x7;
+
+    /// Shift of `dw0[28:24]` (tlp_type).
+    pub const TLP_TYPE_SHIFT: u32 = 24;
+
+    /// Mask of `tlp_type` once shifted down.
+    pub const TLP_TYPE_MASK: u32 = 0x1f;
+
+    /// Shift of `dw0[23:23]` (t9).
+    pub const T9_SHIFT: u32 = 23;
+
+    /// Mask of `t9` once shifted down.
+    pub const T9_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[22:20]` (tc).
+    pub const TC_SHIFT: u32 = 20;
+
+    /// Mask of `tc` once shifted down.
+    pub const TC_MASK: u32 = 0x7;
+
+    /// Shift of `dw0[19:19]` (t8).
+    pub const T8_SHIFT: u32 = 19;
+
+    /// Mask of `t8` once shifted down.
+    pub const T8_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[18:18]` (attr2).
+    pub const ATTR2_SHIFT: u32 = 18;
+
+    /// Mask of `attr2` once shifted down.
+    pub const ATTR2_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[17:17]` (ln).
+    pub const LN_SHIFT: u32 = 17;
+
+    /// Mask of `ln` once shifted down.
+    pub const LN_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[16:16]` (th).
+    pub const TH_SHIFT: u32 = 16;
+
+    /// Mask of `th` once shifted down.
+    pub const TH_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[15:15]` (td).
+    pub const TD_SHIFT: u32 = 15;
+
+    /// Mask of `td` once shifted down.
+    pub const TD_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[14:14]` (ep).
+    pub const EP_SHIFT: u32 = 14;
+
+    /// Mask of `ep` once shifted down.
+    pub const EP_MASK: u32 = 0x1;
+
+    /// Shift of `dw0[13:12]` (attr).
+    pub const ATTR_SHIFT: u32 = 12;
+
+    /// Mask of `attr` once shifted down.
+    pub const ATTR_MASK: u32 = 0x3;
+
+    /// Shift of `dw0[11:10]` (at).
+    pub const AT_SHIFT: u32 = 10;
+
+    /// Mask of `at` once shifted down.
+    pub const AT_MASK: u32 = 0x3;
+
+    /// Shift of `dw0[9:0]` (length).
+    pub const LENGTH_SHIFT: u32 = 0;
+
+    /// Mask of `length` once shifted down.
+    pub const LENGTH_MASK: u32 = 0x3ff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "tlp_dw0",
@@ -8517,6 +10776,33 @@ impl tlp_request_dw1 {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `dw1`.
+    pub const DW1_OFF: usize = 0x0;
+
+    /// Shift of `dw1[31:16]` (requester_id).
+    pub const REQUESTER_ID_SHIFT: u32 = 16;
+
+    /// Mask of `requester_id` once shifted down.
+    pub const REQUESTER_ID_MASK: u32 = 0xffff;
+
+    /// Shift of `dw1[15:8]` (tag).
+    pub const TAG_SHIFT: u32 = 8;
+
+    /// Mask of `tag` once shifted down.
+    pub const TAG_MASK: u32 = 0xff;
+
+    /// Shift of `dw1[7:4]` (last_be).
+    pub const LAST_BE_SHIFT: u32 = 4;
+
+    /// Mask of `last_be` once shifted down.
+    pub const LAST_BE_MASK: u32 = 0xf;
+
+    /// Shift of `dw1[3:0]` (first_be).
+    pub const FIRST_BE_SHIFT: u32 = 0;
+
+    /// Mask of `first_be` once shifted down.
+    pub const FIRST_BE_MASK: u32 = 0xf;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "tlp_request_dw1",
@@ -8641,6 +10927,33 @@ const _: () = assert!(core::mem::offset_of!(tlp_completion_dw1, dw1) == 0);
 impl tlp_completion_dw1 {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `dw1`.
+    pub const DW1_OFF: usize = 0x0;
+
+    /// Shift of `dw1[31:16]` (completer_id).
+    pub const COMPLETER_ID_SHIFT: u32 = 16;
+
+    /// Mask of `completer_id` once shifted down.
+    pub const COMPLETER_ID_MASK: u32 = 0xffff;
+
+    /// Shift of `dw1[15:13]` (cpl_status).
+    pub const CPL_STATUS_SHIFT: u32 = 13;
+
+    /// Mask of `cpl_status` once shifted down.
+    pub const CPL_STATUS_MASK: u32 = 0x7;
+
+    /// Shift of `dw1[12:12]` (bcm).
+    pub const BCM_SHIFT: u32 = 12;
+
+    /// Mask of `bcm` once shifted down.
+    pub const BCM_MASK: u32 = 0x1;
+
+    /// Shift of `dw1[11:0]` (byte_count).
+    pub const BYTE_COUNT_SHIFT: u32 = 0;
+
+    /// Mask of `byte_count` once shifted down.
+    pub const BYTE_COUNT_MASK: u32 = 0xfff;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -8767,6 +11080,27 @@ impl tlp_completion_dw2 {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `dw2`.
+    pub const DW2_OFF: usize = 0x0;
+
+    /// Shift of `dw2[31:16]` (requester_id).
+    pub const REQUESTER_ID_SHIFT: u32 = 16;
+
+    /// Mask of `requester_id` once shifted down.
+    pub const REQUESTER_ID_MASK: u32 = 0xffff;
+
+    /// Shift of `dw2[15:8]` (tag).
+    pub const TAG_SHIFT: u32 = 8;
+
+    /// Mask of `tag` once shifted down.
+    pub const TAG_MASK: u32 = 0xff;
+
+    /// Shift of `dw2[6:0]` (lower_address).
+    pub const LOWER_ADDRESS_SHIFT: u32 = 0;
+
+    /// Mask of `lower_address` once shifted down.
+    pub const LOWER_ADDRESS_MASK: u32 = 0x7f;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "tlp_completion_dw2",
@@ -8877,6 +11211,27 @@ const _: () = assert!(core::mem::offset_of!(tlp_config_dw2, dw2) == 0);
 impl tlp_config_dw2 {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `dw2`.
+    pub const DW2_OFF: usize = 0x0;
+
+    /// Shift of `dw2[31:16]` (target_id).
+    pub const TARGET_ID_SHIFT: u32 = 16;
+
+    /// Mask of `target_id` once shifted down.
+    pub const TARGET_ID_MASK: u32 = 0xffff;
+
+    /// Shift of `dw2[11:8]` (ext_register).
+    pub const EXT_REGISTER_SHIFT: u32 = 8;
+
+    /// Mask of `ext_register` once shifted down.
+    pub const EXT_REGISTER_MASK: u32 = 0xf;
+
+    /// Shift of `dw2[7:2]` (register).
+    pub const REGISTER_SHIFT: u32 = 2;
+
+    /// Mask of `register` once shifted down.
+    pub const REGISTER_MASK: u32 = 0x3f;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -8995,6 +11350,102 @@ const _: () = assert!(core::mem::offset_of!(pci_pm_cap, pm_data_register) == 7);
 impl pci_pm_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
+
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `pmc`.
+    pub const PMC_OFF: usize = 0x2;
+
+    /// Shift of `pmc[2:0]` (pmc_version).
+    pub const PMC_VERSION_SHIFT: u32 = 0;
+
+    /// Mask of `pmc_version` once shifted down.
+    pub const PMC_VERSION_MASK: u16 = 0x7;
+
+    /// Shift of `pmc[3:3]` (pmc_pme_clock).
+    pub const PMC_PME_CLOCK_SHIFT: u32 = 3;
+
+    /// Mask of `pmc_pme_clock` once shifted down.
+    pub const PMC_PME_CLOCK_MASK: u16 = 0x1;
+
+    /// Shift of `pmc[5:5]` (pmc_dsi).
+    pub const PMC_DSI_SHIFT: u32 = 5;
+
+    /// Mask of `pmc_dsi` once shifted down.
+    pub const PMC_DSI_MASK: u16 = 0x1;
+
+    /// Shift of `pmc[8:6]` (pmc_aux_current).
+    pub const PMC_AUX_CURRENT_SHIFT: u32 = 6;
+
+    /// Mask of `pmc_aux_current` once shifted down.
+    pub const PMC_AUX_CURRENT_MASK: u16 = 0x7;
+
+    /// Shift of `pmc[9:9]` (pmc_d1).
+    pub const PMC_D1_SHIFT: u32 = 9;
+
+    /// Mask of `pmc_d1` once shifted down.
+    pub const PMC_D1_MASK: u16 = 0x1;
+
+    /// Shift of `pmc[10:10]` (pmc_d2).
+    pub const PMC_D2_SHIFT: u32 = 10;
+
+    /// Mask of `pmc_d2` once shifted down.
+    pub const PMC_D2_MASK: u16 = 0x1;
+
+    /// Shift of `pmc[15:11]` (pmc_pme_support).
+    pub const PMC_PME_SUPPORT_SHIFT: u32 = 11;
+
+    /// Mask of `pmc_pme_support` once shifted down.
+    pub const PMC_PME_SUPPORT_MASK: u16 = 0x1f;
+
+    /// Byte offset of `pm_ctrl`.
+    pub const PM_CTRL_OFF: usize = 0x4;
+
+    /// Shift of `pm_ctrl[1:0]` (pm_ctrl_state).
+    pub const PM_CTRL_STATE_SHIFT: u32 = 0;
+
+    /// Mask of `pm_ctrl_state` once shifted down.
+    pub const PM_CTRL_STATE_MASK: u16 = 0x3;
+
+    /// Shift of `pm_ctrl[3:3]` (pm_ctrl_no_soft_reset).
+    pub const PM_CTRL_NO_SOFT_RESET_SHIFT: u32 = 3;
+
+    /// Mask of `pm_ctrl_no_soft_reset` once shifted down.
+    pub const PM_CTRL_NO_SOFT_RESET_MASK: u16 = 0x1;
+
+    /// Shift of `pm_ctrl[8:8]` (pm_ctrl_pme_enable).
+    pub const PM_CTRL_PME_ENABLE_SHIFT: u32 = 8;
+
+    /// Mask of `pm_ctrl_pme_enable` once shifted down.
+    pub const PM_CTRL_PME_ENABLE_MASK: u16 = 0x1;
+
+    /// Shift of `pm_ctrl[12:9]` (pm_ctrl_data_sel).
+    pub const PM_CTRL_DATA_SEL_SHIFT: u32 = 9;
+
+    /// Mask of `pm_ctrl_data_sel` once shifted down.
+    pub const PM_CTRL_DATA_SEL_MASK: u16 = 0xf;
+
+    /// Shift of `pm_ctrl[14:13]` (pm_ctrl_data_scale).
+    pub const PM_CTRL_DATA_SCALE_SHIFT: u32 = 13;
+
+    /// Mask of `pm_ctrl_data_scale` once shifted down.
+    pub const PM_CTRL_DATA_SCALE_MASK: u16 = 0x3;
+
+    /// Shift of `pm_ctrl[15:15]` (pm_ctrl_pme_status).
+    pub const PM_CTRL_PME_STATUS_SHIFT: u32 = 15;
+
+    /// Mask of `pm_ctrl_pme_status` once shifted down.
+    pub const PM_CTRL_PME_STATUS_MASK: u16 = 0x1;
+
+    /// Byte offset of `pm_ppb_extensions`.
+    pub const PM_PPB_EXTENSIONS_OFF: usize = 0x6;
+
+    /// Byte offset of `pm_data_register`.
+    pub const PM_DATA_REGISTER_OFF: usize = 0x7;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -9391,6 +11842,45 @@ impl pci_ats_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `ats_cap`.
+    pub const ATS_CAP_OFF: usize = 0x4;
+
+    /// Shift of `ats_cap[4:0]` (ats_cap_qdep).
+    pub const ATS_CAP_QDEP_SHIFT: u32 = 0;
+
+    /// Mask of `ats_cap_qdep` once shifted down.
+    pub const ATS_CAP_QDEP_MASK: u16 = 0x1f;
+
+    /// Shift of `ats_cap[5:5]` (ats_cap_page_aligned).
+    pub const ATS_CAP_PAGE_ALIGNED_SHIFT: u32 = 5;
+
+    /// Mask of `ats_cap_page_aligned` once shifted down.
+    pub const ATS_CAP_PAGE_ALIGNED_MASK: u16 = 0x1;
+
+    /// Shift of `ats_cap[6:6]` (ats_cap_global_inval).
+    pub const ATS_CAP_GLOBAL_INVAL_SHIFT: u32 = 6;
+
+    /// Mask of `ats_cap_global_inval` once shifted down.
+    pub const ATS_CAP_GLOBAL_INVAL_MASK: u16 = 0x1;
+
+    /// Byte offset of `ats_ctrl`.
+    pub const ATS_CTRL_OFF: usize = 0x6;
+
+    /// Shift of `ats_ctrl[4:0]` (ats_ctrl_stu).
+    pub const ATS_CTRL_STU_SHIFT: u32 = 0;
+
+    /// Mask of `ats_ctrl_stu` once shifted down.
+    pub const ATS_CTRL_STU_MASK: u16 = 0x1f;
+
+    /// Shift of `ats_ctrl[15:15]` (ats_ctrl_enable).
+    pub const ATS_CTRL_ENABLE_SHIFT: u32 = 15;
+
+    /// Mask of `ats_ctrl_enable` once shifted down.
+    pub const ATS_CTRL_ENABLE_MASK: u16 = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ats_cap",
@@ -9590,6 +12080,57 @@ const _: () = assert!(core::mem::offset_of!(pci_pri_cap, pri_alloc_req) == 12);
 impl pci_pri_cap {
     /// Size in bytes.
     pub const SIZE: usize = 16;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `pri_ctrl`.
+    pub const PRI_CTRL_OFF: usize = 0x4;
+
+    /// Shift of `pri_ctrl[0:0]` (pri_ctrl_enable).
+    pub const PRI_CTRL_ENABLE_SHIFT: u32 = 0;
+
+    /// Mask of `pri_ctrl_enable` once shifted down.
+    pub const PRI_CTRL_ENABLE_MASK: u16 = 0x1;
+
+    /// Shift of `pri_ctrl[1:1]` (pri_ctrl_reset).
+    pub const PRI_CTRL_RESET_SHIFT: u32 = 1;
+
+    /// Mask of `pri_ctrl_reset` once shifted down.
+    pub const PRI_CTRL_RESET_MASK: u16 = 0x1;
+
+    /// Byte offset of `pri_status`.
+    pub const PRI_STATUS_OFF: usize = 0x6;
+
+    /// Shift of `pri_status[0:0]` (pri_status_rf).
+    pub const PRI_STATUS_RF_SHIFT: u32 = 0;
+
+    /// Mask of `pri_status_rf` once shifted down.
+    pub const PRI_STATUS_RF_MASK: u16 = 0x1;
+
+    /// Shift of `pri_status[1:1]` (pri_status_uprgi).
+    pub const PRI_STATUS_UPRGI_SHIFT: u32 = 1;
+
+    /// Mask of `pri_status_uprgi` once shifted down.
+    pub const PRI_STATUS_UPRGI_MASK: u16 = 0x1;
+
+    /// Shift of `pri_status[8:8]` (pri_status_stopped).
+    pub const PRI_STATUS_STOPPED_SHIFT: u32 = 8;
+
+    /// Mask of `pri_status_stopped` once shifted down.
+    pub const PRI_STATUS_STOPPED_MASK: u16 = 0x1;
+
+    /// Shift of `pri_status[15:15]` (pri_status_pasid).
+    pub const PRI_STATUS_PASID_SHIFT: u32 = 15;
+
+    /// Mask of `pri_status_pasid` once shifted down.
+    pub const PRI_STATUS_PASID_MASK: u16 = 0x1;
+
+    /// Byte offset of `pri_max_req`.
+    pub const PRI_MAX_REQ_OFF: usize = 0x8;
+
+    /// Byte offset of `pri_alloc_req`.
+    pub const PRI_ALLOC_REQ_OFF: usize = 0xc;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -9860,6 +12401,51 @@ impl pci_pasid_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `pasid_cap`.
+    pub const PASID_CAP_OFF: usize = 0x4;
+
+    /// Shift of `pasid_cap[1:1]` (pasid_cap_exec).
+    pub const PASID_CAP_EXEC_SHIFT: u32 = 1;
+
+    /// Mask of `pasid_cap_exec` once shifted down.
+    pub const PASID_CAP_EXEC_MASK: u16 = 0x1;
+
+    /// Shift of `pasid_cap[2:2]` (pasid_cap_priv).
+    pub const PASID_CAP_PRIV_SHIFT: u32 = 2;
+
+    /// Mask of `pasid_cap_priv` once shifted down.
+    pub const PASID_CAP_PRIV_MASK: u16 = 0x1;
+
+    /// Shift of `pasid_cap[12:8]` (pasid_cap_width).
+    pub const PASID_CAP_WIDTH_SHIFT: u32 = 8;
+
+    /// Mask of `pasid_cap_width` once shifted down.
+    pub const PASID_CAP_WIDTH_MASK: u16 = 0x1f;
+
+    /// Byte offset of `pasid_ctrl`.
+    pub const PASID_CTRL_OFF: usize = 0x6;
+
+    /// Shift of `pasid_ctrl[0:0]` (pasid_ctrl_enable).
+    pub const PASID_CTRL_ENABLE_SHIFT: u32 = 0;
+
+    /// Mask of `pasid_ctrl_enable` once shifted down.
+    pub const PASID_CTRL_ENABLE_MASK: u16 = 0x1;
+
+    /// Shift of `pasid_ctrl[1:1]` (pasid_ctrl_exec).
+    pub const PASID_CTRL_EXEC_SHIFT: u32 = 1;
+
+    /// Mask of `pasid_ctrl_exec` once shifted down.
+    pub const PASID_CTRL_EXEC_MASK: u16 = 0x1;
+
+    /// Shift of `pasid_ctrl[2:2]` (pasid_ctrl_priv).
+    pub const PASID_CTRL_PRIV_SHIFT: u32 = 2;
+
+    /// Mask of `pasid_ctrl_priv` once shifted down.
+    pub const PASID_CTRL_PRIV_MASK: u16 = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_pasid_cap",
@@ -10076,6 +12662,39 @@ impl pci_ltr_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `max_snoop_lat`.
+    pub const MAX_SNOOP_LAT_OFF: usize = 0x4;
+
+    /// Shift of `max_snoop_lat[9:0]` (max_snoop_value).
+    pub const MAX_SNOOP_VALUE_SHIFT: u32 = 0;
+
+    /// Mask of `max_snoop_value` once shifted down.
+    pub const MAX_SNOOP_VALUE_MASK: u16 = 0x3ff;
+
+    /// Shift of `max_snoop_lat[12:10]` (max_snoop_scale).
+    pub const MAX_SNOOP_SCALE_SHIFT: u32 = 10;
+
+    /// Mask of `max_snoop_scale` once shifted down.
+    pub const MAX_SNOOP_SCALE_MASK: u16 = 0x7;
+
+    /// Byte offset of `max_nosnoop_lat`.
+    pub const MAX_NOSNOOP_LAT_OFF: usize = 0x6;
+
+    /// Shift of `max_nosnoop_lat[9:0]` (max_nosnoop_value).
+    pub const MAX_NOSNOOP_VALUE_SHIFT: u32 = 0;
+
+    /// Mask of `max_nosnoop_value` once shifted down.
+    pub const MAX_NOSNOOP_VALUE_MASK: u16 = 0x3ff;
+
+    /// Shift of `max_nosnoop_lat[12:10]` (max_nosnoop_scale).
+    pub const MAX_NOSNOOP_SCALE_SHIFT: u32 = 10;
+
+    /// Mask of `max_nosnoop_scale` once shifted down.
+    pub const MAX_NOSNOOP_SCALE_MASK: u16 = 0x7;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ltr_cap",
@@ -10249,6 +12868,15 @@ impl pci_dsn_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `serial_lower`.
+    pub const SERIAL_LOWER_OFF: usize = 0x4;
+
+    /// Byte offset of `serial_upper`.
+    pub const SERIAL_UPPER_OFF: usize = 0x8;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_dsn_cap",
@@ -10369,6 +12997,141 @@ const _: () = assert!(core::mem::offset_of!(pci_dpc_cap, dpc_source_id) == 10);
 impl pci_dpc_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `dpc_cap`.
+    pub const DPC_CAP_OFF: usize = 0x4;
+
+    /// Shift of `dpc_cap[4:0]` (dpc_cap_irq).
+    pub const DPC_CAP_IRQ_SHIFT: u32 = 0;
+
+    /// Mask of `dpc_cap_irq` once shifted down.
+    pub const DPC_CAP_IRQ_MASK: u16 = 0x1f;
+
+    /// Shift of `dpc_cap[5:5]` (dpc_cap_rp_ext).
+    pub const DPC_CAP_RP_EXT_SHIFT: u32 = 5;
+
+    /// Mask of `dpc_cap_rp_ext` once shifted down.
+    pub const DPC_CAP_RP_EXT_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_cap[6:6]` (dpc_cap_poison).
+    pub const DPC_CAP_POISON_SHIFT: u32 = 6;
+
+    /// Mask of `dpc_cap_poison` once shifted down.
+    pub const DPC_CAP_POISON_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_cap[7:7]` (dpc_cap_sw_trigger).
+    pub const DPC_CAP_SW_TRIGGER_SHIFT: u32 = 7;
+
+    /// Mask of `dpc_cap_sw_trigger` once shifted down.
+    pub const DPC_CAP_SW_TRIGGER_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_cap[11:8]` (dpc_cap_rp_pio_log_size).
+    pub const DPC_CAP_RP_PIO_LOG_SIZE_SHIFT: u32 = 8;
+
+    /// Mask of `dpc_cap_rp_pio_log_size` once shifted down.
+    pub const DPC_CAP_RP_PIO_LOG_SIZE_MASK: u16 = 0xf;
+
+    /// Shift of `dpc_cap[12:12]` (dpc_cap_dl_active).
+    pub const DPC_CAP_DL_ACTIVE_SHIFT: u32 = 12;
+
+    /// Mask of `dpc_cap_dl_active` once shifted down.
+    pub const DPC_CAP_DL_ACTIVE_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_cap[13:13]` (dpc_cap_rp_pio_log_size4).
+    pub const DPC_CAP_RP_PIO_LOG_SIZE4_SHIFT: u32 = 13;
+
+    /// Mask of `dpc_cap_rp_pio_log_size4` once shifted down.
+    pub const DPC_CAP_RP_PIO_LOG_SIZE4_MASK: u16 = 0x1;
+
+    /// Byte offset of `dpc_ctl`.
+    pub const DPC_CTL_OFF: usize = 0x6;
+
+    /// Shift of `dpc_ctl[1:0]` (dpc_ctl_en).
+    pub const DPC_CTL_EN_SHIFT: u32 = 0;
+
+    /// Mask of `dpc_ctl_en` once shifted down.
+    pub const DPC_CTL_EN_MASK: u16 = 0x3;
+
+    /// Shift of `dpc_ctl[2:2]` (dpc_ctl_cpl).
+    pub const DPC_CTL_CPL_SHIFT: u32 = 2;
+
+    /// Mask of `dpc_ctl_cpl` once shifted down.
+    pub const DPC_CTL_CPL_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_ctl[3:3]` (dpc_ctl_int_en).
+    pub const DPC_CTL_INT_EN_SHIFT: u32 = 3;
+
+    /// Mask of `dpc_ctl_int_en` once shifted down.
+    pub const DPC_CTL_INT_EN_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_ctl[4:4]` (dpc_ctl_err_cor).
+    pub const DPC_CTL_ERR_COR_SHIFT: u32 = 4;
+
+    /// Mask of `dpc_ctl_err_cor` once shifted down.
+    pub const DPC_CTL_ERR_COR_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_ctl[5:5]` (dpc_ctl_poison).
+    pub const DPC_CTL_POISON_SHIFT: u32 = 5;
+
+    /// Mask of `dpc_ctl_poison` once shifted down.
+    pub const DPC_CTL_POISON_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_ctl[6:6]` (dpc_ctl_sw_trigger).
+    pub const DPC_CTL_SW_TRIGGER_SHIFT: u32 = 6;
+
+    /// Mask of `dpc_ctl_sw_trigger` once shifted down.
+    pub const DPC_CTL_SW_TRIGGER_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_ctl[7:7]` (dpc_ctl_dl_active).
+    pub const DPC_CTL_DL_ACTIVE_SHIFT: u32 = 7;
+
+    /// Mask of `dpc_ctl_dl_active` once shifted down.
+    pub const DPC_CTL_DL_ACTIVE_MASK: u16 = 0x1;
+
+    /// Byte offset of `dpc_status`.
+    pub const DPC_STATUS_OFF: usize = 0x8;
+
+    /// Shift of `dpc_status[0:0]` (dpc_status_trigger).
+    pub const DPC_STATUS_TRIGGER_SHIFT: u32 = 0;
+
+    /// Mask of `dpc_status_trigger` once shifted down.
+    pub const DPC_STATUS_TRIGGER_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_status[2:1]` (dpc_status_trigger_rsn).
+    pub const DPC_STATUS_TRIGGER_RSN_SHIFT: u32 = 1;
+
+    /// Mask of `dpc_status_trigger_rsn` once shifted down.
+    pub const DPC_STATUS_TRIGGER_RSN_MASK: u16 = 0x3;
+
+    /// Shift of `dpc_status[3:3]` (dpc_status_interrupt).
+    pub const DPC_STATUS_INTERRUPT_SHIFT: u32 = 3;
+
+    /// Mask of `dpc_status_interrupt` once shifted down.
+    pub const DPC_STATUS_INTERRUPT_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_status[4:4]` (dpc_status_rp_busy).
+    pub const DPC_STATUS_RP_BUSY_SHIFT: u32 = 4;
+
+    /// Mask of `dpc_status_rp_busy` once shifted down.
+    pub const DPC_STATUS_RP_BUSY_MASK: u16 = 0x1;
+
+    /// Shift of `dpc_status[6:5]` (dpc_status_trigger_rsn_ext).
+    pub const DPC_STATUS_TRIGGER_RSN_EXT_SHIFT: u32 = 5;
+
+    /// Mask of `dpc_status_trigger_rsn_ext` once shifted down.
+    pub const DPC_STATUS_TRIGGER_RSN_EXT_MASK: u16 = 0x3;
+
+    /// Shift of `dpc_status[12:8]` (dpc_status_rp_pio_fep).
+    pub const DPC_STATUS_RP_PIO_FEP_SHIFT: u32 = 8;
+
+    /// Mask of `dpc_status_rp_pio_fep` once shifted down.
+    pub const DPC_STATUS_RP_PIO_FEP_MASK: u16 = 0x1f;
+
+    /// Byte offset of `dpc_source_id`.
+    pub const DPC_SOURCE_ID_OFF: usize = 0xa;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -10886,6 +13649,129 @@ const _: () = assert!(core::mem::offset_of!(pci_sriov_cap, sriov_vfm) == 60);
 impl pci_sriov_cap {
     /// Size in bytes.
     pub const SIZE: usize = 64;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `sriov_cap`.
+    pub const SRIOV_CAP_OFF: usize = 0x4;
+
+    /// Shift of `sriov_cap[0:0]` (sriov_cap_vfm).
+    pub const SRIOV_CAP_VFM_SHIFT: u32 = 0;
+
+    /// Mask of `sriov_cap_vfm` once shifted down.
+    pub const SRIOV_CAP_VFM_MASK: u32 = 0x1;
+
+    /// Shift of `sriov_cap[1:1]` (sriov_cap_ari_preserved).
+    pub const SRIOV_CAP_ARI_PRESERVED_SHIFT: u32 = 1;
+
+    /// Mask of `sriov_cap_ari_preserved` once shifted down.
+    pub const SRIOV_CAP_ARI_PRESERVED_MASK: u32 = 0x1;
+
+    /// Shift of `sriov_cap[2:2]` (sriov_cap_10bit_tag).
+    pub const SRIOV_CAP_10BIT_TAG_SHIFT: u32 = 2;
+
+    /// Mask of `sriov_cap_10bit_tag` once shifted down.
+    pub const SRIOV_CAP_10BIT_TAG_MASK: u32 = 0x1;
+
+    /// Shift of `sriov_cap[31:21]` (sriov_cap_intr).
+    pub const SRIOV_CAP_INTR_SHIFT: u32 = 21;
+
+    /// Mask of `sriov_cap_intr` once shifted down.
+    pub const SRIOV_CAP_INTR_MASK: u32 = 0x7ff;
+
+    /// Byte offset of `sriov_ctrl`.
+    pub const SRIOV_CTRL_OFF: usize = 0x8;
+
+    /// Shift of `sriov_ctrl[0:0]` (sriov_ctrl_vfe).
+    pub const SRIOV_CTRL_VFE_SHIFT: u32 = 0;
+
+    /// Mask of `sriov_ctrl_vfe` once shifted down.
+    pub const SRIOV_CTRL_VFE_MASK: u16 = 0x1;
+
+    /// Shift of `sriov_ctrl[1:1]` (sriov_ctrl_vfm).
+    pub const SRIOV_CTRL_VFM_SHIFT: u32 = 1;
+
+    /// Mask of `sriov_ctrl_vfm` once shifted down.
+    pub const SRIOV_CTRL_VFM_MASK: u16 = 0x1;
+
+    /// Shift of `sriov_ctrl[2:2]` (sriov_ctrl_intr).
+    pub const SRIOV_CTRL_INTR_SHIFT: u32 = 2;
+
+    /// Mask of `sriov_ctrl_intr` once shifted down.
+    pub const SRIOV_CTRL_INTR_MASK: u16 = 0x1;
+
+    /// Shift of `sriov_ctrl[3:3]` (sriov_ctrl_mse).
+    pub const SRIOV_CTRL_MSE_SHIFT: u32 = 3;
+
+    /// Mask of `sriov_ctrl_mse` once shifted down.
+    pub const SRIOV_CTRL_MSE_MASK: u16 = 0x1;
+
+    /// Shift of `sriov_ctrl[4:4]` (sriov_ctrl_ari).
+    pub const SRIOV_CTRL_ARI_SHIFT: u32 = 4;
+
+    /// Mask of `sriov_ctrl_ari` once shifted down.
+    pub const SRIOV_CTRL_ARI_MASK: u16 = 0x1;
+
+    /// Shift of `sriov_ctrl[5:5]` (sriov_ctrl_10bit_tag).
+    pub const SRIOV_CTRL_10BIT_TAG_SHIFT: u32 = 5;
+
+    /// Mask of `sriov_ctrl_10bit_tag` once shifted down.
+    pub const SRIOV_CTRL_10BIT_TAG_MASK: u16 = 0x1;
+
+    /// Byte offset of `sriov_status`.
+    pub const SRIOV_STATUS_OFF: usize = 0xa;
+
+    /// Shift of `sriov_status[0:0]` (sriov_status_vfm).
+    pub const SRIOV_STATUS_VFM_SHIFT: u32 = 0;
+
+    /// Mask of `sriov_status_vfm` once shifted down.
+    pub const SRIOV_STATUS_VFM_MASK: u16 = 0x1;
+
+    /// Byte offset of `sriov_initial_vf`.
+    pub const SRIOV_INITIAL_VF_OFF: usize = 0xc;
+
+    /// Byte offset of `sriov_total_vf`.
+    pub const SRIOV_TOTAL_VF_OFF: usize = 0xe;
+
+    /// Byte offset of `sriov_num_vf`.
+    pub const SRIOV_NUM_VF_OFF: usize = 0x10;
+
+    /// Byte offset of `sriov_func_link`.
+    pub const SRIOV_FUNC_LINK_OFF: usize = 0x12;
+
+    /// Byte offset of `sriov_vf_offset`.
+    pub const SRIOV_VF_OFFSET_OFF: usize = 0x14;
+
+    /// Byte offset of `sriov_vf_stride`.
+    pub const SRIOV_VF_STRIDE_OFF: usize = 0x16;
+
+    /// Byte offset of `sriov_vf_did`.
+    pub const SRIOV_VF_DID_OFF: usize = 0x1a;
+
+    /// Byte offset of `sriov_sup_pgsize`.
+    pub const SRIOV_SUP_PGSIZE_OFF: usize = 0x1c;
+
+    /// Byte offset of `sriov_sys_pgsize`.
+    pub const SRIOV_SYS_PGSIZE_OFF: usize = 0x20;
+
+    /// Byte offset of `sriov_bar`.
+    pub const SRIOV_BAR_OFF: usize = 0x24;
+
+    /// Byte offset of `sriov_vfm`.
+    pub const SRIOV_VFM_OFF: usize = 0x3c;
+
+    /// Shift of `sriov_vfm[31:3]` (sriov_vfm_offset).
+    pub const SRIOV_VFM_OFFSET_SHIFT: u32 = 3;
+
+    /// Mask of `sriov_vfm_offset` once shifted down.
+    pub const SRIOV_VFM_OFFSET_MASK: u32 = 0x1fffffff;
+
+    /// Shift of `sriov_vfm[2:0]` (sriov_vfm_bir).
+    pub const SRIOV_VFM_BIR_SHIFT: u32 = 0;
+
+    /// Mask of `sriov_vfm_bir` once shifted down.
+    pub const SRIOV_VFM_BIR_MASK: u32 = 0x7;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -11552,6 +14438,120 @@ impl pci_l1ss_cap {
     /// Size in bytes.
     pub const SIZE: usize = 16;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `l1ss_cap`.
+    pub const L1SS_CAP_OFF: usize = 0x4;
+
+    /// Shift of `l1ss_cap[0:0]` (l1ss_cap_pcipm_l1_2).
+    pub const L1SS_CAP_PCIPM_L1_2_SHIFT: u32 = 0;
+
+    /// Mask of `l1ss_cap_pcipm_l1_2` once shifted down.
+    pub const L1SS_CAP_PCIPM_L1_2_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_cap[1:1]` (l1ss_cap_pcipm_l1_1).
+    pub const L1SS_CAP_PCIPM_L1_1_SHIFT: u32 = 1;
+
+    /// Mask of `l1ss_cap_pcipm_l1_1` once shifted down.
+    pub const L1SS_CAP_PCIPM_L1_1_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_cap[2:2]` (l1ss_cap_aspm_l1_2).
+    pub const L1SS_CAP_ASPM_L1_2_SHIFT: u32 = 2;
+
+    /// Mask of `l1ss_cap_aspm_l1_2` once shifted down.
+    pub const L1SS_CAP_ASPM_L1_2_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_cap[3:3]` (l1ss_cap_aspm_l1_1).
+    pub const L1SS_CAP_ASPM_L1_1_SHIFT: u32 = 3;
+
+    /// Mask of `l1ss_cap_aspm_l1_1` once shifted down.
+    pub const L1SS_CAP_ASPM_L1_1_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_cap[4:4]` (l1ss_cap_l1_pm_ss).
+    pub const L1SS_CAP_L1_PM_SS_SHIFT: u32 = 4;
+
+    /// Mask of `l1ss_cap_l1_pm_ss` once shifted down.
+    pub const L1SS_CAP_L1_PM_SS_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_cap[15:8]` (l1ss_cap_cm_restore_time).
+    pub const L1SS_CAP_CM_RESTORE_TIME_SHIFT: u32 = 8;
+
+    /// Mask of `l1ss_cap_cm_restore_time` once shifted down.
+    pub const L1SS_CAP_CM_RESTORE_TIME_MASK: u32 = 0xff;
+
+    /// Shift of `l1ss_cap[17:16]` (l1ss_cap_p_pwr_on_scale).
+    pub const L1SS_CAP_P_PWR_ON_SCALE_SHIFT: u32 = 16;
+
+    /// Mask of `l1ss_cap_p_pwr_on_scale` once shifted down.
+    pub const L1SS_CAP_P_PWR_ON_SCALE_MASK: u32 = 0x3;
+
+    /// Shift of `l1ss_cap[23:19]` (l1ss_cap_p_pwr_on_value).
+    pub const L1SS_CAP_P_PWR_ON_VALUE_SHIFT: u32 = 19;
+
+    /// Mask of `l1ss_cap_p_pwr_on_value` once shifted down.
+    pub const L1SS_CAP_P_PWR_ON_VALUE_MASK: u32 = 0x1f;
+
+    /// Byte offset of `l1ss_ctl1`.
+    pub const L1SS_CTL1_OFF: usize = 0x8;
+
+    /// Shift of `l1ss_ctl1[0:0]` (l1ss_ctl1_pcipm_l1_2).
+    pub const L1SS_CTL1_PCIPM_L1_2_SHIFT: u32 = 0;
+
+    /// Mask of `l1ss_ctl1_pcipm_l1_2` once shifted down.
+    pub const L1SS_CTL1_PCIPM_L1_2_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_ctl1[1:1]` (l1ss_ctl1_pcipm_l1_1).
+    pub const L1SS_CTL1_PCIPM_L1_1_SHIFT: u32 = 1;
+
+    /// Mask of `l1ss_ctl1_pcipm_l1_1` once shifted down.
+    pub const L1SS_CTL1_PCIPM_L1_1_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_ctl1[2:2]` (l1ss_ctl1_aspm_l1_2).
+    pub const L1SS_CTL1_ASPM_L1_2_SHIFT: u32 = 2;
+
+    /// Mask of `l1ss_ctl1_aspm_l1_2` once shifted down.
+    pub const L1SS_CTL1_ASPM_L1_2_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_ctl1[3:3]` (l1ss_ctl1_aspm_l1_1).
+    pub const L1SS_CTL1_ASPM_L1_1_SHIFT: u32 = 3;
+
+    /// Mask of `l1ss_ctl1_aspm_l1_1` once shifted down.
+    pub const L1SS_CTL1_ASPM_L1_1_MASK: u32 = 0x1;
+
+    /// Shift of `l1ss_ctl1[15:8]` (l1ss_ctl1_cm_restore_time).
+    pub const L1SS_CTL1_CM_RESTORE_TIME_SHIFT: u32 = 8;
+
+    /// Mask of `l1ss_ctl1_cm_restore_time` once shifted down.
+    pub const L1SS_CTL1_CM_RESTORE_TIME_MASK: u32 = 0xff;
+
+    /// Shift of `l1ss_ctl1[25:16]` (l1ss_ctl1_ltr_l12_th_value).
+    pub const L1SS_CTL1_LTR_L12_TH_VALUE_SHIFT: u32 = 16;
+
+    /// Mask of `l1ss_ctl1_ltr_l12_th_value` once shifted down.
+    pub const L1SS_CTL1_LTR_L12_TH_VALUE_MASK: u32 = 0x3ff;
+
+    /// Shift of `l1ss_ctl1[31:29]` (l1ss_ctl1_ltr_l12_th_scale).
+    pub const L1SS_CTL1_LTR_L12_TH_SCALE_SHIFT: u32 = 29;
+
+    /// Mask of `l1ss_ctl1_ltr_l12_th_scale` once shifted down.
+    pub const L1SS_CTL1_LTR_L12_TH_SCALE_MASK: u32 = 0x7;
+
+    /// Byte offset of `l1ss_ctl2`.
+    pub const L1SS_CTL2_OFF: usize = 0xc;
+
+    /// Shift of `l1ss_ctl2[1:0]` (l1ss_ctl2_t_pwr_on_scale).
+    pub const L1SS_CTL2_T_PWR_ON_SCALE_SHIFT: u32 = 0;
+
+    /// Mask of `l1ss_ctl2_t_pwr_on_scale` once shifted down.
+    pub const L1SS_CTL2_T_PWR_ON_SCALE_MASK: u32 = 0x3;
+
+    /// Shift of `l1ss_ctl2[7:3]` (l1ss_ctl2_t_pwr_on_value).
+    pub const L1SS_CTL2_T_PWR_ON_VALUE_SHIFT: u32 = 3;
+
+    /// Mask of `l1ss_ctl2_t_pwr_on_value` once shifted down.
+    pub const L1SS_CTL2_T_PWR_ON_VALUE_MASK: u32 = 0x1f;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_l1ss_cap",
@@ -11975,6 +14975,84 @@ impl pci_dpc_rp_pio {
     /// Size in bytes.
     pub const SIZE: usize = 52;
 
+    /// Byte offset of `dpc_regs`.
+    pub const DPC_REGS_OFF: usize = 0x0;
+
+    /// Byte offset of `rp_pio_status`.
+    pub const RP_PIO_STATUS_OFF: usize = 0xc;
+
+    /// Shift of `rp_pio_status[0:0]` (rp_pio_cfg_ur).
+    pub const RP_PIO_CFG_UR_SHIFT: u32 = 0;
+
+    /// Mask of `rp_pio_cfg_ur` once shifted down.
+    pub const RP_PIO_CFG_UR_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[1:1]` (rp_pio_cfg_ca).
+    pub const RP_PIO_CFG_CA_SHIFT: u32 = 1;
+
+    /// Mask of `rp_pio_cfg_ca` once shifted down.
+    pub const RP_PIO_CFG_CA_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[2:2]` (rp_pio_cfg_cto).
+    pub const RP_PIO_CFG_CTO_SHIFT: u32 = 2;
+
+    /// Mask of `rp_pio_cfg_cto` once shifted down.
+    pub const RP_PIO_CFG_CTO_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[8:8]` (rp_pio_io_ur).
+    pub const RP_PIO_IO_UR_SHIFT: u32 = 8;
+
+    /// Mask of `rp_pio_io_ur` once shifted down.
+    pub const RP_PIO_IO_UR_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[9:9]` (rp_pio_io_ca).
+    pub const RP_PIO_IO_CA_SHIFT: u32 = 9;
+
+    /// Mask of `rp_pio_io_ca` once shifted down.
+    pub const RP_PIO_IO_CA_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[10:10]` (rp_pio_io_cto).
+    pub const RP_PIO_IO_CTO_SHIFT: u32 = 10;
+
+    /// Mask of `rp_pio_io_cto` once shifted down.
+    pub const RP_PIO_IO_CTO_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[16:16]` (rp_pio_mem_ur).
+    pub const RP_PIO_MEM_UR_SHIFT: u32 = 16;
+
+    /// Mask of `rp_pio_mem_ur` once shifted down.
+    pub const RP_PIO_MEM_UR_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[17:17]` (rp_pio_mem_ca).
+    pub const RP_PIO_MEM_CA_SHIFT: u32 = 17;
+
+    /// Mask of `rp_pio_mem_ca` once shifted down.
+    pub const RP_PIO_MEM_CA_MASK: u32 = 0x1;
+
+    /// Shift of `rp_pio_status[18:18]` (rp_pio_mem_cto).
+    pub const RP_PIO_MEM_CTO_SHIFT: u32 = 18;
+
+    /// Mask of `rp_pio_mem_cto` once shifted down.
+    pub const RP_PIO_MEM_CTO_MASK: u32 = 0x1;
+
+    /// Byte offset of `rp_pio_mask`.
+    pub const RP_PIO_MASK_OFF: usize = 0x10;
+
+    /// Byte offset of `rp_pio_severity`.
+    pub const RP_PIO_SEVERITY_OFF: usize = 0x14;
+
+    /// Byte offset of `rp_pio_syserror`.
+    pub const RP_PIO_SYSERROR_OFF: usize = 0x18;
+
+    /// Byte offset of `rp_pio_exception`.
+    pub const RP_PIO_EXCEPTION_OFF: usize = 0x1c;
+
+    /// Byte offset of `rp_pio_header_log`.
+    pub const RP_PIO_HEADER_LOG_OFF: usize = 0x20;
+
+    /// Byte offset of `rp_pio_impspec_log`.
+    pub const RP_PIO_IMPSPEC_LOG_OFF: usize = 0x30;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_dpc_rp_pio",
@@ -12370,6 +15448,33 @@ impl pci_secpci_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `lnkctl3`.
+    pub const LNKCTL3_OFF: usize = 0x4;
+
+    /// Shift of `lnkctl3[0:0]` (lnkctl3_perform_eq).
+    pub const LNKCTL3_PERFORM_EQ_SHIFT: u32 = 0;
+
+    /// Mask of `lnkctl3_perform_eq` once shifted down.
+    pub const LNKCTL3_PERFORM_EQ_MASK: u32 = 0x1;
+
+    /// Shift of `lnkctl3[1:1]` (lnkctl3_eq_irq_en).
+    pub const LNKCTL3_EQ_IRQ_EN_SHIFT: u32 = 1;
+
+    /// Mask of `lnkctl3_eq_irq_en` once shifted down.
+    pub const LNKCTL3_EQ_IRQ_EN_MASK: u32 = 0x1;
+
+    /// Shift of `lnkctl3[15:9]` (lnkctl3_skp_os_gen).
+    pub const LNKCTL3_SKP_OS_GEN_SHIFT: u32 = 9;
+
+    /// Mask of `lnkctl3_skp_os_gen` once shifted down.
+    pub const LNKCTL3_SKP_OS_GEN_MASK: u32 = 0x7f;
+
+    /// Byte offset of `lane_err_sta`.
+    pub const LANE_ERR_STA_OFF: usize = 0x8;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_secpci_cap",
@@ -12531,6 +15636,33 @@ impl pci_secpci_lane_eq {
     /// Size in bytes.
     pub const SIZE: usize = 2;
 
+    /// Byte offset of `lane_eq_ctl`.
+    pub const LANE_EQ_CTL_OFF: usize = 0x0;
+
+    /// Shift of `lane_eq_ctl[14:12]` (lane_eq_usp_rx_hint).
+    pub const LANE_EQ_USP_RX_HINT_SHIFT: u32 = 12;
+
+    /// Mask of `lane_eq_usp_rx_hint` once shifted down.
+    pub const LANE_EQ_USP_RX_HINT_MASK: u16 = 0x7;
+
+    /// Shift of `lane_eq_ctl[11:8]` (lane_eq_usp_tx_preset).
+    pub const LANE_EQ_USP_TX_PRESET_SHIFT: u32 = 8;
+
+    /// Mask of `lane_eq_usp_tx_preset` once shifted down.
+    pub const LANE_EQ_USP_TX_PRESET_MASK: u16 = 0xf;
+
+    /// Shift of `lane_eq_ctl[6:4]` (lane_eq_dsp_rx_hint).
+    pub const LANE_EQ_DSP_RX_HINT_SHIFT: u32 = 4;
+
+    /// Mask of `lane_eq_dsp_rx_hint` once shifted down.
+    pub const LANE_EQ_DSP_RX_HINT_MASK: u16 = 0x7;
+
+    /// Shift of `lane_eq_ctl[3:0]` (lane_eq_dsp_tx_preset).
+    pub const LANE_EQ_DSP_TX_PRESET_SHIFT: u32 = 0;
+
+    /// Mask of `lane_eq_dsp_tx_preset` once shifted down.
+    pub const LANE_EQ_DSP_TX_PRESET_MASK: u16 = 0xf;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_secpci_lane_eq",
@@ -12653,6 +15785,39 @@ const _: () = assert!(core::mem::offset_of!(pci_dlf_cap, dlf_status) == 8);
 impl pci_dlf_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `dlf_cap`.
+    pub const DLF_CAP_OFF: usize = 0x4;
+
+    /// Shift of `dlf_cap[31:31]` (dlf_cap_exchange_enable).
+    pub const DLF_CAP_EXCHANGE_ENABLE_SHIFT: u32 = 31;
+
+    /// Mask of `dlf_cap_exchange_enable` once shifted down.
+    pub const DLF_CAP_EXCHANGE_ENABLE_MASK: u32 = 0x1;
+
+    /// Shift of `dlf_cap[22:0]` (dlf_cap_features).
+    pub const DLF_CAP_FEATURES_SHIFT: u32 = 0;
+
+    /// Mask of `dlf_cap_features` once shifted down.
+    pub const DLF_CAP_FEATURES_MASK: u32 = 0x7fffff;
+
+    /// Byte offset of `dlf_status`.
+    pub const DLF_STATUS_OFF: usize = 0x8;
+
+    /// Shift of `dlf_status[31:31]` (dlf_status_valid).
+    pub const DLF_STATUS_VALID_SHIFT: u32 = 31;
+
+    /// Mask of `dlf_status_valid` once shifted down.
+    pub const DLF_STATUS_VALID_MASK: u32 = 0x1;
+
+    /// Shift of `dlf_status[22:0]` (dlf_status_features).
+    pub const DLF_STATUS_FEATURES_SHIFT: u32 = 0;
+
+    /// Mask of `dlf_status_features` once shifted down.
+    pub const DLF_STATUS_FEATURES_MASK: u32 = 0x7fffff;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -12842,6 +16007,57 @@ const _: () = assert!(core::mem::offset_of!(pci_pl16_cap, reserved_at_e0) == 28)
 impl pci_pl16_cap {
     /// Size in bytes.
     pub const SIZE: usize = 32;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `pl16_cap`.
+    pub const PL16_CAP_OFF: usize = 0x4;
+
+    /// Byte offset of `pl16_ctl`.
+    pub const PL16_CTL_OFF: usize = 0x8;
+
+    /// Byte offset of `pl16_status`.
+    pub const PL16_STATUS_OFF: usize = 0xc;
+
+    /// Shift of `pl16_status[4:4]` (pl16_status_eq_request).
+    pub const PL16_STATUS_EQ_REQUEST_SHIFT: u32 = 4;
+
+    /// Mask of `pl16_status_eq_request` once shifted down.
+    pub const PL16_STATUS_EQ_REQUEST_MASK: u32 = 0x1;
+
+    /// Shift of `pl16_status[3:3]` (pl16_status_eq_phase3).
+    pub const PL16_STATUS_EQ_PHASE3_SHIFT: u32 = 3;
+
+    /// Mask of `pl16_status_eq_phase3` once shifted down.
+    pub const PL16_STATUS_EQ_PHASE3_MASK: u32 = 0x1;
+
+    /// Shift of `pl16_status[2:2]` (pl16_status_eq_phase2).
+    pub const PL16_STATUS_EQ_PHASE2_SHIFT: u32 = 2;
+
+    /// Mask of `pl16_status_eq_phase2` once shifted down.
+    pub const PL16_STATUS_EQ_PHASE2_MASK: u32 = 0x1;
+
+    /// Shift of `pl16_status[1:1]` (pl16_status_eq_phase1).
+    pub const PL16_STATUS_EQ_PHASE1_SHIFT: u32 = 1;
+
+    /// Mask of `pl16_status_eq_phase1` once shifted down.
+    pub const PL16_STATUS_EQ_PHASE1_MASK: u32 = 0x1;
+
+    /// Shift of `pl16_status[0:0]` (pl16_status_eq_complete).
+    pub const PL16_STATUS_EQ_COMPLETE_SHIFT: u32 = 0;
+
+    /// Mask of `pl16_status_eq_complete` once shifted down.
+    pub const PL16_STATUS_EQ_COMPLETE_MASK: u32 = 0x1;
+
+    /// Byte offset of `pl16_local_parity`.
+    pub const PL16_LOCAL_PARITY_OFF: usize = 0x10;
+
+    /// Byte offset of `pl16_first_retimer_parity`.
+    pub const PL16_FIRST_RETIMER_PARITY_OFF: usize = 0x14;
+
+    /// Byte offset of `pl16_second_retimer_parity`.
+    pub const PL16_SECOND_RETIMER_PARITY_OFF: usize = 0x18;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -13158,6 +16374,21 @@ impl pci_pl_lane_eq {
     /// Size in bytes.
     pub const SIZE: usize = 1;
 
+    /// Byte offset of `pl_lane_eq_ctl`.
+    pub const PL_LANE_EQ_CTL_OFF: usize = 0x0;
+
+    /// Shift of `pl_lane_eq_ctl[7:4]` (pl_lane_eq_usp_tx_preset).
+    pub const PL_LANE_EQ_USP_TX_PRESET_SHIFT: u32 = 4;
+
+    /// Mask of `pl_lane_eq_usp_tx_preset` once shifted down.
+    pub const PL_LANE_EQ_USP_TX_PRESET_MASK: u8 = 0xf;
+
+    /// Shift of `pl_lane_eq_ctl[3:0]` (pl_lane_eq_dsp_tx_preset).
+    pub const PL_LANE_EQ_DSP_TX_PRESET_SHIFT: u32 = 0;
+
+    /// Mask of `pl_lane_eq_dsp_tx_preset` once shifted down.
+    pub const PL_LANE_EQ_DSP_TX_PRESET_MASK: u8 = 0xf;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_pl_lane_eq",
@@ -13262,6 +16493,138 @@ const _: () = assert!(core::mem::offset_of!(pci_pl32_cap, pl32_tx_mts2) == 28);
 impl pci_pl32_cap {
     /// Size in bytes.
     pub const SIZE: usize = 32;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `pl32_cap`.
+    pub const PL32_CAP_OFF: usize = 0x4;
+
+    /// Shift of `pl32_cap[10:10]` (pl32_cap_mts_mode2).
+    pub const PL32_CAP_MTS_MODE2_SHIFT: u32 = 10;
+
+    /// Mask of `pl32_cap_mts_mode2` once shifted down.
+    pub const PL32_CAP_MTS_MODE2_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_cap[9:9]` (pl32_cap_mts_mode1).
+    pub const PL32_CAP_MTS_MODE1_SHIFT: u32 = 9;
+
+    /// Mask of `pl32_cap_mts_mode1` once shifted down.
+    pub const PL32_CAP_MTS_MODE1_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_cap[8:8]` (pl32_cap_mts_mode0).
+    pub const PL32_CAP_MTS_MODE0_SHIFT: u32 = 8;
+
+    /// Mask of `pl32_cap_mts_mode0` once shifted down.
+    pub const PL32_CAP_MTS_MODE0_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_cap[1:1]` (pl32_cap_no_eq_needed).
+    pub const PL32_CAP_NO_EQ_NEEDED_SHIFT: u32 = 1;
+
+    /// Mask of `pl32_cap_no_eq_needed` once shifted down.
+    pub const PL32_CAP_NO_EQ_NEEDED_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_cap[0:0]` (pl32_cap_eq_bypass).
+    pub const PL32_CAP_EQ_BYPASS_SHIFT: u32 = 0;
+
+    /// Mask of `pl32_cap_eq_bypass` once shifted down.
+    pub const PL32_CAP_EQ_BYPASS_MASK: u32 = 0x1;
+
+    /// Byte offset of `pl32_ctl`.
+    pub const PL32_CTL_OFF: usize = 0x8;
+
+    /// Shift of `pl32_ctl[10:8]` (pl32_ctl_mts_mode).
+    pub const PL32_CTL_MTS_MODE_SHIFT: u32 = 8;
+
+    /// Mask of `pl32_ctl_mts_mode` once shifted down.
+    pub const PL32_CTL_MTS_MODE_MASK: u32 = 0x7;
+
+    /// Shift of `pl32_ctl[1:1]` (pl32_ctl_no_eq_needed_disable).
+    pub const PL32_CTL_NO_EQ_NEEDED_DISABLE_SHIFT: u32 = 1;
+
+    /// Mask of `pl32_ctl_no_eq_needed_disable` once shifted down.
+    pub const PL32_CTL_NO_EQ_NEEDED_DISABLE_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_ctl[0:0]` (pl32_ctl_eq_bypass_disable).
+    pub const PL32_CTL_EQ_BYPASS_DISABLE_SHIFT: u32 = 0;
+
+    /// Mask of `pl32_ctl_eq_bypass_disable` once shifted down.
+    pub const PL32_CTL_EQ_BYPASS_DISABLE_MASK: u32 = 0x1;
+
+    /// Byte offset of `pl32_status`.
+    pub const PL32_STATUS_OFF: usize = 0xc;
+
+    /// Shift of `pl32_status[10:10]` (pl32_status_no_eq_needed_rx).
+    pub const PL32_STATUS_NO_EQ_NEEDED_RX_SHIFT: u32 = 10;
+
+    /// Mask of `pl32_status_no_eq_needed_rx` once shifted down.
+    pub const PL32_STATUS_NO_EQ_NEEDED_RX_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[9:9]` (pl32_status_precode_request).
+    pub const PL32_STATUS_PRECODE_REQUEST_SHIFT: u32 = 9;
+
+    /// Mask of `pl32_status_precode_request` once shifted down.
+    pub const PL32_STATUS_PRECODE_REQUEST_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[8:8]` (pl32_status_precoding_on).
+    pub const PL32_STATUS_PRECODING_ON_SHIFT: u32 = 8;
+
+    /// Mask of `pl32_status_precoding_on` once shifted down.
+    pub const PL32_STATUS_PRECODING_ON_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[7:6]` (pl32_status_enh_link_ctl).
+    pub const PL32_STATUS_ENH_LINK_CTL_SHIFT: u32 = 6;
+
+    /// Mask of `pl32_status_enh_link_ctl` once shifted down.
+    pub const PL32_STATUS_ENH_LINK_CTL_MASK: u32 = 0x3;
+
+    /// Shift of `pl32_status[5:5]` (pl32_status_mts_received).
+    pub const PL32_STATUS_MTS_RECEIVED_SHIFT: u32 = 5;
+
+    /// Mask of `pl32_status_mts_received` once shifted down.
+    pub const PL32_STATUS_MTS_RECEIVED_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[4:4]` (pl32_status_eq_request).
+    pub const PL32_STATUS_EQ_REQUEST_SHIFT: u32 = 4;
+
+    /// Mask of `pl32_status_eq_request` once shifted down.
+    pub const PL32_STATUS_EQ_REQUEST_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[3:3]` (pl32_status_eq_phase3).
+    pub const PL32_STATUS_EQ_PHASE3_SHIFT: u32 = 3;
+
+    /// Mask of `pl32_status_eq_phase3` once shifted down.
+    pub const PL32_STATUS_EQ_PHASE3_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[2:2]` (pl32_status_eq_phase2).
+    pub const PL32_STATUS_EQ_PHASE2_SHIFT: u32 = 2;
+
+    /// Mask of `pl32_status_eq_phase2` once shifted down.
+    pub const PL32_STATUS_EQ_PHASE2_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[1:1]` (pl32_status_eq_phase1).
+    pub const PL32_STATUS_EQ_PHASE1_SHIFT: u32 = 1;
+
+    /// Mask of `pl32_status_eq_phase1` once shifted down.
+    pub const PL32_STATUS_EQ_PHASE1_MASK: u32 = 0x1;
+
+    /// Shift of `pl32_status[0:0]` (pl32_status_eq_complete).
+    pub const PL32_STATUS_EQ_COMPLETE_SHIFT: u32 = 0;
+
+    /// Mask of `pl32_status_eq_complete` once shifted down.
+    pub const PL32_STATUS_EQ_COMPLETE_MASK: u32 = 0x1;
+
+    /// Byte offset of `pl32_rx_mts1`.
+    pub const PL32_RX_MTS1_OFF: usize = 0x10;
+
+    /// Byte offset of `pl32_rx_mts2`.
+    pub const PL32_RX_MTS2_OFF: usize = 0x14;
+
+    /// Byte offset of `pl32_tx_mts1`.
+    pub const PL32_TX_MTS1_OFF: usize = 0x18;
+
+    /// Byte offset of `pl32_tx_mts2`.
+    pub const PL32_TX_MTS2_OFF: usize = 0x1c;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -13803,6 +17166,30 @@ impl pci_vsec_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `vsec_header`.
+    pub const VSEC_HEADER_OFF: usize = 0x4;
+
+    /// Shift of `vsec_header[31:20]` (vsec_len).
+    pub const VSEC_LEN_SHIFT: u32 = 20;
+
+    /// Mask of `vsec_len` once shifted down.
+    pub const VSEC_LEN_MASK: u32 = 0xfff;
+
+    /// Shift of `vsec_header[19:16]` (vsec_rev).
+    pub const VSEC_REV_SHIFT: u32 = 16;
+
+    /// Mask of `vsec_rev` once shifted down.
+    pub const VSEC_REV_MASK: u32 = 0xf;
+
+    /// Shift of `vsec_header[15:0]` (vsec_id).
+    pub const VSEC_ID_SHIFT: u32 = 0;
+
+    /// Mask of `vsec_id` once shifted down.
+    pub const VSEC_ID_MASK: u32 = 0xffff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vsec_cap",
@@ -13940,6 +17327,15 @@ impl pci_vndr_cap {
     /// Size in bytes.
     pub const SIZE: usize = 3;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `vndr_len`.
+    pub const VNDR_LEN_OFF: usize = 0x2;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vndr_cap",
@@ -14056,6 +17452,45 @@ const _: () = assert!(core::mem::offset_of!(pci_rebar_cap, rebar_ctrl) == 8);
 impl pci_rebar_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `rebar_cap`.
+    pub const REBAR_CAP_OFF: usize = 0x4;
+
+    /// Shift of `rebar_cap[31:4]` (rebar_cap_sizes).
+    pub const REBAR_CAP_SIZES_SHIFT: u32 = 4;
+
+    /// Mask of `rebar_cap_sizes` once shifted down.
+    pub const REBAR_CAP_SIZES_MASK: u32 = 0xfffffff;
+
+    /// Byte offset of `rebar_ctrl`.
+    pub const REBAR_CTRL_OFF: usize = 0x8;
+
+    /// Shift of `rebar_ctrl[31:16]` (rebar_ctrl_sizes_hi).
+    pub const REBAR_CTRL_SIZES_HI_SHIFT: u32 = 16;
+
+    /// Mask of `rebar_ctrl_sizes_hi` once shifted down.
+    pub const REBAR_CTRL_SIZES_HI_MASK: u32 = 0xffff;
+
+    /// Shift of `rebar_ctrl[13:8]` (rebar_ctrl_bar_size).
+    pub const REBAR_CTRL_BAR_SIZE_SHIFT: u32 = 8;
+
+    /// Mask of `rebar_ctrl_bar_size` once shifted down.
+    pub const REBAR_CTRL_BAR_SIZE_MASK: u32 = 0x3f;
+
+    /// Shift of `rebar_ctrl[7:5]` (rebar_ctrl_nbar).
+    pub const REBAR_CTRL_NBAR_SHIFT: u32 = 5;
+
+    /// Mask of `rebar_ctrl_nbar` once shifted down.
+    pub const REBAR_CTRL_NBAR_MASK: u32 = 0x7;
+
+    /// Shift of `rebar_ctrl[2:0]` (rebar_ctrl_bar_idx).
+    pub const REBAR_CTRL_BAR_IDX_SHIFT: u32 = 0;
+
+    /// Mask of `rebar_ctrl_bar_idx` once shifted down.
+    pub const REBAR_CTRL_BAR_IDX_MASK: u32 = 0x7;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -14245,6 +17680,42 @@ impl pci_rebar_entry {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `entry_cap`.
+    pub const ENTRY_CAP_OFF: usize = 0x0;
+
+    /// Shift of `entry_cap[31:4]` (entry_cap_sizes).
+    pub const ENTRY_CAP_SIZES_SHIFT: u32 = 4;
+
+    /// Mask of `entry_cap_sizes` once shifted down.
+    pub const ENTRY_CAP_SIZES_MASK: u32 = 0xfffffff;
+
+    /// Byte offset of `entry_ctrl`.
+    pub const ENTRY_CTRL_OFF: usize = 0x4;
+
+    /// Shift of `entry_ctrl[31:16]` (entry_ctrl_sizes_hi).
+    pub const ENTRY_CTRL_SIZES_HI_SHIFT: u32 = 16;
+
+    /// Mask of `entry_ctrl_sizes_hi` once shifted down.
+    pub const ENTRY_CTRL_SIZES_HI_MASK: u32 = 0xffff;
+
+    /// Shift of `entry_ctrl[13:8]` (entry_ctrl_bar_size).
+    pub const ENTRY_CTRL_BAR_SIZE_SHIFT: u32 = 8;
+
+    /// Mask of `entry_ctrl_bar_size` once shifted down.
+    pub const ENTRY_CTRL_BAR_SIZE_MASK: u32 = 0x3f;
+
+    /// Shift of `entry_ctrl[7:5]` (entry_ctrl_nbar).
+    pub const ENTRY_CTRL_NBAR_SHIFT: u32 = 5;
+
+    /// Mask of `entry_ctrl_nbar` once shifted down.
+    pub const ENTRY_CTRL_NBAR_MASK: u32 = 0x7;
+
+    /// Shift of `entry_ctrl[2:0]` (entry_ctrl_bar_idx).
+    pub const ENTRY_CTRL_BAR_IDX_SHIFT: u32 = 0;
+
+    /// Mask of `entry_ctrl_bar_idx` once shifted down.
+    pub const ENTRY_CTRL_BAR_IDX_MASK: u32 = 0x7;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_rebar_entry",
@@ -14411,6 +17882,48 @@ const _: () = assert!(core::mem::offset_of!(pci_msi_cap, msi_address_lo) == 4);
 impl pci_msi_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
+
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `msi_flags`.
+    pub const MSI_FLAGS_OFF: usize = 0x2;
+
+    /// Shift of `msi_flags[8:8]` (msi_flags_maskbit).
+    pub const MSI_FLAGS_MASKBIT_SHIFT: u32 = 8;
+
+    /// Mask of `msi_flags_maskbit` once shifted down.
+    pub const MSI_FLAGS_MASKBIT_MASK: u16 = 0x1;
+
+    /// Shift of `msi_flags[7:7]` (msi_flags_64bit).
+    pub const MSI_FLAGS_64BIT_SHIFT: u32 = 7;
+
+    /// Mask of `msi_flags_64bit` once shifted down.
+    pub const MSI_FLAGS_64BIT_MASK: u16 = 0x1;
+
+    /// Shift of `msi_flags[6:4]` (msi_flags_qsize).
+    pub const MSI_FLAGS_QSIZE_SHIFT: u32 = 4;
+
+    /// Mask of `msi_flags_qsize` once shifted down.
+    pub const MSI_FLAGS_QSIZE_MASK: u16 = 0x7;
+
+    /// Shift of `msi_flags[3:1]` (msi_flags_qmask).
+    pub const MSI_FLAGS_QMASK_SHIFT: u32 = 1;
+
+    /// Mask of `msi_flags_qmask` once shifted down.
+    pub const MSI_FLAGS_QMASK_MASK: u16 = 0x7;
+
+    /// Shift of `msi_flags[0:0]` (msi_flags_enable).
+    pub const MSI_FLAGS_ENABLE_SHIFT: u32 = 0;
+
+    /// Mask of `msi_flags_enable` once shifted down.
+    pub const MSI_FLAGS_ENABLE_MASK: u16 = 0x1;
+
+    /// Byte offset of `msi_address_lo`.
+    pub const MSI_ADDRESS_LO_OFF: usize = 0x4;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -14632,6 +18145,63 @@ const _: () = assert!(core::mem::offset_of!(pci_ptm_cap, ptm_ctrl) == 8);
 impl pci_ptm_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `ptm_cap`.
+    pub const PTM_CAP_OFF: usize = 0x4;
+
+    /// Shift of `ptm_cap[0:0]` (ptm_cap_req).
+    pub const PTM_CAP_REQ_SHIFT: u32 = 0;
+
+    /// Mask of `ptm_cap_req` once shifted down.
+    pub const PTM_CAP_REQ_MASK: u32 = 0x1;
+
+    /// Shift of `ptm_cap[1:1]` (ptm_cap_res).
+    pub const PTM_CAP_RES_SHIFT: u32 = 1;
+
+    /// Mask of `ptm_cap_res` once shifted down.
+    pub const PTM_CAP_RES_MASK: u32 = 0x1;
+
+    /// Shift of `ptm_cap[2:2]` (ptm_cap_root).
+    pub const PTM_CAP_ROOT_SHIFT: u32 = 2;
+
+    /// Mask of `ptm_cap_root` once shifted down.
+    pub const PTM_CAP_ROOT_MASK: u32 = 0x1;
+
+    /// Shift of `ptm_cap[3:3]` (ptm_cap_eptm).
+    pub const PTM_CAP_EPTM_SHIFT: u32 = 3;
+
+    /// Mask of `ptm_cap_eptm` once shifted down.
+    pub const PTM_CAP_EPTM_MASK: u32 = 0x1;
+
+    /// Shift of `ptm_cap[15:8]` (ptm_cap_granularity).
+    pub const PTM_CAP_GRANULARITY_SHIFT: u32 = 8;
+
+    /// Mask of `ptm_cap_granularity` once shifted down.
+    pub const PTM_CAP_GRANULARITY_MASK: u32 = 0xff;
+
+    /// Byte offset of `ptm_ctrl`.
+    pub const PTM_CTRL_OFF: usize = 0x8;
+
+    /// Shift of `ptm_ctrl[0:0]` (ptm_ctrl_enable).
+    pub const PTM_CTRL_ENABLE_SHIFT: u32 = 0;
+
+    /// Mask of `ptm_ctrl_enable` once shifted down.
+    pub const PTM_CTRL_ENABLE_MASK: u32 = 0x1;
+
+    /// Shift of `ptm_ctrl[1:1]` (ptm_ctrl_root).
+    pub const PTM_CTRL_ROOT_SHIFT: u32 = 1;
+
+    /// Mask of `ptm_ctrl_root` once shifted down.
+    pub const PTM_CTRL_ROOT_MASK: u32 = 0x1;
+
+    /// Shift of `ptm_ctrl[15:8]` (ptm_ctrl_granularity).
+    pub const PTM_CTRL_GRANULARITY_SHIFT: u32 = 8;
+
+    /// Mask of `ptm_ctrl_granularity` once shifted down.
+    pub const PTM_CTRL_GRANULARITY_MASK: u32 = 0xff;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -14886,6 +18456,51 @@ impl pci_ari_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `ari_cap`.
+    pub const ARI_CAP_OFF: usize = 0x4;
+
+    /// Shift of `ari_cap[0:0]` (ari_cap_mfvc).
+    pub const ARI_CAP_MFVC_SHIFT: u32 = 0;
+
+    /// Mask of `ari_cap_mfvc` once shifted down.
+    pub const ARI_CAP_MFVC_MASK: u16 = 0x1;
+
+    /// Shift of `ari_cap[1:1]` (ari_cap_acs).
+    pub const ARI_CAP_ACS_SHIFT: u32 = 1;
+
+    /// Mask of `ari_cap_acs` once shifted down.
+    pub const ARI_CAP_ACS_MASK: u16 = 0x1;
+
+    /// Shift of `ari_cap[15:8]` (ari_cap_nfn).
+    pub const ARI_CAP_NFN_SHIFT: u32 = 8;
+
+    /// Mask of `ari_cap_nfn` once shifted down.
+    pub const ARI_CAP_NFN_MASK: u16 = 0xff;
+
+    /// Byte offset of `ari_ctrl`.
+    pub const ARI_CTRL_OFF: usize = 0x6;
+
+    /// Shift of `ari_ctrl[0:0]` (ari_ctrl_mfvc).
+    pub const ARI_CTRL_MFVC_SHIFT: u32 = 0;
+
+    /// Mask of `ari_ctrl_mfvc` once shifted down.
+    pub const ARI_CTRL_MFVC_MASK: u16 = 0x1;
+
+    /// Shift of `ari_ctrl[1:1]` (ari_ctrl_acs).
+    pub const ARI_CTRL_ACS_SHIFT: u32 = 1;
+
+    /// Mask of `ari_ctrl_acs` once shifted down.
+    pub const ARI_CTRL_ACS_MASK: u16 = 0x1;
+
+    /// Shift of `ari_ctrl[6:4]` (ari_ctrl_fg).
+    pub const ARI_CTRL_FG_SHIFT: u32 = 4;
+
+    /// Mask of `ari_ctrl_fg` once shifted down.
+    pub const ARI_CTRL_FG_MASK: u16 = 0x7;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ari_cap",
@@ -15102,6 +18717,39 @@ impl pci_dvsec_cap {
     /// Size in bytes.
     pub const SIZE: usize = 10;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `dvsec_header1`.
+    pub const DVSEC_HEADER1_OFF: usize = 0x4;
+
+    /// Shift of `dvsec_header1[31:20]` (dvsec_len).
+    pub const DVSEC_LEN_SHIFT: u32 = 20;
+
+    /// Mask of `dvsec_len` once shifted down.
+    pub const DVSEC_LEN_MASK: u32 = 0xfff;
+
+    /// Shift of `dvsec_header1[19:16]` (dvsec_rev).
+    pub const DVSEC_REV_SHIFT: u32 = 16;
+
+    /// Mask of `dvsec_rev` once shifted down.
+    pub const DVSEC_REV_MASK: u32 = 0xf;
+
+    /// Shift of `dvsec_header1[15:0]` (dvsec_vendor_id).
+    pub const DVSEC_VENDOR_ID_SHIFT: u32 = 0;
+
+    /// Mask of `dvsec_vendor_id` once shifted down.
+    pub const DVSEC_VENDOR_ID_MASK: u32 = 0xffff;
+
+    /// Byte offset of `dvsec_header2`.
+    pub const DVSEC_HEADER2_OFF: usize = 0x8;
+
+    /// Shift of `dvsec_header2[15:0]` (dvsec_id).
+    pub const DVSEC_ID_SHIFT: u32 = 0;
+
+    /// Mask of `dvsec_id` once shifted down.
+    pub const DVSEC_ID_MASK: u16 = 0xffff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_dvsec_cap",
@@ -15286,6 +18934,78 @@ const _: () = assert!(core::mem::offset_of!(pci_doe_cap, doe_read) == 20);
 impl pci_doe_cap {
     /// Size in bytes.
     pub const SIZE: usize = 24;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `doe_cap`.
+    pub const DOE_CAP_OFF: usize = 0x4;
+
+    /// Shift of `doe_cap[0:0]` (doe_cap_int_sup).
+    pub const DOE_CAP_INT_SUP_SHIFT: u32 = 0;
+
+    /// Mask of `doe_cap_int_sup` once shifted down.
+    pub const DOE_CAP_INT_SUP_MASK: u32 = 0x1;
+
+    /// Shift of `doe_cap[11:1]` (doe_cap_irq).
+    pub const DOE_CAP_IRQ_SHIFT: u32 = 1;
+
+    /// Mask of `doe_cap_irq` once shifted down.
+    pub const DOE_CAP_IRQ_MASK: u32 = 0x7ff;
+
+    /// Byte offset of `doe_ctrl`.
+    pub const DOE_CTRL_OFF: usize = 0x8;
+
+    /// Shift of `doe_ctrl[31:31]` (doe_ctrl_go).
+    pub const DOE_CTRL_GO_SHIFT: u32 = 31;
+
+    /// Mask of `doe_ctrl_go` once shifted down.
+    pub const DOE_CTRL_GO_MASK: u32 = 0x1;
+
+    /// Shift of `doe_ctrl[1:1]` (doe_ctrl_int_en).
+    pub const DOE_CTRL_INT_EN_SHIFT: u32 = 1;
+
+    /// Mask of `doe_ctrl_int_en` once shifted down.
+    pub const DOE_CTRL_INT_EN_MASK: u32 = 0x1;
+
+    /// Shift of `doe_ctrl[0:0]` (doe_ctrl_abort).
+    pub const DOE_CTRL_ABORT_SHIFT: u32 = 0;
+
+    /// Mask of `doe_ctrl_abort` once shifted down.
+    pub const DOE_CTRL_ABORT_MASK: u32 = 0x1;
+
+    /// Byte offset of `doe_status`.
+    pub const DOE_STATUS_OFF: usize = 0xc;
+
+    /// Shift of `doe_status[31:31]` (doe_status_data_object_ready).
+    pub const DOE_STATUS_DATA_OBJECT_READY_SHIFT: u32 = 31;
+
+    /// Mask of `doe_status_data_object_ready` once shifted down.
+    pub const DOE_STATUS_DATA_OBJECT_READY_MASK: u32 = 0x1;
+
+    /// Shift of `doe_status[2:2]` (doe_status_error).
+    pub const DOE_STATUS_ERROR_SHIFT: u32 = 2;
+
+    /// Mask of `doe_status_error` once shifted down.
+    pub const DOE_STATUS_ERROR_MASK: u32 = 0x1;
+
+    /// Shift of `doe_status[1:1]` (doe_status_int_status).
+    pub const DOE_STATUS_INT_STATUS_SHIFT: u32 = 1;
+
+    /// Mask of `doe_status_int_status` once shifted down.
+    pub const DOE_STATUS_INT_STATUS_MASK: u32 = 0x1;
+
+    /// Shift of `doe_status[0:0]` (doe_status_busy).
+    pub const DOE_STATUS_BUSY_SHIFT: u32 = 0;
+
+    /// Mask of `doe_status_busy` once shifted down.
+    pub const DOE_STATUS_BUSY_MASK: u32 = 0x1;
+
+    /// Byte offset of `doe_write`.
+    pub const DOE_WRITE_OFF: usize = 0x10;
+
+    /// Byte offset of `doe_read`.
+    pub const DOE_READ_OFF: usize = 0x14;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -15633,6 +19353,75 @@ impl pci_vc_cap {
     /// Size in bytes.
     pub const SIZE: usize = 16;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `vc_port_cap1`.
+    pub const VC_PORT_CAP1_OFF: usize = 0x4;
+
+    /// Shift of `vc_port_cap1[11:10]` (vc_cap1_arb_size).
+    pub const VC_CAP1_ARB_SIZE_SHIFT: u32 = 10;
+
+    /// Mask of `vc_cap1_arb_size` once shifted down.
+    pub const VC_CAP1_ARB_SIZE_MASK: u32 = 0x3;
+
+    /// Shift of `vc_port_cap1[9:8]` (vc_cap1_ref_clk).
+    pub const VC_CAP1_REF_CLK_SHIFT: u32 = 8;
+
+    /// Mask of `vc_cap1_ref_clk` once shifted down.
+    pub const VC_CAP1_REF_CLK_MASK: u32 = 0x3;
+
+    /// Shift of `vc_port_cap1[6:4]` (vc_cap1_lpevc).
+    pub const VC_CAP1_LPEVC_SHIFT: u32 = 4;
+
+    /// Mask of `vc_cap1_lpevc` once shifted down.
+    pub const VC_CAP1_LPEVC_MASK: u32 = 0x7;
+
+    /// Shift of `vc_port_cap1[2:0]` (vc_cap1_evcc).
+    pub const VC_CAP1_EVCC_SHIFT: u32 = 0;
+
+    /// Mask of `vc_cap1_evcc` once shifted down.
+    pub const VC_CAP1_EVCC_MASK: u32 = 0x7;
+
+    /// Byte offset of `vc_port_cap2`.
+    pub const VC_PORT_CAP2_OFF: usize = 0x8;
+
+    /// Shift of `vc_port_cap2[31:24]` (vc_cap2_arb_off).
+    pub const VC_CAP2_ARB_OFF_SHIFT: u32 = 24;
+
+    /// Mask of `vc_cap2_arb_off` once shifted down.
+    pub const VC_CAP2_ARB_OFF_MASK: u32 = 0xff;
+
+    /// Shift of `vc_port_cap2[7:0]` (vc_cap2_arb_cap).
+    pub const VC_CAP2_ARB_CAP_SHIFT: u32 = 0;
+
+    /// Mask of `vc_cap2_arb_cap` once shifted down.
+    pub const VC_CAP2_ARB_CAP_MASK: u32 = 0xff;
+
+    /// Byte offset of `vc_port_ctrl`.
+    pub const VC_PORT_CTRL_OFF: usize = 0xc;
+
+    /// Shift of `vc_port_ctrl[3:1]` (vc_ctrl_arb_select).
+    pub const VC_CTRL_ARB_SELECT_SHIFT: u32 = 1;
+
+    /// Mask of `vc_ctrl_arb_select` once shifted down.
+    pub const VC_CTRL_ARB_SELECT_MASK: u16 = 0x7;
+
+    /// Shift of `vc_port_ctrl[0:0]` (vc_ctrl_load_table).
+    pub const VC_CTRL_LOAD_TABLE_SHIFT: u32 = 0;
+
+    /// Mask of `vc_ctrl_load_table` once shifted down.
+    pub const VC_CTRL_LOAD_TABLE_MASK: u16 = 0x1;
+
+    /// Byte offset of `vc_port_status`.
+    pub const VC_PORT_STATUS_OFF: usize = 0xe;
+
+    /// Shift of `vc_port_status[0:0]` (vc_status_arb_table).
+    pub const VC_STATUS_ARB_TABLE_SHIFT: u32 = 0;
+
+    /// Mask of `vc_status_arb_table` once shifted down.
+    pub const VC_STATUS_ARB_TABLE_MASK: u16 = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vc_cap",
@@ -15939,6 +19728,81 @@ const _: () = assert!(core::mem::offset_of!(pci_vc_res, vc_res_status) == 10);
 impl pci_vc_res {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `vc_res_cap`.
+    pub const VC_RES_CAP_OFF: usize = 0x0;
+
+    /// Shift of `vc_res_cap[31:24]` (vc_res_pat_offset).
+    pub const VC_RES_PAT_OFFSET_SHIFT: u32 = 24;
+
+    /// Mask of `vc_res_pat_offset` once shifted down.
+    pub const VC_RES_PAT_OFFSET_MASK: u32 = 0xff;
+
+    /// Shift of `vc_res_cap[22:16]` (vc_res_max_time_slots).
+    pub const VC_RES_MAX_TIME_SLOTS_SHIFT: u32 = 16;
+
+    /// Mask of `vc_res_max_time_slots` once shifted down.
+    pub const VC_RES_MAX_TIME_SLOTS_MASK: u32 = 0x7f;
+
+    /// Shift of `vc_res_cap[15:15]` (vc_res_rej_snoop).
+    pub const VC_RES_REJ_SNOOP_SHIFT: u32 = 15;
+
+    /// Mask of `vc_res_rej_snoop` once shifted down.
+    pub const VC_RES_REJ_SNOOP_MASK: u32 = 0x1;
+
+    /// Shift of `vc_res_cap[7:0]` (vc_res_pat_cap).
+    pub const VC_RES_PAT_CAP_SHIFT: u32 = 0;
+
+    /// Mask of `vc_res_pat_cap` once shifted down.
+    pub const VC_RES_PAT_CAP_MASK: u32 = 0xff;
+
+    /// Byte offset of `vc_res_ctrl`.
+    pub const VC_RES_CTRL_OFF: usize = 0x4;
+
+    /// Shift of `vc_res_ctrl[31:31]` (vc_res_enable).
+    pub const VC_RES_ENABLE_SHIFT: u32 = 31;
+
+    /// Mask of `vc_res_enable` once shifted down.
+    pub const VC_RES_ENABLE_MASK: u32 = 0x1;
+
+    /// Shift of `vc_res_ctrl[26:24]` (vc_res_id).
+    pub const VC_RES_ID_SHIFT: u32 = 24;
+
+    /// Mask of `vc_res_id` once shifted down.
+    pub const VC_RES_ID_MASK: u32 = 0x7;
+
+    /// Shift of `vc_res_ctrl[19:17]` (vc_res_arb_select).
+    pub const VC_RES_ARB_SELECT_SHIFT: u32 = 17;
+
+    /// Mask of `vc_res_arb_select` once shifted down.
+    pub const VC_RES_ARB_SELECT_MASK: u32 = 0x7;
+
+    /// Shift of `vc_res_ctrl[16:16]` (vc_res_load_table).
+    pub const VC_RES_LOAD_TABLE_SHIFT: u32 = 16;
+
+    /// Mask of `vc_res_load_table` once shifted down.
+    pub const VC_RES_LOAD_TABLE_MASK: u32 = 0x1;
+
+    /// Shift of `vc_res_ctrl[7:0]` (vc_res_tc_map).
+    pub const VC_RES_TC_MAP_SHIFT: u32 = 0;
+
+    /// Mask of `vc_res_tc_map` once shifted down.
+    pub const VC_RES_TC_MAP_MASK: u32 = 0xff;
+
+    /// Byte offset of `vc_res_status`.
+    pub const VC_RES_STATUS_OFF: usize = 0xa;
+
+    /// Shift of `vc_res_status[1:1]` (vc_res_nego_pending).
+    pub const VC_RES_NEGO_PENDING_SHIFT: u32 = 1;
+
+    /// Mask of `vc_res_nego_pending` once shifted down.
+    pub const VC_RES_NEGO_PENDING_MASK: u16 = 0x1;
+
+    /// Shift of `vc_res_status[0:0]` (vc_res_table_status).
+    pub const VC_RES_TABLE_STATUS_SHIFT: u32 = 0;
+
+    /// Mask of `vc_res_table_status` once shifted down.
+    pub const VC_RES_TABLE_STATUS_MASK: u16 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -16248,6 +20112,57 @@ impl pci_vc_arb_dword {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `vc_arb_dword`.
+    pub const VC_ARB_DWORD_OFF: usize = 0x0;
+
+    /// Shift of `vc_arb_dword[30:28]` (vc_arb_phase7).
+    pub const VC_ARB_PHASE7_SHIFT: u32 = 28;
+
+    /// Mask of `vc_arb_phase7` once shifted down.
+    pub const VC_ARB_PHASE7_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[26:24]` (vc_arb_phase6).
+    pub const VC_ARB_PHASE6_SHIFT: u32 = 24;
+
+    /// Mask of `vc_arb_phase6` once shifted down.
+    pub const VC_ARB_PHASE6_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[22:20]` (vc_arb_phase5).
+    pub const VC_ARB_PHASE5_SHIFT: u32 = 20;
+
+    /// Mask of `vc_arb_phase5` once shifted down.
+    pub const VC_ARB_PHASE5_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[18:16]` (vc_arb_phase4).
+    pub const VC_ARB_PHASE4_SHIFT: u32 = 16;
+
+    /// Mask of `vc_arb_phase4` once shifted down.
+    pub const VC_ARB_PHASE4_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[14:12]` (vc_arb_phase3).
+    pub const VC_ARB_PHASE3_SHIFT: u32 = 12;
+
+    /// Mask of `vc_arb_phase3` once shifted down.
+    pub const VC_ARB_PHASE3_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[10:8]` (vc_arb_phase2).
+    pub const VC_ARB_PHASE2_SHIFT: u32 = 8;
+
+    /// Mask of `vc_arb_phase2` once shifted down.
+    pub const VC_ARB_PHASE2_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[6:4]` (vc_arb_phase1).
+    pub const VC_ARB_PHASE1_SHIFT: u32 = 4;
+
+    /// Mask of `vc_arb_phase1` once shifted down.
+    pub const VC_ARB_PHASE1_MASK: u32 = 0x7;
+
+    /// Shift of `vc_arb_dword[2:0]` (vc_arb_phase0).
+    pub const VC_ARB_PHASE0_SHIFT: u32 = 0;
+
+    /// Mask of `vc_arb_phase0` once shifted down.
+    pub const VC_ARB_PHASE0_MASK: u32 = 0x7;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vc_arb_dword",
@@ -16422,6 +20337,201 @@ const _: () = assert!(core::mem::offset_of!(pci_vc_pat1_dword, vc_pat1_dword) ==
 impl pci_vc_pat1_dword {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `vc_pat1_dword`.
+    pub const VC_PAT1_DWORD_OFF: usize = 0x0;
+
+    /// Shift of `vc_pat1_dword[31:31]` (vc_pat1_phase31).
+    pub const VC_PAT1_PHASE31_SHIFT: u32 = 31;
+
+    /// Mask of `vc_pat1_phase31` once shifted down.
+    pub const VC_PAT1_PHASE31_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[30:30]` (vc_pat1_phase30).
+    pub const VC_PAT1_PHASE30_SHIFT: u32 = 30;
+
+    /// Mask of `vc_pat1_phase30` once shifted down.
+    pub const VC_PAT1_PHASE30_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[29:29]` (vc_pat1_phase29).
+    pub const VC_PAT1_PHASE29_SHIFT: u32 = 29;
+
+    /// Mask of `vc_pat1_phase29` once shifted down.
+    pub const VC_PAT1_PHASE29_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[28:28]` (vc_pat1_phase28).
+    pub const VC_PAT1_PHASE28_SHIFT: u32 = 28;
+
+    /// Mask of `vc_pat1_phase28` once shifted down.
+    pub const VC_PAT1_PHASE28_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[27:27]` (vc_pat1_phase27).
+    pub const VC_PAT1_PHASE27_SHIFT: u32 = 27;
+
+    /// Mask of `vc_pat1_phase27` once shifted down.
+    pub const VC_PAT1_PHASE27_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[26:26]` (vc_pat1_phase26).
+    pub const VC_PAT1_PHASE26_SHIFT: u32 = 26;
+
+    /// Mask of `vc_pat1_phase26` once shifted down.
+    pub const VC_PAT1_PHASE26_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[25:25]` (vc_pat1_phase25).
+    pub const VC_PAT1_PHASE25_SHIFT: u32 = 25;
+
+    /// Mask of `vc_pat1_phase25` once shifted down.
+    pub const VC_PAT1_PHASE25_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[24:24]` (vc_pat1_phase24).
+    pub const VC_PAT1_PHASE24_SHIFT: u32 = 24;
+
+    /// Mask of `vc_pat1_phase24` once shifted down.
+    pub const VC_PAT1_PHASE24_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[23:23]` (vc_pat1_phase23).
+    pub const VC_PAT1_PHASE23_SHIFT: u32 = 23;
+
+    /// Mask of `vc_pat1_phase23` once shifted down.
+    pub const VC_PAT1_PHASE23_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[22:22]` (vc_pat1_phase22).
+    pub const VC_PAT1_PHASE22_SHIFT: u32 = 22;
+
+    /// Mask of `vc_pat1_phase22` once shifted down.
+    pub const VC_PAT1_PHASE22_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[21:21]` (vc_pat1_phase21).
+    pub const VC_PAT1_PHASE21_SHIFT: u32 = 21;
+
+    /// Mask of `vc_pat1_phase21` once shifted down.
+    pub const VC_PAT1_PHASE21_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[20:20]` (vc_pat1_phase20).
+    pub const VC_PAT1_PHASE20_SHIFT: u32 = 20;
+
+    /// Mask of `vc_pat1_phase20` once shifted down.
+    pub const VC_PAT1_PHASE20_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[19:19]` (vc_pat1_phase19).
+    pub const VC_PAT1_PHASE19_SHIFT: u32 = 19;
+
+    /// Mask of `vc_pat1_phase19` once shifted down.
+    pub const VC_PAT1_PHASE19_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[18:18]` (vc_pat1_phase18).
+    pub const VC_PAT1_PHASE18_SHIFT: u32 = 18;
+
+    /// Mask of `vc_pat1_phase18` once shifted down.
+    pub const VC_PAT1_PHASE18_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[17:17]` (vc_pat1_phase17).
+    pub const VC_PAT1_PHASE17_SHIFT: u32 = 17;
+
+    /// Mask of `vc_pat1_phase17` once shifted down.
+    pub const VC_PAT1_PHASE17_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[16:16]` (vc_pat1_phase16).
+    pub const VC_PAT1_PHASE16_SHIFT: u32 = 16;
+
+    /// Mask of `vc_pat1_phase16` once shifted down.
+    pub const VC_PAT1_PHASE16_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[15:15]` (vc_pat1_phase15).
+    pub const VC_PAT1_PHASE15_SHIFT: u32 = 15;
+
+    /// Mask of `vc_pat1_phase15` once shifted down.
+    pub const VC_PAT1_PHASE15_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[14:14]` (vc_pat1_phase14).
+    pub const VC_PAT1_PHASE14_SHIFT: u32 = 14;
+
+    /// Mask of `vc_pat1_phase14` once shifted down.
+    pub const VC_PAT1_PHASE14_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[13:13]` (vc_pat1_phase13).
+    pub const VC_PAT1_PHASE13_SHIFT: u32 = 13;
+
+    /// Mask of `vc_pat1_phase13` once shifted down.
+    pub const VC_PAT1_PHASE13_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[12:12]` (vc_pat1_phase12).
+    pub const VC_PAT1_PHASE12_SHIFT: u32 = 12;
+
+    /// Mask of `vc_pat1_phase12` once shifted down.
+    pub const VC_PAT1_PHASE12_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[11:11]` (vc_pat1_phase11).
+    pub const VC_PAT1_PHASE11_SHIFT: u32 = 11;
+
+    /// Mask of `vc_pat1_phase11` once shifted down.
+    pub const VC_PAT1_PHASE11_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[10:10]` (vc_pat1_phase10).
+    pub const VC_PAT1_PHASE10_SHIFT: u32 = 10;
+
+    /// Mask of `vc_pat1_phase10` once shifted down.
+    pub const VC_PAT1_PHASE10_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[9:9]` (vc_pat1_phase9).
+    pub const VC_PAT1_PHASE9_SHIFT: u32 = 9;
+
+    /// Mask of `vc_pat1_phase9` once shifted down.
+    pub const VC_PAT1_PHASE9_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[8:8]` (vc_pat1_phase8).
+    pub const VC_PAT1_PHASE8_SHIFT: u32 = 8;
+
+    /// Mask of `vc_pat1_phase8` once shifted down.
+    pub const VC_PAT1_PHASE8_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[7:7]` (vc_pat1_phase7).
+    pub const VC_PAT1_PHASE7_SHIFT: u32 = 7;
+
+    /// Mask of `vc_pat1_phase7` once shifted down.
+    pub const VC_PAT1_PHASE7_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[6:6]` (vc_pat1_phase6).
+    pub const VC_PAT1_PHASE6_SHIFT: u32 = 6;
+
+    /// Mask of `vc_pat1_phase6` once shifted down.
+    pub const VC_PAT1_PHASE6_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[5:5]` (vc_pat1_phase5).
+    pub const VC_PAT1_PHASE5_SHIFT: u32 = 5;
+
+    /// Mask of `vc_pat1_phase5` once shifted down.
+    pub const VC_PAT1_PHASE5_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[4:4]` (vc_pat1_phase4).
+    pub const VC_PAT1_PHASE4_SHIFT: u32 = 4;
+
+    /// Mask of `vc_pat1_phase4` once shifted down.
+    pub const VC_PAT1_PHASE4_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[3:3]` (vc_pat1_phase3).
+    pub const VC_PAT1_PHASE3_SHIFT: u32 = 3;
+
+    /// Mask of `vc_pat1_phase3` once shifted down.
+    pub const VC_PAT1_PHASE3_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[2:2]` (vc_pat1_phase2).
+    pub const VC_PAT1_PHASE2_SHIFT: u32 = 2;
+
+    /// Mask of `vc_pat1_phase2` once shifted down.
+    pub const VC_PAT1_PHASE2_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[1:1]` (vc_pat1_phase1).
+    pub const VC_PAT1_PHASE1_SHIFT: u32 = 1;
+
+    /// Mask of `vc_pat1_phase1` once shifted down.
+    pub const VC_PAT1_PHASE1_MASK: u32 = 0x1;
+
+    /// Shift of `vc_pat1_dword[0:0]` (vc_pat1_phase0).
+    pub const VC_PAT1_PHASE0_SHIFT: u32 = 0;
+
+    /// Mask of `vc_pat1_phase0` once shifted down.
+    pub const VC_PAT1_PHASE0_MASK: u32 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -17030,6 +21140,105 @@ impl pci_vc_pat2_dword {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `vc_pat2_dword`.
+    pub const VC_PAT2_DWORD_OFF: usize = 0x0;
+
+    /// Shift of `vc_pat2_dword[31:30]` (vc_pat2_phase15).
+    pub const VC_PAT2_PHASE15_SHIFT: u32 = 30;
+
+    /// Mask of `vc_pat2_phase15` once shifted down.
+    pub const VC_PAT2_PHASE15_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[29:28]` (vc_pat2_phase14).
+    pub const VC_PAT2_PHASE14_SHIFT: u32 = 28;
+
+    /// Mask of `vc_pat2_phase14` once shifted down.
+    pub const VC_PAT2_PHASE14_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[27:26]` (vc_pat2_phase13).
+    pub const VC_PAT2_PHASE13_SHIFT: u32 = 26;
+
+    /// Mask of `vc_pat2_phase13` once shifted down.
+    pub const VC_PAT2_PHASE13_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[25:24]` (vc_pat2_phase12).
+    pub const VC_PAT2_PHASE12_SHIFT: u32 = 24;
+
+    /// Mask of `vc_pat2_phase12` once shifted down.
+    pub const VC_PAT2_PHASE12_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[23:22]` (vc_pat2_phase11).
+    pub const VC_PAT2_PHASE11_SHIFT: u32 = 22;
+
+    /// Mask of `vc_pat2_phase11` once shifted down.
+    pub const VC_PAT2_PHASE11_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[21:20]` (vc_pat2_phase10).
+    pub const VC_PAT2_PHASE10_SHIFT: u32 = 20;
+
+    /// Mask of `vc_pat2_phase10` once shifted down.
+    pub const VC_PAT2_PHASE10_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[19:18]` (vc_pat2_phase9).
+    pub const VC_PAT2_PHASE9_SHIFT: u32 = 18;
+
+    /// Mask of `vc_pat2_phase9` once shifted down.
+    pub const VC_PAT2_PHASE9_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[17:16]` (vc_pat2_phase8).
+    pub const VC_PAT2_PHASE8_SHIFT: u32 = 16;
+
+    /// Mask of `vc_pat2_phase8` once shifted down.
+    pub const VC_PAT2_PHASE8_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[15:14]` (vc_pat2_phase7).
+    pub const VC_PAT2_PHASE7_SHIFT: u32 = 14;
+
+    /// Mask of `vc_pat2_phase7` once shifted down.
+    pub const VC_PAT2_PHASE7_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[13:12]` (vc_pat2_phase6).
+    pub const VC_PAT2_PHASE6_SHIFT: u32 = 12;
+
+    /// Mask of `vc_pat2_phase6` once shifted down.
+    pub const VC_PAT2_PHASE6_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[11:10]` (vc_pat2_phase5).
+    pub const VC_PAT2_PHASE5_SHIFT: u32 = 10;
+
+    /// Mask of `vc_pat2_phase5` once shifted down.
+    pub const VC_PAT2_PHASE5_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[9:8]` (vc_pat2_phase4).
+    pub const VC_PAT2_PHASE4_SHIFT: u32 = 8;
+
+    /// Mask of `vc_pat2_phase4` once shifted down.
+    pub const VC_PAT2_PHASE4_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[7:6]` (vc_pat2_phase3).
+    pub const VC_PAT2_PHASE3_SHIFT: u32 = 6;
+
+    /// Mask of `vc_pat2_phase3` once shifted down.
+    pub const VC_PAT2_PHASE3_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[5:4]` (vc_pat2_phase2).
+    pub const VC_PAT2_PHASE2_SHIFT: u32 = 4;
+
+    /// Mask of `vc_pat2_phase2` once shifted down.
+    pub const VC_PAT2_PHASE2_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[3:2]` (vc_pat2_phase1).
+    pub const VC_PAT2_PHASE1_SHIFT: u32 = 2;
+
+    /// Mask of `vc_pat2_phase1` once shifted down.
+    pub const VC_PAT2_PHASE1_MASK: u32 = 0x3;
+
+    /// Shift of `vc_pat2_dword[1:0]` (vc_pat2_phase0).
+    pub const VC_PAT2_PHASE0_SHIFT: u32 = 0;
+
+    /// Mask of `vc_pat2_phase0` once shifted down.
+    pub const VC_PAT2_PHASE0_MASK: u32 = 0x3;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vc_pat2_dword",
@@ -17317,6 +21526,57 @@ impl pci_vc_pat4_dword {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `vc_pat4_dword`.
+    pub const VC_PAT4_DWORD_OFF: usize = 0x0;
+
+    /// Shift of `vc_pat4_dword[31:28]` (vc_pat4_phase7).
+    pub const VC_PAT4_PHASE7_SHIFT: u32 = 28;
+
+    /// Mask of `vc_pat4_phase7` once shifted down.
+    pub const VC_PAT4_PHASE7_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[27:24]` (vc_pat4_phase6).
+    pub const VC_PAT4_PHASE6_SHIFT: u32 = 24;
+
+    /// Mask of `vc_pat4_phase6` once shifted down.
+    pub const VC_PAT4_PHASE6_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[23:20]` (vc_pat4_phase5).
+    pub const VC_PAT4_PHASE5_SHIFT: u32 = 20;
+
+    /// Mask of `vc_pat4_phase5` once shifted down.
+    pub const VC_PAT4_PHASE5_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[19:16]` (vc_pat4_phase4).
+    pub const VC_PAT4_PHASE4_SHIFT: u32 = 16;
+
+    /// Mask of `vc_pat4_phase4` once shifted down.
+    pub const VC_PAT4_PHASE4_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[15:12]` (vc_pat4_phase3).
+    pub const VC_PAT4_PHASE3_SHIFT: u32 = 12;
+
+    /// Mask of `vc_pat4_phase3` once shifted down.
+    pub const VC_PAT4_PHASE3_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[11:8]` (vc_pat4_phase2).
+    pub const VC_PAT4_PHASE2_SHIFT: u32 = 8;
+
+    /// Mask of `vc_pat4_phase2` once shifted down.
+    pub const VC_PAT4_PHASE2_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[7:4]` (vc_pat4_phase1).
+    pub const VC_PAT4_PHASE1_SHIFT: u32 = 4;
+
+    /// Mask of `vc_pat4_phase1` once shifted down.
+    pub const VC_PAT4_PHASE1_MASK: u32 = 0xf;
+
+    /// Shift of `vc_pat4_dword[3:0]` (vc_pat4_phase0).
+    pub const VC_PAT4_PHASE0_SHIFT: u32 = 0;
+
+    /// Mask of `vc_pat4_phase0` once shifted down.
+    pub const VC_PAT4_PHASE0_MASK: u32 = 0xf;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vc_pat4_dword",
@@ -17492,6 +21752,33 @@ impl pci_vc_pat8_dword {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `vc_pat8_dword`.
+    pub const VC_PAT8_DWORD_OFF: usize = 0x0;
+
+    /// Shift of `vc_pat8_dword[31:24]` (vc_pat8_phase3).
+    pub const VC_PAT8_PHASE3_SHIFT: u32 = 24;
+
+    /// Mask of `vc_pat8_phase3` once shifted down.
+    pub const VC_PAT8_PHASE3_MASK: u32 = 0xff;
+
+    /// Shift of `vc_pat8_dword[23:16]` (vc_pat8_phase2).
+    pub const VC_PAT8_PHASE2_SHIFT: u32 = 16;
+
+    /// Mask of `vc_pat8_phase2` once shifted down.
+    pub const VC_PAT8_PHASE2_MASK: u32 = 0xff;
+
+    /// Shift of `vc_pat8_dword[15:8]` (vc_pat8_phase1).
+    pub const VC_PAT8_PHASE1_SHIFT: u32 = 8;
+
+    /// Mask of `vc_pat8_phase1` once shifted down.
+    pub const VC_PAT8_PHASE1_MASK: u32 = 0xff;
+
+    /// Shift of `vc_pat8_dword[7:0]` (vc_pat8_phase0).
+    pub const VC_PAT8_PHASE0_SHIFT: u32 = 0;
+
+    /// Mask of `vc_pat8_phase0` once shifted down.
+    pub const VC_PAT8_PHASE0_MASK: u32 = 0xff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vc_pat8_dword",
@@ -17626,6 +21913,33 @@ const _: () = assert!(core::mem::offset_of!(pci_lmr_cap, lmr_port_status) == 6);
 impl pci_lmr_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `lmr_port_cap`.
+    pub const LMR_PORT_CAP_OFF: usize = 0x4;
+
+    /// Shift of `lmr_port_cap[0:0]` (lmr_cap_uses_driver).
+    pub const LMR_CAP_USES_DRIVER_SHIFT: u32 = 0;
+
+    /// Mask of `lmr_cap_uses_driver` once shifted down.
+    pub const LMR_CAP_USES_DRIVER_MASK: u16 = 0x1;
+
+    /// Byte offset of `lmr_port_status`.
+    pub const LMR_PORT_STATUS_OFF: usize = 0x6;
+
+    /// Shift of `lmr_port_status[1:1]` (lmr_status_sw_ready).
+    pub const LMR_STATUS_SW_READY_SHIFT: u32 = 1;
+
+    /// Mask of `lmr_status_sw_ready` once shifted down.
+    pub const LMR_STATUS_SW_READY_MASK: u16 = 0x1;
+
+    /// Shift of `lmr_port_status[0:0]` (lmr_status_ready).
+    pub const LMR_STATUS_READY_SHIFT: u32 = 0;
+
+    /// Mask of `lmr_status_ready` once shifted down.
+    pub const LMR_STATUS_READY_MASK: u16 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -17792,6 +22106,60 @@ const _: () = assert!(core::mem::offset_of!(pci_lmr_lane, lmr_lane_status) == 2)
 impl pci_lmr_lane {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `lmr_lane_ctrl`.
+    pub const LMR_LANE_CTRL_OFF: usize = 0x0;
+
+    /// Shift of `lmr_lane_ctrl[15:8]` (lmr_ctrl_payload).
+    pub const LMR_CTRL_PAYLOAD_SHIFT: u32 = 8;
+
+    /// Mask of `lmr_ctrl_payload` once shifted down.
+    pub const LMR_CTRL_PAYLOAD_MASK: u16 = 0xff;
+
+    /// Shift of `lmr_lane_ctrl[6:6]` (lmr_ctrl_usage_model).
+    pub const LMR_CTRL_USAGE_MODEL_SHIFT: u32 = 6;
+
+    /// Mask of `lmr_ctrl_usage_model` once shifted down.
+    pub const LMR_CTRL_USAGE_MODEL_MASK: u16 = 0x1;
+
+    /// Shift of `lmr_lane_ctrl[5:3]` (lmr_ctrl_type).
+    pub const LMR_CTRL_TYPE_SHIFT: u32 = 3;
+
+    /// Mask of `lmr_ctrl_type` once shifted down.
+    pub const LMR_CTRL_TYPE_MASK: u16 = 0x7;
+
+    /// Shift of `lmr_lane_ctrl[2:0]` (lmr_ctrl_rcvr).
+    pub const LMR_CTRL_RCVR_SHIFT: u32 = 0;
+
+    /// Mask of `lmr_ctrl_rcvr` once shifted down.
+    pub const LMR_CTRL_RCVR_MASK: u16 = 0x7;
+
+    /// Byte offset of `lmr_lane_status`.
+    pub const LMR_LANE_STATUS_OFF: usize = 0x2;
+
+    /// Shift of `lmr_lane_status[15:8]` (lmr_sta_payload).
+    pub const LMR_STA_PAYLOAD_SHIFT: u32 = 8;
+
+    /// Mask of `lmr_sta_payload` once shifted down.
+    pub const LMR_STA_PAYLOAD_MASK: u16 = 0xff;
+
+    /// Shift of `lmr_lane_status[6:6]` (lmr_sta_usage_model).
+    pub const LMR_STA_USAGE_MODEL_SHIFT: u32 = 6;
+
+    /// Mask of `lmr_sta_usage_model` once shifted down.
+    pub const LMR_STA_USAGE_MODEL_MASK: u16 = 0x1;
+
+    /// Shift of `lmr_lane_status[5:3]` (lmr_sta_type).
+    pub const LMR_STA_TYPE_SHIFT: u32 = 3;
+
+    /// Mask of `lmr_sta_type` once shifted down.
+    pub const LMR_STA_TYPE_MASK: u16 = 0x7;
+
+    /// Shift of `lmr_lane_status[2:0]` (lmr_sta_rcvr).
+    pub const LMR_STA_RCVR_SHIFT: u32 = 0;
+
+    /// Mask of `lmr_sta_rcvr` once shifted down.
+    pub const LMR_STA_RCVR_MASK: u16 = 0x7;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -18010,6 +22378,102 @@ const _: () = assert!(core::mem::offset_of!(pci_dev3_cap, devsta3) == 12);
 impl pci_dev3_cap {
     /// Size in bytes.
     pub const SIZE: usize = 16;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `devcap3`.
+    pub const DEVCAP3_OFF: usize = 0x4;
+
+    /// Shift of `devcap3[9:7]` (devcap3_retimer_l0p_exit).
+    pub const DEVCAP3_RETIMER_L0P_EXIT_SHIFT: u32 = 7;
+
+    /// Mask of `devcap3_retimer_l0p_exit` once shifted down.
+    pub const DEVCAP3_RETIMER_L0P_EXIT_MASK: u32 = 0x7;
+
+    /// Shift of `devcap3[6:4]` (devcap3_port_l0p_exit).
+    pub const DEVCAP3_PORT_L0P_EXIT_SHIFT: u32 = 4;
+
+    /// Mask of `devcap3_port_l0p_exit` once shifted down.
+    pub const DEVCAP3_PORT_L0P_EXIT_MASK: u32 = 0x7;
+
+    /// Shift of `devcap3[3:3]` (devcap3_l0p).
+    pub const DEVCAP3_L0P_SHIFT: u32 = 3;
+
+    /// Mask of `devcap3_l0p` once shifted down.
+    pub const DEVCAP3_L0P_MASK: u32 = 0x1;
+
+    /// Shift of `devcap3[2:2]` (devcap3_tag14_req).
+    pub const DEVCAP3_TAG14_REQ_SHIFT: u32 = 2;
+
+    /// Mask of `devcap3_tag14_req` once shifted down.
+    pub const DEVCAP3_TAG14_REQ_MASK: u32 = 0x1;
+
+    /// Shift of `devcap3[1:1]` (devcap3_tag14_comp).
+    pub const DEVCAP3_TAG14_COMP_SHIFT: u32 = 1;
+
+    /// Mask of `devcap3_tag14_comp` once shifted down.
+    pub const DEVCAP3_TAG14_COMP_MASK: u32 = 0x1;
+
+    /// Shift of `devcap3[0:0]` (devcap3_dmwr_route).
+    pub const DEVCAP3_DMWR_ROUTE_SHIFT: u32 = 0;
+
+    /// Mask of `devcap3_dmwr_route` once shifted down.
+    pub const DEVCAP3_DMWR_ROUTE_MASK: u32 = 0x1;
+
+    /// Byte offset of `devctl3`.
+    pub const DEVCTL3_OFF: usize = 0x8;
+
+    /// Shift of `devctl3[6:4]` (devctl3_target_link_width).
+    pub const DEVCTL3_TARGET_LINK_WIDTH_SHIFT: u32 = 4;
+
+    /// Mask of `devctl3_target_link_width` once shifted down.
+    pub const DEVCTL3_TARGET_LINK_WIDTH_MASK: u32 = 0x7;
+
+    /// Shift of `devctl3[3:3]` (devctl3_l0p_en).
+    pub const DEVCTL3_L0P_EN_SHIFT: u32 = 3;
+
+    /// Mask of `devctl3_l0p_en` once shifted down.
+    pub const DEVCTL3_L0P_EN_MASK: u32 = 0x1;
+
+    /// Shift of `devctl3[2:2]` (devctl3_tag14_req_en).
+    pub const DEVCTL3_TAG14_REQ_EN_SHIFT: u32 = 2;
+
+    /// Mask of `devctl3_tag14_req_en` once shifted down.
+    pub const DEVCTL3_TAG14_REQ_EN_MASK: u32 = 0x1;
+
+    /// Shift of `devctl3[1:1]` (devctl3_dmwr_egress_block).
+    pub const DEVCTL3_DMWR_EGRESS_BLOCK_SHIFT: u32 = 1;
+
+    /// Mask of `devctl3_dmwr_egress_block` once shifted down.
+    pub const DEVCTL3_DMWR_EGRESS_BLOCK_MASK: u32 = 0x1;
+
+    /// Shift of `devctl3[0:0]` (devctl3_dmwr_req_en).
+    pub const DEVCTL3_DMWR_REQ_EN_SHIFT: u32 = 0;
+
+    /// Mask of `devctl3_dmwr_req_en` once shifted down.
+    pub const DEVCTL3_DMWR_REQ_EN_MASK: u32 = 0x1;
+
+    /// Byte offset of `devsta3`.
+    pub const DEVSTA3_OFF: usize = 0xc;
+
+    /// Shift of `devsta3[4:4]` (devsta3_remote_l0p).
+    pub const DEVSTA3_REMOTE_L0P_SHIFT: u32 = 4;
+
+    /// Mask of `devsta3_remote_l0p` once shifted down.
+    pub const DEVSTA3_REMOTE_L0P_MASK: u32 = 0x1;
+
+    /// Shift of `devsta3[3:3]` (devsta3_segment_captured).
+    pub const DEVSTA3_SEGMENT_CAPTURED_SHIFT: u32 = 3;
+
+    /// Mask of `devsta3_segment_captured` once shifted down.
+    pub const DEVSTA3_SEGMENT_CAPTURED_MASK: u32 = 0x1;
+
+    /// Shift of `devsta3[2:0]` (devsta3_initial_link_width).
+    pub const DEVSTA3_INITIAL_LINK_WIDTH_SHIFT: u32 = 0;
+
+    /// Mask of `devsta3_initial_link_width` once shifted down.
+    pub const DEVSTA3_INITIAL_LINK_WIDTH_MASK: u32 = 0x7;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -18379,6 +22843,93 @@ impl pci_ide_cap {
     /// Size in bytes.
     pub const SIZE: usize = 12;
 
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `ide_cap`.
+    pub const IDE_CAP_OFF: usize = 0x4;
+
+    /// Shift of `ide_cap[24:24]` (ide_cap_tee_limited).
+    pub const IDE_CAP_TEE_LIMITED_SHIFT: u32 = 24;
+
+    /// Mask of `ide_cap_tee_limited` once shifted down.
+    pub const IDE_CAP_TEE_LIMITED_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[23:16]` (ide_cap_sel_streams).
+    pub const IDE_CAP_SEL_STREAMS_SHIFT: u32 = 16;
+
+    /// Mask of `ide_cap_sel_streams` once shifted down.
+    pub const IDE_CAP_SEL_STREAMS_MASK: u32 = 0xff;
+
+    /// Shift of `ide_cap[15:13]` (ide_cap_link_tcs).
+    pub const IDE_CAP_LINK_TCS_SHIFT: u32 = 13;
+
+    /// Mask of `ide_cap_link_tcs` once shifted down.
+    pub const IDE_CAP_LINK_TCS_MASK: u32 = 0x7;
+
+    /// Shift of `ide_cap[12:8]` (ide_cap_algorithms).
+    pub const IDE_CAP_ALGORITHMS_SHIFT: u32 = 8;
+
+    /// Mask of `ide_cap_algorithms` once shifted down.
+    pub const IDE_CAP_ALGORITHMS_MASK: u32 = 0x1f;
+
+    /// Shift of `ide_cap[7:7]` (ide_cap_sel_cfg).
+    pub const IDE_CAP_SEL_CFG_SHIFT: u32 = 7;
+
+    /// Mask of `ide_cap_sel_cfg` once shifted down.
+    pub const IDE_CAP_SEL_CFG_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[6:6]` (ide_cap_ide_km).
+    pub const IDE_CAP_IDE_KM_SHIFT: u32 = 6;
+
+    /// Mask of `ide_cap_ide_km` once shifted down.
+    pub const IDE_CAP_IDE_KM_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[5:5]` (ide_cap_pcrc).
+    pub const IDE_CAP_PCRC_SHIFT: u32 = 5;
+
+    /// Mask of `ide_cap_pcrc` once shifted down.
+    pub const IDE_CAP_PCRC_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[4:4]` (ide_cap_aggregation).
+    pub const IDE_CAP_AGGREGATION_SHIFT: u32 = 4;
+
+    /// Mask of `ide_cap_aggregation` once shifted down.
+    pub const IDE_CAP_AGGREGATION_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[3:3]` (ide_cap_partial_header).
+    pub const IDE_CAP_PARTIAL_HEADER_SHIFT: u32 = 3;
+
+    /// Mask of `ide_cap_partial_header` once shifted down.
+    pub const IDE_CAP_PARTIAL_HEADER_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[2:2]` (ide_cap_flow_through).
+    pub const IDE_CAP_FLOW_THROUGH_SHIFT: u32 = 2;
+
+    /// Mask of `ide_cap_flow_through` once shifted down.
+    pub const IDE_CAP_FLOW_THROUGH_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[1:1]` (ide_cap_selective).
+    pub const IDE_CAP_SELECTIVE_SHIFT: u32 = 1;
+
+    /// Mask of `ide_cap_selective` once shifted down.
+    pub const IDE_CAP_SELECTIVE_MASK: u32 = 0x1;
+
+    /// Shift of `ide_cap[0:0]` (ide_cap_link).
+    pub const IDE_CAP_LINK_SHIFT: u32 = 0;
+
+    /// Mask of `ide_cap_link` once shifted down.
+    pub const IDE_CAP_LINK_MASK: u32 = 0x1;
+
+    /// Byte offset of `ide_ctrl`.
+    pub const IDE_CTRL_OFF: usize = 0x8;
+
+    /// Shift of `ide_ctrl[2:2]` (ide_ctrl_flow_through).
+    pub const IDE_CTRL_FLOW_THROUGH_SHIFT: u32 = 2;
+
+    /// Mask of `ide_ctrl_flow_through` once shifted down.
+    pub const IDE_CTRL_FLOW_THROUGH_MASK: u32 = 0x1;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ide_cap",
@@ -18709,6 +23260,78 @@ impl pci_ide_link_stream {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `ide_link_ctrl`.
+    pub const IDE_LINK_CTRL_OFF: usize = 0x0;
+
+    /// Shift of `ide_link_ctrl[31:24]` (ide_link_ctrl_stream_id).
+    pub const IDE_LINK_CTRL_STREAM_ID_SHIFT: u32 = 24;
+
+    /// Mask of `ide_link_ctrl_stream_id` once shifted down.
+    pub const IDE_LINK_CTRL_STREAM_ID_MASK: u32 = 0xff;
+
+    /// Shift of `ide_link_ctrl[21:19]` (ide_link_ctrl_tc).
+    pub const IDE_LINK_CTRL_TC_SHIFT: u32 = 19;
+
+    /// Mask of `ide_link_ctrl_tc` once shifted down.
+    pub const IDE_LINK_CTRL_TC_MASK: u32 = 0x7;
+
+    /// Shift of `ide_link_ctrl[18:14]` (ide_link_ctrl_alg).
+    pub const IDE_LINK_CTRL_ALG_SHIFT: u32 = 14;
+
+    /// Mask of `ide_link_ctrl_alg` once shifted down.
+    pub const IDE_LINK_CTRL_ALG_MASK: u32 = 0x1f;
+
+    /// Shift of `ide_link_ctrl[13:10]` (ide_link_ctrl_part_enc).
+    pub const IDE_LINK_CTRL_PART_ENC_SHIFT: u32 = 10;
+
+    /// Mask of `ide_link_ctrl_part_enc` once shifted down.
+    pub const IDE_LINK_CTRL_PART_ENC_MASK: u32 = 0xf;
+
+    /// Shift of `ide_link_ctrl[8:8]` (ide_link_ctrl_pcrc_en).
+    pub const IDE_LINK_CTRL_PCRC_EN_SHIFT: u32 = 8;
+
+    /// Mask of `ide_link_ctrl_pcrc_en` once shifted down.
+    pub const IDE_LINK_CTRL_PCRC_EN_MASK: u32 = 0x1;
+
+    /// Shift of `ide_link_ctrl[7:6]` (ide_link_ctrl_aggr_cpl).
+    pub const IDE_LINK_CTRL_AGGR_CPL_SHIFT: u32 = 6;
+
+    /// Mask of `ide_link_ctrl_aggr_cpl` once shifted down.
+    pub const IDE_LINK_CTRL_AGGR_CPL_MASK: u32 = 0x3;
+
+    /// Shift of `ide_link_ctrl[5:4]` (ide_link_ctrl_aggr_pr).
+    pub const IDE_LINK_CTRL_AGGR_PR_SHIFT: u32 = 4;
+
+    /// Mask of `ide_link_ctrl_aggr_pr` once shifted down.
+    pub const IDE_LINK_CTRL_AGGR_PR_MASK: u32 = 0x3;
+
+    /// Shift of `ide_link_ctrl[3:2]` (ide_link_ctrl_aggr_npr).
+    pub const IDE_LINK_CTRL_AGGR_NPR_SHIFT: u32 = 2;
+
+    /// Mask of `ide_link_ctrl_aggr_npr` once shifted down.
+    pub const IDE_LINK_CTRL_AGGR_NPR_MASK: u32 = 0x3;
+
+    /// Shift of `ide_link_ctrl[0:0]` (ide_link_ctrl_en).
+    pub const IDE_LINK_CTRL_EN_SHIFT: u32 = 0;
+
+    /// Mask of `ide_link_ctrl_en` once shifted down.
+    pub const IDE_LINK_CTRL_EN_MASK: u32 = 0x1;
+
+    /// Byte offset of `ide_link_status`.
+    pub const IDE_LINK_STATUS_OFF: usize = 0x4;
+
+    /// Shift of `ide_link_status[31:31]` (ide_link_status_fail).
+    pub const IDE_LINK_STATUS_FAIL_SHIFT: u32 = 31;
+
+    /// Mask of `ide_link_status_fail` once shifted down.
+    pub const IDE_LINK_STATUS_FAIL_MASK: u32 = 0x1;
+
+    /// Shift of `ide_link_status[3:0]` (ide_link_status_state).
+    pub const IDE_LINK_STATUS_STATE_SHIFT: u32 = 0;
+
+    /// Mask of `ide_link_status_state` once shifted down.
+    pub const IDE_LINK_STATUS_STATE_MASK: u32 = 0xf;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ide_link_stream",
@@ -18970,6 +23593,135 @@ const _: () = assert!(core::mem::offset_of!(pci_ide_sel_stream, ide_sel_rid2) ==
 impl pci_ide_sel_stream {
     /// Size in bytes.
     pub const SIZE: usize = 20;
+
+    /// Byte offset of `ide_sel_cap`.
+    pub const IDE_SEL_CAP_OFF: usize = 0x0;
+
+    /// Shift of `ide_sel_cap[3:0]` (ide_sel_cap_addr_blocks).
+    pub const IDE_SEL_CAP_ADDR_BLOCKS_SHIFT: u32 = 0;
+
+    /// Mask of `ide_sel_cap_addr_blocks` once shifted down.
+    pub const IDE_SEL_CAP_ADDR_BLOCKS_MASK: u32 = 0xf;
+
+    /// Byte offset of `ide_sel_ctrl`.
+    pub const IDE_SEL_CTRL_OFF: usize = 0x4;
+
+    /// Shift of `ide_sel_ctrl[31:24]` (ide_sel_ctrl_stream_id).
+    pub const IDE_SEL_CTRL_STREAM_ID_SHIFT: u32 = 24;
+
+    /// Mask of `ide_sel_ctrl_stream_id` once shifted down.
+    pub const IDE_SEL_CTRL_STREAM_ID_MASK: u32 = 0xff;
+
+    /// Shift of `ide_sel_ctrl[23:23]` (ide_sel_ctrl_tee_limited).
+    pub const IDE_SEL_CTRL_TEE_LIMITED_SHIFT: u32 = 23;
+
+    /// Mask of `ide_sel_ctrl_tee_limited` once shifted down.
+    pub const IDE_SEL_CTRL_TEE_LIMITED_MASK: u32 = 0x1;
+
+    /// Shift of `ide_sel_ctrl[22:22]` (ide_sel_ctrl_default).
+    pub const IDE_SEL_CTRL_DEFAULT_SHIFT: u32 = 22;
+
+    /// Mask of `ide_sel_ctrl_default` once shifted down.
+    pub const IDE_SEL_CTRL_DEFAULT_MASK: u32 = 0x1;
+
+    /// Shift of `ide_sel_ctrl[21:19]` (ide_sel_ctrl_tc).
+    pub const IDE_SEL_CTRL_TC_SHIFT: u32 = 19;
+
+    /// Mask of `ide_sel_ctrl_tc` once shifted down.
+    pub const IDE_SEL_CTRL_TC_MASK: u32 = 0x7;
+
+    /// Shift of `ide_sel_ctrl[18:14]` (ide_sel_ctrl_alg).
+    pub const IDE_SEL_CTRL_ALG_SHIFT: u32 = 14;
+
+    /// Mask of `ide_sel_ctrl_alg` once shifted down.
+    pub const IDE_SEL_CTRL_ALG_MASK: u32 = 0x1f;
+
+    /// Shift of `ide_sel_ctrl[13:10]` (ide_sel_ctrl_part_enc).
+    pub const IDE_SEL_CTRL_PART_ENC_SHIFT: u32 = 10;
+
+    /// Mask of `ide_sel_ctrl_part_enc` once shifted down.
+    pub const IDE_SEL_CTRL_PART_ENC_MASK: u32 = 0xf;
+
+    /// Shift of `ide_sel_ctrl[9:9]` (ide_sel_ctrl_cfg_en).
+    pub const IDE_SEL_CTRL_CFG_EN_SHIFT: u32 = 9;
+
+    /// Mask of `ide_sel_ctrl_cfg_en` once shifted down.
+    pub const IDE_SEL_CTRL_CFG_EN_MASK: u32 = 0x1;
+
+    /// Shift of `ide_sel_ctrl[8:8]` (ide_sel_ctrl_pcrc_en).
+    pub const IDE_SEL_CTRL_PCRC_EN_SHIFT: u32 = 8;
+
+    /// Mask of `ide_sel_ctrl_pcrc_en` once shifted down.
+    pub const IDE_SEL_CTRL_PCRC_EN_MASK: u32 = 0x1;
+
+    /// Shift of `ide_sel_ctrl[7:6]` (ide_sel_ctrl_aggr_cpl).
+    pub const IDE_SEL_CTRL_AGGR_CPL_SHIFT: u32 = 6;
+
+    /// Mask of `ide_sel_ctrl_aggr_cpl` once shifted down.
+    pub const IDE_SEL_CTRL_AGGR_CPL_MASK: u32 = 0x3;
+
+    /// Shift of `ide_sel_ctrl[5:4]` (ide_sel_ctrl_aggr_pr).
+    pub const IDE_SEL_CTRL_AGGR_PR_SHIFT: u32 = 4;
+
+    /// Mask of `ide_sel_ctrl_aggr_pr` once shifted down.
+    pub const IDE_SEL_CTRL_AGGR_PR_MASK: u32 = 0x3;
+
+    /// Shift of `ide_sel_ctrl[3:2]` (ide_sel_ctrl_aggr_npr).
+    pub const IDE_SEL_CTRL_AGGR_NPR_SHIFT: u32 = 2;
+
+    /// Mask of `ide_sel_ctrl_aggr_npr` once shifted down.
+    pub const IDE_SEL_CTRL_AGGR_NPR_MASK: u32 = 0x3;
+
+    /// Shift of `ide_sel_ctrl[0:0]` (ide_sel_ctrl_en).
+    pub const IDE_SEL_CTRL_EN_SHIFT: u32 = 0;
+
+    /// Mask of `ide_sel_ctrl_en` once shifted down.
+    pub const IDE_SEL_CTRL_EN_MASK: u32 = 0x1;
+
+    /// Byte offset of `ide_sel_status`.
+    pub const IDE_SEL_STATUS_OFF: usize = 0x8;
+
+    /// Shift of `ide_sel_status[31:31]` (ide_sel_status_fail).
+    pub const IDE_SEL_STATUS_FAIL_SHIFT: u32 = 31;
+
+    /// Mask of `ide_sel_status_fail` once shifted down.
+    pub const IDE_SEL_STATUS_FAIL_MASK: u32 = 0x1;
+
+    /// Shift of `ide_sel_status[3:0]` (ide_sel_status_state).
+    pub const IDE_SEL_STATUS_STATE_SHIFT: u32 = 0;
+
+    /// Mask of `ide_sel_status_state` once shifted down.
+    pub const IDE_SEL_STATUS_STATE_MASK: u32 = 0xf;
+
+    /// Byte offset of `ide_sel_rid1`.
+    pub const IDE_SEL_RID1_OFF: usize = 0xc;
+
+    /// Shift of `ide_sel_rid1[23:8]` (ide_sel_rid1_limit).
+    pub const IDE_SEL_RID1_LIMIT_SHIFT: u32 = 8;
+
+    /// Mask of `ide_sel_rid1_limit` once shifted down.
+    pub const IDE_SEL_RID1_LIMIT_MASK: u32 = 0xffff;
+
+    /// Byte offset of `ide_sel_rid2`.
+    pub const IDE_SEL_RID2_OFF: usize = 0x10;
+
+    /// Shift of `ide_sel_rid2[31:24]` (ide_sel_rid2_segment).
+    pub const IDE_SEL_RID2_SEGMENT_SHIFT: u32 = 24;
+
+    /// Mask of `ide_sel_rid2_segment` once shifted down.
+    pub const IDE_SEL_RID2_SEGMENT_MASK: u32 = 0xff;
+
+    /// Shift of `ide_sel_rid2[23:8]` (ide_sel_rid2_base).
+    pub const IDE_SEL_RID2_BASE_SHIFT: u32 = 8;
+
+    /// Mask of `ide_sel_rid2_base` once shifted down.
+    pub const IDE_SEL_RID2_BASE_MASK: u32 = 0xffff;
+
+    /// Shift of `ide_sel_rid2[0:0]` (ide_sel_rid2_valid).
+    pub const IDE_SEL_RID2_VALID_SHIFT: u32 = 0;
+
+    /// Mask of `ide_sel_rid2_valid` once shifted down.
+    pub const IDE_SEL_RID2_VALID_MASK: u32 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -19437,6 +24189,33 @@ impl pci_ide_addr_assoc {
     /// Size in bytes.
     pub const SIZE: usize = 12;
 
+    /// Byte offset of `ide_addr1`.
+    pub const IDE_ADDR1_OFF: usize = 0x0;
+
+    /// Shift of `ide_addr1[31:20]` (ide_addr1_limit_low).
+    pub const IDE_ADDR1_LIMIT_LOW_SHIFT: u32 = 20;
+
+    /// Mask of `ide_addr1_limit_low` once shifted down.
+    pub const IDE_ADDR1_LIMIT_LOW_MASK: u32 = 0xfff;
+
+    /// Shift of `ide_addr1[19:8]` (ide_addr1_base_low).
+    pub const IDE_ADDR1_BASE_LOW_SHIFT: u32 = 8;
+
+    /// Mask of `ide_addr1_base_low` once shifted down.
+    pub const IDE_ADDR1_BASE_LOW_MASK: u32 = 0xfff;
+
+    /// Shift of `ide_addr1[0:0]` (ide_addr1_valid).
+    pub const IDE_ADDR1_VALID_SHIFT: u32 = 0;
+
+    /// Mask of `ide_addr1_valid` once shifted down.
+    pub const IDE_ADDR1_VALID_MASK: u32 = 0x1;
+
+    /// Byte offset of `ide_addr2`.
+    pub const IDE_ADDR2_OFF: usize = 0x4;
+
+    /// Byte offset of `ide_addr3`.
+    pub const IDE_ADDR3_OFF: usize = 0x8;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ide_addr_assoc",
@@ -19599,6 +24378,21 @@ impl pci_ea_cap {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `ea_num_ent`.
+    pub const EA_NUM_ENT_OFF: usize = 0x2;
+
+    /// Shift of `ea_num_ent[5:0]` (ea_num_ent_count).
+    pub const EA_NUM_ENT_COUNT_SHIFT: u32 = 0;
+
+    /// Mask of `ea_num_ent_count` once shifted down.
+    pub const EA_NUM_ENT_COUNT_MASK: u16 = 0x3f;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ea_cap",
@@ -19726,6 +24520,21 @@ impl pci_ea_bridge {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `ea_buses`.
+    pub const EA_BUSES_OFF: usize = 0x0;
+
+    /// Shift of `ea_buses[15:8]` (ea_sub_bus).
+    pub const EA_SUB_BUS_SHIFT: u32 = 8;
+
+    /// Mask of `ea_sub_bus` once shifted down.
+    pub const EA_SUB_BUS_MASK: u32 = 0xff;
+
+    /// Shift of `ea_buses[7:0]` (ea_sec_bus).
+    pub const EA_SEC_BUS_SHIFT: u32 = 0;
+
+    /// Mask of `ea_sec_bus` once shifted down.
+    pub const EA_SEC_BUS_MASK: u32 = 0xff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ea_bridge",
@@ -19826,6 +24635,75 @@ const _: () = assert!(core::mem::offset_of!(pci_ea_entry, ea_max_offset) == 8);
 impl pci_ea_entry {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `ea_entry_dw0`.
+    pub const EA_ENTRY_DW0_OFF: usize = 0x0;
+
+    /// Shift of `ea_entry_dw0[31:31]` (ea_enable).
+    pub const EA_ENABLE_SHIFT: u32 = 31;
+
+    /// Mask of `ea_enable` once shifted down.
+    pub const EA_ENABLE_MASK: u32 = 0x1;
+
+    /// Shift of `ea_entry_dw0[30:30]` (ea_writable).
+    pub const EA_WRITABLE_SHIFT: u32 = 30;
+
+    /// Mask of `ea_writable` once shifted down.
+    pub const EA_WRITABLE_MASK: u32 = 0x1;
+
+    /// Shift of `ea_entry_dw0[23:16]` (ea_sp).
+    pub const EA_SP_SHIFT: u32 = 16;
+
+    /// Mask of `ea_sp` once shifted down.
+    pub const EA_SP_MASK: u32 = 0xff;
+
+    /// Shift of `ea_entry_dw0[15:8]` (ea_pp).
+    pub const EA_PP_SHIFT: u32 = 8;
+
+    /// Mask of `ea_pp` once shifted down.
+    pub const EA_PP_MASK: u32 = 0xff;
+
+    /// Shift of `ea_entry_dw0[7:4]` (ea_bei).
+    pub const EA_BEI_SHIFT: u32 = 4;
+
+    /// Mask of `ea_bei` once shifted down.
+    pub const EA_BEI_MASK: u32 = 0xf;
+
+    /// Shift of `ea_entry_dw0[2:0]` (ea_es).
+    pub const EA_ES_SHIFT: u32 = 0;
+
+    /// Mask of `ea_es` once shifted down.
+    pub const EA_ES_MASK: u32 = 0x7;
+
+    /// Byte offset of `ea_base`.
+    pub const EA_BASE_OFF: usize = 0x4;
+
+    /// Shift of `ea_base[31:2]` (ea_base_addr).
+    pub const EA_BASE_ADDR_SHIFT: u32 = 2;
+
+    /// Mask of `ea_base_addr` once shifted down.
+    pub const EA_BASE_ADDR_MASK: u32 = 0x3fffffff;
+
+    /// Shift of `ea_base[1:1]` (ea_base_is_64).
+    pub const EA_BASE_IS_64_SHIFT: u32 = 1;
+
+    /// Mask of `ea_base_is_64` once shifted down.
+    pub const EA_BASE_IS_64_MASK: u32 = 0x1;
+
+    /// Byte offset of `ea_max_offset`.
+    pub const EA_MAX_OFFSET_OFF: usize = 0x8;
+
+    /// Shift of `ea_max_offset[31:2]` (ea_max_offset_addr).
+    pub const EA_MAX_OFFSET_ADDR_SHIFT: u32 = 2;
+
+    /// Mask of `ea_max_offset_addr` once shifted down.
+    pub const EA_MAX_OFFSET_ADDR_MASK: u32 = 0x3fffffff;
+
+    /// Shift of `ea_max_offset[1:1]` (ea_max_offset_is_64).
+    pub const EA_MAX_OFFSET_IS_64_SHIFT: u32 = 1;
+
+    /// Mask of `ea_max_offset_is_64` once shifted down.
+    pub const EA_MAX_OFFSET_IS_64_MASK: u32 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -20106,6 +24984,18 @@ impl pci_ssvid_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `ssvid_vendor_id`.
+    pub const SSVID_VENDOR_ID_OFF: usize = 0x4;
+
+    /// Byte offset of `ssvid_device_id`.
+    pub const SSVID_DEVICE_ID_OFF: usize = 0x6;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_ssvid_cap",
@@ -20320,6 +25210,318 @@ const _: () = assert!(core::mem::offset_of!(pci_cardbus_header, cb_legacy_mode_b
 impl pci_cardbus_header {
     /// Size in bytes.
     pub const SIZE: usize = 72;
+
+    /// Byte offset of `vendor_id`.
+    pub const VENDOR_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `device_id`.
+    pub const DEVICE_ID_OFF: usize = 0x2;
+
+    /// Byte offset of `command`.
+    pub const COMMAND_OFF: usize = 0x4;
+
+    /// Shift of `command[0:0]` (command_io).
+    pub const COMMAND_IO_SHIFT: u32 = 0;
+
+    /// Mask of `command_io` once shifted down.
+    pub const COMMAND_IO_MASK: u16 = 0x1;
+
+    /// Shift of `command[1:1]` (command_memory).
+    pub const COMMAND_MEMORY_SHIFT: u32 = 1;
+
+    /// Mask of `command_memory` once shifted down.
+    pub const COMMAND_MEMORY_MASK: u16 = 0x1;
+
+    /// Shift of `command[2:2]` (command_master).
+    pub const COMMAND_MASTER_SHIFT: u32 = 2;
+
+    /// Mask of `command_master` once shifted down.
+    pub const COMMAND_MASTER_MASK: u16 = 0x1;
+
+    /// Shift of `command[3:3]` (command_special).
+    pub const COMMAND_SPECIAL_SHIFT: u32 = 3;
+
+    /// Mask of `command_special` once shifted down.
+    pub const COMMAND_SPECIAL_MASK: u16 = 0x1;
+
+    /// Shift of `command[4:4]` (command_invalidate).
+    pub const COMMAND_INVALIDATE_SHIFT: u32 = 4;
+
+    /// Mask of `command_invalidate` once shifted down.
+    pub const COMMAND_INVALIDATE_MASK: u16 = 0x1;
+
+    /// Shift of `command[5:5]` (command_vga_palette).
+    pub const COMMAND_VGA_PALETTE_SHIFT: u32 = 5;
+
+    /// Mask of `command_vga_palette` once shifted down.
+    pub const COMMAND_VGA_PALETTE_MASK: u16 = 0x1;
+
+    /// Shift of `command[6:6]` (command_parity).
+    pub const COMMAND_PARITY_SHIFT: u32 = 6;
+
+    /// Mask of `command_parity` once shifted down.
+    pub const COMMAND_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `command[7:7]` (command_wait).
+    pub const COMMAND_WAIT_SHIFT: u32 = 7;
+
+    /// Mask of `command_wait` once shifted down.
+    pub const COMMAND_WAIT_MASK: u16 = 0x1;
+
+    /// Shift of `command[8:8]` (command_serr).
+    pub const COMMAND_SERR_SHIFT: u32 = 8;
+
+    /// Mask of `command_serr` once shifted down.
+    pub const COMMAND_SERR_MASK: u16 = 0x1;
+
+    /// Shift of `command[9:9]` (command_fast_back).
+    pub const COMMAND_FAST_BACK_SHIFT: u32 = 9;
+
+    /// Mask of `command_fast_back` once shifted down.
+    pub const COMMAND_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `command[10:10]` (command_intx_disable).
+    pub const COMMAND_INTX_DISABLE_SHIFT: u32 = 10;
+
+    /// Mask of `command_intx_disable` once shifted down.
+    pub const COMMAND_INTX_DISABLE_MASK: u16 = 0x1;
+
+    /// Byte offset of `status`.
+    pub const STATUS_OFF: usize = 0x6;
+
+    /// Shift of `status[3:3]` (status_intx).
+    pub const STATUS_INTX_SHIFT: u32 = 3;
+
+    /// Mask of `status_intx` once shifted down.
+    pub const STATUS_INTX_MASK: u16 = 0x1;
+
+    /// Shift of `status[4:4]` (status_cap_list).
+    pub const STATUS_CAP_LIST_SHIFT: u32 = 4;
+
+    /// Mask of `status_cap_list` once shifted down.
+    pub const STATUS_CAP_LIST_MASK: u16 = 0x1;
+
+    /// Shift of `status[5:5]` (status_66mhz).
+    pub const STATUS_66MHZ_SHIFT: u32 = 5;
+
+    /// Mask of `status_66mhz` once shifted down.
+    pub const STATUS_66MHZ_MASK: u16 = 0x1;
+
+    /// Shift of `status[6:6]` (status_udf).
+    pub const STATUS_UDF_SHIFT: u32 = 6;
+
+    /// Mask of `status_udf` once shifted down.
+    pub const STATUS_UDF_MASK: u16 = 0x1;
+
+    /// Shift of `status[7:7]` (status_fast_back).
+    pub const STATUS_FAST_BACK_SHIFT: u32 = 7;
+
+    /// Mask of `status_fast_back` once shifted down.
+    pub const STATUS_FAST_BACK_MASK: u16 = 0x1;
+
+    /// Shift of `status[8:8]` (status_parity).
+    pub const STATUS_PARITY_SHIFT: u32 = 8;
+
+    /// Mask of `status_parity` once shifted down.
+    pub const STATUS_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `status[10:9]` (status_devsel).
+    pub const STATUS_DEVSEL_SHIFT: u32 = 9;
+
+    /// Mask of `status_devsel` once shifted down.
+    pub const STATUS_DEVSEL_MASK: u16 = 0x3;
+
+    /// Shift of `status[11:11]` (status_sig_target_abort).
+    pub const STATUS_SIG_TARGET_ABORT_SHIFT: u32 = 11;
+
+    /// Mask of `status_sig_target_abort` once shifted down.
+    pub const STATUS_SIG_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[12:12]` (status_rec_target_abort).
+    pub const STATUS_REC_TARGET_ABORT_SHIFT: u32 = 12;
+
+    /// Mask of `status_rec_target_abort` once shifted down.
+    pub const STATUS_REC_TARGET_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[13:13]` (status_rec_master_abort).
+    pub const STATUS_REC_MASTER_ABORT_SHIFT: u32 = 13;
+
+    /// Mask of `status_rec_master_abort` once shifted down.
+    pub const STATUS_REC_MASTER_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `status[14:14]` (status_sig_system_error).
+    pub const STATUS_SIG_SYSTEM_ERROR_SHIFT: u32 = 14;
+
+    /// Mask of `status_sig_system_error` once shifted down.
+    pub const STATUS_SIG_SYSTEM_ERROR_MASK: u16 = 0x1;
+
+    /// Shift of `status[15:15]` (status_detected_parity).
+    pub const STATUS_DETECTED_PARITY_SHIFT: u32 = 15;
+
+    /// Mask of `status_detected_parity` once shifted down.
+    pub const STATUS_DETECTED_PARITY_MASK: u16 = 0x1;
+
+    /// Byte offset of `class_revision`.
+    pub const CLASS_REVISION_OFF: usize = 0x8;
+
+    /// Byte offset of `cache_line_size`.
+    pub const CACHE_LINE_SIZE_OFF: usize = 0xc;
+
+    /// Byte offset of `latency_timer`.
+    pub const LATENCY_TIMER_OFF: usize = 0xd;
+
+    /// Byte offset of `header_type`.
+    pub const HEADER_TYPE_OFF: usize = 0xe;
+
+    /// Byte offset of `bist`.
+    pub const BIST_OFF: usize = 0xf;
+
+    /// Shift of `bist[7:7]` (bist_capable).
+    pub const BIST_CAPABLE_SHIFT: u32 = 7;
+
+    /// Mask of `bist_capable` once shifted down.
+    pub const BIST_CAPABLE_MASK: u8 = 0x1;
+
+    /// Shift of `bist[6:6]` (bist_start).
+    pub const BIST_START_SHIFT: u32 = 6;
+
+    /// Mask of `bist_start` once shifted down.
+    pub const BIST_START_MASK: u8 = 0x1;
+
+    /// Shift of `bist[3:0]` (bist_code).
+    pub const BIST_CODE_SHIFT: u32 = 0;
+
+    /// Mask of `bist_code` once shifted down.
+    pub const BIST_CODE_MASK: u8 = 0xf;
+
+    /// Byte offset of `cb_socket_base`.
+    pub const CB_SOCKET_BASE_OFF: usize = 0x10;
+
+    /// Byte offset of `cb_capability_list`.
+    pub const CB_CAPABILITY_LIST_OFF: usize = 0x14;
+
+    /// Byte offset of `cb_sec_status`.
+    pub const CB_SEC_STATUS_OFF: usize = 0x16;
+
+    /// Shift of `cb_sec_status[14:14]` (cb_sec_status_serr).
+    pub const CB_SEC_STATUS_SERR_SHIFT: u32 = 14;
+
+    /// Mask of `cb_sec_status_serr` once shifted down.
+    pub const CB_SEC_STATUS_SERR_MASK: u16 = 0x1;
+
+    /// Byte offset of `cb_primary_bus`.
+    pub const CB_PRIMARY_BUS_OFF: usize = 0x18;
+
+    /// Byte offset of `cb_card_bus`.
+    pub const CB_CARD_BUS_OFF: usize = 0x19;
+
+    /// Byte offset of `cb_subordinate_bus`.
+    pub const CB_SUBORDINATE_BUS_OFF: usize = 0x1a;
+
+    /// Byte offset of `cb_latency_timer`.
+    pub const CB_LATENCY_TIMER_OFF: usize = 0x1b;
+
+    /// Byte offset of `cb_memory_base_0`.
+    pub const CB_MEMORY_BASE_0_OFF: usize = 0x1c;
+
+    /// Byte offset of `cb_memory_limit_0`.
+    pub const CB_MEMORY_LIMIT_0_OFF: usize = 0x20;
+
+    /// Byte offset of `cb_memory_base_1`.
+    pub const CB_MEMORY_BASE_1_OFF: usize = 0x24;
+
+    /// Byte offset of `cb_memory_limit_1`.
+    pub const CB_MEMORY_LIMIT_1_OFF: usize = 0x28;
+
+    /// Byte offset of `cb_io_base_0`.
+    pub const CB_IO_BASE_0_OFF: usize = 0x2c;
+
+    /// Byte offset of `cb_io_limit_0`.
+    pub const CB_IO_LIMIT_0_OFF: usize = 0x30;
+
+    /// Byte offset of `cb_io_base_1`.
+    pub const CB_IO_BASE_1_OFF: usize = 0x34;
+
+    /// Byte offset of `cb_io_limit_1`.
+    pub const CB_IO_LIMIT_1_OFF: usize = 0x38;
+
+    /// Byte offset of `interrupt_line`.
+    pub const INTERRUPT_LINE_OFF: usize = 0x3c;
+
+    /// Byte offset of `interrupt_pin`.
+    pub const INTERRUPT_PIN_OFF: usize = 0x3d;
+
+    /// Byte offset of `cb_bridge_control`.
+    pub const CB_BRIDGE_CONTROL_OFF: usize = 0x3e;
+
+    /// Shift of `cb_bridge_control[0:0]` (cb_bridge_ctl_parity).
+    pub const CB_BRIDGE_CTL_PARITY_SHIFT: u32 = 0;
+
+    /// Mask of `cb_bridge_ctl_parity` once shifted down.
+    pub const CB_BRIDGE_CTL_PARITY_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[1:1]` (cb_bridge_ctl_serr).
+    pub const CB_BRIDGE_CTL_SERR_SHIFT: u32 = 1;
+
+    /// Mask of `cb_bridge_ctl_serr` once shifted down.
+    pub const CB_BRIDGE_CTL_SERR_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[2:2]` (cb_bridge_ctl_isa).
+    pub const CB_BRIDGE_CTL_ISA_SHIFT: u32 = 2;
+
+    /// Mask of `cb_bridge_ctl_isa` once shifted down.
+    pub const CB_BRIDGE_CTL_ISA_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[3:3]` (cb_bridge_ctl_vga).
+    pub const CB_BRIDGE_CTL_VGA_SHIFT: u32 = 3;
+
+    /// Mask of `cb_bridge_ctl_vga` once shifted down.
+    pub const CB_BRIDGE_CTL_VGA_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[5:5]` (cb_bridge_ctl_master_abort).
+    pub const CB_BRIDGE_CTL_MASTER_ABORT_SHIFT: u32 = 5;
+
+    /// Mask of `cb_bridge_ctl_master_abort` once shifted down.
+    pub const CB_BRIDGE_CTL_MASTER_ABORT_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[6:6]` (cb_bridge_ctl_cb_reset).
+    pub const CB_BRIDGE_CTL_CB_RESET_SHIFT: u32 = 6;
+
+    /// Mask of `cb_bridge_ctl_cb_reset` once shifted down.
+    pub const CB_BRIDGE_CTL_CB_RESET_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[7:7]` (cb_bridge_ctl_16bit_int).
+    pub const CB_BRIDGE_CTL_16BIT_INT_SHIFT: u32 = 7;
+
+    /// Mask of `cb_bridge_ctl_16bit_int` once shifted down.
+    pub const CB_BRIDGE_CTL_16BIT_INT_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[8:8]` (cb_bridge_ctl_prefetch_mem0).
+    pub const CB_BRIDGE_CTL_PREFETCH_MEM0_SHIFT: u32 = 8;
+
+    /// Mask of `cb_bridge_ctl_prefetch_mem0` once shifted down.
+    pub const CB_BRIDGE_CTL_PREFETCH_MEM0_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[9:9]` (cb_bridge_ctl_prefetch_mem1).
+    pub const CB_BRIDGE_CTL_PREFETCH_MEM1_SHIFT: u32 = 9;
+
+    /// Mask of `cb_bridge_ctl_prefetch_mem1` once shifted down.
+    pub const CB_BRIDGE_CTL_PREFETCH_MEM1_MASK: u16 = 0x1;
+
+    /// Shift of `cb_bridge_control[10:10]` (cb_bridge_ctl_post_writes).
+    pub const CB_BRIDGE_CTL_POST_WRITES_SHIFT: u32 = 10;
+
+    /// Mask of `cb_bridge_ctl_post_writes` once shifted down.
+    pub const CB_BRIDGE_CTL_POST_WRITES_MASK: u16 = 0x1;
+
+    /// Byte offset of `cb_subsystem_vendor_id`.
+    pub const CB_SUBSYSTEM_VENDOR_ID_OFF: usize = 0x40;
+
+    /// Byte offset of `cb_subsystem_id`.
+    pub const CB_SUBSYSTEM_ID_OFF: usize = 0x42;
+
+    /// Byte offset of `cb_legacy_mode_base`.
+    pub const CB_LEGACY_MODE_BASE_OFF: usize = 0x44;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -21755,6 +26957,30 @@ impl pci_vpd_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `vpd_addr`.
+    pub const VPD_ADDR_OFF: usize = 0x2;
+
+    /// Shift of `vpd_addr[15:15]` (vpd_addr_f).
+    pub const VPD_ADDR_F_SHIFT: u32 = 15;
+
+    /// Mask of `vpd_addr_f` once shifted down.
+    pub const VPD_ADDR_F_MASK: u16 = 0x1;
+
+    /// Shift of `vpd_addr[14:0]` (vpd_addr_addr).
+    pub const VPD_ADDR_ADDR_SHIFT: u32 = 0;
+
+    /// Mask of `vpd_addr_addr` once shifted down.
+    pub const VPD_ADDR_ADDR_MASK: u16 = 0x7fff;
+
+    /// Byte offset of `vpd_data`.
+    pub const VPD_DATA_OFF: usize = 0x4;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_vpd_cap",
@@ -21928,6 +27154,27 @@ impl pci_dbg_cap {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `dbg_port`.
+    pub const DBG_PORT_OFF: usize = 0x2;
+
+    /// Shift of `dbg_port[15:13]` (dbg_port_bar).
+    pub const DBG_PORT_BAR_SHIFT: u32 = 13;
+
+    /// Mask of `dbg_port_bar` once shifted down.
+    pub const DBG_PORT_BAR_MASK: u16 = 0x7;
+
+    /// Shift of `dbg_port[12:0]` (dbg_port_offset).
+    pub const DBG_PORT_OFFSET_SHIFT: u32 = 0;
+
+    /// Mask of `dbg_port_offset` once shifted down.
+    pub const DBG_PORT_OFFSET_MASK: u16 = 0x1fff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_dbg_cap",
@@ -22076,6 +27323,42 @@ const _: () = assert!(core::mem::offset_of!(pci_sata_cap, sata_cr1) == 4);
 impl pci_sata_cap {
     /// Size in bytes.
     pub const SIZE: usize = 8;
+
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `sata_cr0_rev`.
+    pub const SATA_CR0_REV_OFF: usize = 0x2;
+
+    /// Shift of `sata_cr0_rev[7:4]` (sata_cr0_majrev).
+    pub const SATA_CR0_MAJREV_SHIFT: u32 = 4;
+
+    /// Mask of `sata_cr0_majrev` once shifted down.
+    pub const SATA_CR0_MAJREV_MASK: u8 = 0xf;
+
+    /// Shift of `sata_cr0_rev[3:0]` (sata_cr0_minrev).
+    pub const SATA_CR0_MINREV_SHIFT: u32 = 0;
+
+    /// Mask of `sata_cr0_minrev` once shifted down.
+    pub const SATA_CR0_MINREV_MASK: u8 = 0xf;
+
+    /// Byte offset of `sata_cr1`.
+    pub const SATA_CR1_OFF: usize = 0x4;
+
+    /// Shift of `sata_cr1[23:4]` (sata_cr1_barofst).
+    pub const SATA_CR1_BAROFST_SHIFT: u32 = 4;
+
+    /// Mask of `sata_cr1_barofst` once shifted down.
+    pub const SATA_CR1_BAROFST_MASK: u32 = 0xfffff;
+
+    /// Shift of `sata_cr1[3:0]` (sata_cr1_barloc).
+    pub const SATA_CR1_BARLOC_SHIFT: u32 = 0;
+
+    /// Mask of `sata_cr1_barloc` once shifted down.
+    pub const SATA_CR1_BARLOC_MASK: u32 = 0xf;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -22297,6 +27580,48 @@ const _: () = assert!(core::mem::offset_of!(pci_af_cap, af_status) == 5);
 impl pci_af_cap {
     /// Size in bytes.
     pub const SIZE: usize = 6;
+
+    /// Byte offset of `cap_id`.
+    pub const CAP_ID_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `af_length`.
+    pub const AF_LENGTH_OFF: usize = 0x2;
+
+    /// Byte offset of `af_cap`.
+    pub const AF_CAP_OFF: usize = 0x3;
+
+    /// Shift of `af_cap[1:1]` (af_cap_flr).
+    pub const AF_CAP_FLR_SHIFT: u32 = 1;
+
+    /// Mask of `af_cap_flr` once shifted down.
+    pub const AF_CAP_FLR_MASK: u8 = 0x1;
+
+    /// Shift of `af_cap[0:0]` (af_cap_tp).
+    pub const AF_CAP_TP_SHIFT: u32 = 0;
+
+    /// Mask of `af_cap_tp` once shifted down.
+    pub const AF_CAP_TP_MASK: u8 = 0x1;
+
+    /// Byte offset of `af_ctrl`.
+    pub const AF_CTRL_OFF: usize = 0x4;
+
+    /// Shift of `af_ctrl[0:0]` (af_ctrl_flr).
+    pub const AF_CTRL_FLR_SHIFT: u32 = 0;
+
+    /// Mask of `af_ctrl_flr` once shifted down.
+    pub const AF_CTRL_FLR_MASK: u8 = 0x1;
+
+    /// Byte offset of `af_status`.
+    pub const AF_STATUS_OFF: usize = 0x5;
+
+    /// Shift of `af_status[0:0]` (af_status_tp).
+    pub const AF_STATUS_TP_SHIFT: u32 = 0;
+
+    /// Mask of `af_status_tp` once shifted down.
+    pub const AF_STATUS_TP_MASK: u8 = 0x1;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -22570,6 +27895,30 @@ impl pci_virtio_cap {
     /// Size in bytes.
     pub const SIZE: usize = 16;
 
+    /// Byte offset of `cap_vndr`.
+    pub const CAP_VNDR_OFF: usize = 0x0;
+
+    /// Byte offset of `cap_next`.
+    pub const CAP_NEXT_OFF: usize = 0x1;
+
+    /// Byte offset of `cap_len`.
+    pub const CAP_LEN_OFF: usize = 0x2;
+
+    /// Byte offset of `cfg_type`.
+    pub const CFG_TYPE_OFF: usize = 0x3;
+
+    /// Byte offset of `bar`.
+    pub const BAR_OFF: usize = 0x4;
+
+    /// Byte offset of `id`.
+    pub const ID_OFF: usize = 0x5;
+
+    /// Byte offset of `offset`.
+    pub const OFFSET_OFF: usize = 0x8;
+
+    /// Byte offset of `length`.
+    pub const LENGTH_OFF: usize = 0xc;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_virtio_cap",
@@ -22825,6 +28174,9 @@ impl pci_virtio_notify_multiplier {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `notify_off_multiplier`.
+    pub const NOTIFY_OFF_MULTIPLIER_OFF: usize = 0x0;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "pci_virtio_notify_multiplier",
@@ -22891,6 +28243,36 @@ const _: () = assert!(core::mem::offset_of!(pci_rcld_cap, reserved_at_40) == 8);
 impl pci_rcld_cap {
     /// Size in bytes.
     pub const SIZE: usize = 16;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `rcld_esd`.
+    pub const RCLD_ESD_OFF: usize = 0x4;
+
+    /// Shift of `rcld_esd[31:24]` (rcld_esd_port_number).
+    pub const RCLD_ESD_PORT_NUMBER_SHIFT: u32 = 24;
+
+    /// Mask of `rcld_esd_port_number` once shifted down.
+    pub const RCLD_ESD_PORT_NUMBER_MASK: u32 = 0xff;
+
+    /// Shift of `rcld_esd[23:16]` (rcld_esd_component_id).
+    pub const RCLD_ESD_COMPONENT_ID_SHIFT: u32 = 16;
+
+    /// Mask of `rcld_esd_component_id` once shifted down.
+    pub const RCLD_ESD_COMPONENT_ID_MASK: u32 = 0xff;
+
+    /// Shift of `rcld_esd[15:8]` (rcld_esd_link_entries).
+    pub const RCLD_ESD_LINK_ENTRIES_SHIFT: u32 = 8;
+
+    /// Mask of `rcld_esd_link_entries` once shifted down.
+    pub const RCLD_ESD_LINK_ENTRIES_MASK: u32 = 0xff;
+
+    /// Shift of `rcld_esd[3:0]` (rcld_esd_element_type).
+    pub const RCLD_ESD_ELEMENT_TYPE_SHIFT: u32 = 0;
+
+    /// Mask of `rcld_esd_element_type` once shifted down.
+    pub const RCLD_ESD_ELEMENT_TYPE_MASK: u32 = 0xf;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -23065,6 +28447,42 @@ const _: () = assert!(core::mem::offset_of!(pci_rcld_link, rcld_link_addr) == 8)
 impl pci_rcld_link {
     /// Size in bytes.
     pub const SIZE: usize = 16;
+
+    /// Byte offset of `rcld_link_desc`.
+    pub const RCLD_LINK_DESC_OFF: usize = 0x0;
+
+    /// Shift of `rcld_link_desc[31:24]` (rcld_link_target_port).
+    pub const RCLD_LINK_TARGET_PORT_SHIFT: u32 = 24;
+
+    /// Mask of `rcld_link_target_port` once shifted down.
+    pub const RCLD_LINK_TARGET_PORT_MASK: u32 = 0xff;
+
+    /// Shift of `rcld_link_desc[23:16]` (rcld_link_target_component).
+    pub const RCLD_LINK_TARGET_COMPONENT_SHIFT: u32 = 16;
+
+    /// Mask of `rcld_link_target_component` once shifted down.
+    pub const RCLD_LINK_TARGET_COMPONENT_MASK: u32 = 0xff;
+
+    /// Shift of `rcld_link_desc[2:2]` (rcld_link_assoc_rcrb).
+    pub const RCLD_LINK_ASSOC_RCRB_SHIFT: u32 = 2;
+
+    /// Mask of `rcld_link_assoc_rcrb` once shifted down.
+    pub const RCLD_LINK_ASSOC_RCRB_MASK: u32 = 0x1;
+
+    /// Shift of `rcld_link_desc[1:1]` (rcld_link_type).
+    pub const RCLD_LINK_TYPE_SHIFT: u32 = 1;
+
+    /// Mask of `rcld_link_type` once shifted down.
+    pub const RCLD_LINK_TYPE_MASK: u32 = 0x1;
+
+    /// Shift of `rcld_link_desc[0:0]` (rcld_link_valid).
+    pub const RCLD_LINK_VALID_SHIFT: u32 = 0;
+
+    /// Mask of `rcld_link_valid` once shifted down.
+    pub const RCLD_LINK_VALID_MASK: u32 = 0x1;
+
+    /// Byte offset of `rcld_link_addr`.
+    pub const RCLD_LINK_ADDR_OFF: usize = 0x8;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -23269,6 +28687,84 @@ const _: () = assert!(core::mem::offset_of!(pci_mcast_cap, mcast_ovl_bar) == 40)
 impl pci_mcast_cap {
     /// Size in bytes.
     pub const SIZE: usize = 48;
+
+    /// Byte offset of `ext_cap_header`.
+    pub const EXT_CAP_HEADER_OFF: usize = 0x0;
+
+    /// Byte offset of `mcast_cap`.
+    pub const MCAST_CAP_OFF: usize = 0x4;
+
+    /// Shift of `mcast_cap[15:15]` (mcast_cap_ecrc).
+    pub const MCAST_CAP_ECRC_SHIFT: u32 = 15;
+
+    /// Mask of `mcast_cap_ecrc` once shifted down.
+    pub const MCAST_CAP_ECRC_MASK: u16 = 0x1;
+
+    /// Shift of `mcast_cap[13:8]` (mcast_cap_win_size).
+    pub const MCAST_CAP_WIN_SIZE_SHIFT: u32 = 8;
+
+    /// Mask of `mcast_cap_win_size` once shifted down.
+    pub const MCAST_CAP_WIN_SIZE_MASK: u16 = 0x3f;
+
+    /// Shift of `mcast_cap[5:0]` (mcast_cap_max_group).
+    pub const MCAST_CAP_MAX_GROUP_SHIFT: u32 = 0;
+
+    /// Mask of `mcast_cap_max_group` once shifted down.
+    pub const MCAST_CAP_MAX_GROUP_MASK: u16 = 0x3f;
+
+    /// Byte offset of `mcast_ctrl`.
+    pub const MCAST_CTRL_OFF: usize = 0x6;
+
+    /// Shift of `mcast_ctrl[15:15]` (mcast_ctrl_enable).
+    pub const MCAST_CTRL_ENABLE_SHIFT: u32 = 15;
+
+    /// Mask of `mcast_ctrl_enable` once shifted down.
+    pub const MCAST_CTRL_ENABLE_MASK: u16 = 0x1;
+
+    /// Shift of `mcast_ctrl[5:0]` (mcast_ctrl_num_group).
+    pub const MCAST_CTRL_NUM_GROUP_SHIFT: u32 = 0;
+
+    /// Mask of `mcast_ctrl_num_group` once shifted down.
+    pub const MCAST_CTRL_NUM_GROUP_MASK: u16 = 0x3f;
+
+    /// Byte offset of `mcast_bar`.
+    pub const MCAST_BAR_OFF: usize = 0x8;
+
+    /// Shift of `mcast_bar[63:12]` (mcast_bar_base).
+    pub const MCAST_BAR_BASE_SHIFT: u32 = 12;
+
+    /// Mask of `mcast_bar_base` once shifted down.
+    pub const MCAST_BAR_BASE_MASK: u64 = 0xfffffffffffff;
+
+    /// Shift of `mcast_bar[5:0]` (mcast_bar_index_pos).
+    pub const MCAST_BAR_INDEX_POS_SHIFT: u32 = 0;
+
+    /// Mask of `mcast_bar_index_pos` once shifted down.
+    pub const MCAST_BAR_INDEX_POS_MASK: u64 = 0x3f;
+
+    /// Byte offset of `mcast_rcv`.
+    pub const MCAST_RCV_OFF: usize = 0x10;
+
+    /// Byte offset of `mcast_block`.
+    pub const MCAST_BLOCK_OFF: usize = 0x18;
+
+    /// Byte offset of `mcast_block_untrans`.
+    pub const MCAST_BLOCK_UNTRANS_OFF: usize = 0x20;
+
+    /// Byte offset of `mcast_ovl_bar`.
+    pub const MCAST_OVL_BAR_OFF: usize = 0x28;
+
+    /// Shift of `mcast_ovl_bar[63:6]` (mcast_ovl_base).
+    pub const MCAST_OVL_BASE_SHIFT: u32 = 6;
+
+    /// Mask of `mcast_ovl_base` once shifted down.
+    pub const MCAST_OVL_BASE_MASK: u64 = 0x3ffffffffffffff;
+
+    /// Shift of `mcast_ovl_bar[5:0]` (mcast_ovl_size).
+    pub const MCAST_OVL_SIZE_SHIFT: u32 = 0;
+
+    /// Mask of `mcast_ovl_size` once shifted down.
+    pub const MCAST_OVL_SIZE_MASK: u64 = 0x3f;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {

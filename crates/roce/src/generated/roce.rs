@@ -380,6 +380,15 @@ impl eth_hdr {
     /// Size in bytes.
     pub const SIZE: usize = 14;
 
+    /// Byte offset of `dst_mac`.
+    pub const DST_MAC_OFF: usize = 0x0;
+
+    /// Byte offset of `src_mac`.
+    pub const SRC_MAC_OFF: usize = 0x6;
+
+    /// Byte offset of `ether_type`.
+    pub const ETHER_TYPE_OFF: usize = 0xc;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "eth_hdr",
@@ -508,6 +517,39 @@ const _: () = assert!(core::mem::offset_of!(arp_ipv4, tpa) == 24);
 impl arp_ipv4 {
     /// Size in bytes.
     pub const SIZE: usize = 28;
+
+    /// Byte offset of `htype`.
+    pub const HTYPE_OFF: usize = 0x0;
+
+    /// Byte offset of `ptype`.
+    pub const PTYPE_OFF: usize = 0x2;
+
+    /// Byte offset of `hlen`.
+    pub const HLEN_OFF: usize = 0x4;
+
+    /// Byte offset of `plen`.
+    pub const PLEN_OFF: usize = 0x5;
+
+    /// Byte offset of `oper`.
+    pub const OPER_OFF: usize = 0x6;
+
+    /// Shift of `oper[15:0]` (oper_code).
+    pub const OPER_CODE_SHIFT: u32 = 0;
+
+    /// Mask of `oper_code` once shifted down.
+    pub const OPER_CODE_MASK: u16 = 0xffff;
+
+    /// Byte offset of `sha`.
+    pub const SHA_OFF: usize = 0x8;
+
+    /// Byte offset of `spa`.
+    pub const SPA_OFF: usize = 0xe;
+
+    /// Byte offset of `tha`.
+    pub const THA_OFF: usize = 0x12;
+
+    /// Byte offset of `tpa`.
+    pub const TPA_OFF: usize = 0x18;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -806,6 +848,78 @@ const _: () = assert!(core::mem::offset_of!(ipv4_hdr, daddr) == 16);
 impl ipv4_hdr {
     /// Size in bytes.
     pub const SIZE: usize = 20;
+
+    /// Byte offset of `version_ihl`.
+    pub const VERSION_IHL_OFF: usize = 0x0;
+
+    /// Shift of `version_ihl[7:4]` (version).
+    pub const VERSION_SHIFT: u32 = 4;
+
+    /// Mask of `version` once shifted down.
+    pub const VERSION_MASK: u8 = 0xf;
+
+    /// Shift of `version_ihl[3:0]` (ihl).
+    pub const IHL_SHIFT: u32 = 0;
+
+    /// Mask of `ihl` once shifted down.
+    pub const IHL_MASK: u8 = 0xf;
+
+    /// Byte offset of `tos`.
+    pub const TOS_OFF: usize = 0x1;
+
+    /// Shift of `tos[7:2]` (dscp).
+    pub const DSCP_SHIFT: u32 = 2;
+
+    /// Mask of `dscp` once shifted down.
+    pub const DSCP_MASK: u8 = 0x3f;
+
+    /// Shift of `tos[1:0]` (ecn).
+    pub const ECN_SHIFT: u32 = 0;
+
+    /// Mask of `ecn` once shifted down.
+    pub const ECN_MASK: u8 = 0x3;
+
+    /// Byte offset of `tot_len`.
+    pub const TOT_LEN_OFF: usize = 0x2;
+
+    /// Byte offset of `id`.
+    pub const ID_OFF: usize = 0x4;
+
+    /// Byte offset of `frag_off`.
+    pub const FRAG_OFF_OFF: usize = 0x6;
+
+    /// Shift of `frag_off[14:14]` (df).
+    pub const DF_SHIFT: u32 = 14;
+
+    /// Mask of `df` once shifted down.
+    pub const DF_MASK: u16 = 0x1;
+
+    /// Shift of `frag_off[13:13]` (mf).
+    pub const MF_SHIFT: u32 = 13;
+
+    /// Mask of `mf` once shifted down.
+    pub const MF_MASK: u16 = 0x1;
+
+    /// Shift of `frag_off[12:0]` (fragment_offset).
+    pub const FRAGMENT_OFFSET_SHIFT: u32 = 0;
+
+    /// Mask of `fragment_offset` once shifted down.
+    pub const FRAGMENT_OFFSET_MASK: u16 = 0x1fff;
+
+    /// Byte offset of `ttl`.
+    pub const TTL_OFF: usize = 0x8;
+
+    /// Byte offset of `protocol`.
+    pub const PROTOCOL_OFF: usize = 0x9;
+
+    /// Byte offset of `check`.
+    pub const CHECK_OFF: usize = 0xa;
+
+    /// Byte offset of `saddr`.
+    pub const SADDR_OFF: usize = 0xc;
+
+    /// Byte offset of `daddr`.
+    pub const DADDR_OFF: usize = 0x10;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -1206,6 +1320,18 @@ impl udp_hdr {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `source`.
+    pub const SOURCE_OFF: usize = 0x0;
+
+    /// Byte offset of `dest`.
+    pub const DEST_OFF: usize = 0x2;
+
+    /// Byte offset of `len`.
+    pub const LEN_OFF: usize = 0x4;
+
+    /// Byte offset of `check`.
+    pub const CHECK_OFF: usize = 0x6;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "udp_hdr",
@@ -1351,6 +1477,81 @@ const _: () = assert!(core::mem::offset_of!(bth, apsn) == 8);
 impl bth {
     /// Size in bytes.
     pub const SIZE: usize = 12;
+
+    /// Byte offset of `opcode`.
+    pub const OPCODE_OFF: usize = 0x0;
+
+    /// Shift of `opcode[7:0]` (op).
+    pub const OP_SHIFT: u32 = 0;
+
+    /// Mask of `op` once shifted down.
+    pub const OP_MASK: u8 = 0xff;
+
+    /// Byte offset of `flags`.
+    pub const FLAGS_OFF: usize = 0x1;
+
+    /// Shift of `flags[7:7]` (se).
+    pub const SE_SHIFT: u32 = 7;
+
+    /// Mask of `se` once shifted down.
+    pub const SE_MASK: u8 = 0x1;
+
+    /// Shift of `flags[6:6]` (m).
+    pub const M_SHIFT: u32 = 6;
+
+    /// Mask of `m` once shifted down.
+    pub const M_MASK: u8 = 0x1;
+
+    /// Shift of `flags[5:4]` (pad_cnt).
+    pub const PAD_CNT_SHIFT: u32 = 4;
+
+    /// Mask of `pad_cnt` once shifted down.
+    pub const PAD_CNT_MASK: u8 = 0x3;
+
+    /// Shift of `flags[3:0]` (tver).
+    pub const TVER_SHIFT: u32 = 0;
+
+    /// Mask of `tver` once shifted down.
+    pub const TVER_MASK: u8 = 0xf;
+
+    /// Byte offset of `p_key`.
+    pub const P_KEY_OFF: usize = 0x2;
+
+    /// Byte offset of `qpn`.
+    pub const QPN_OFF: usize = 0x4;
+
+    /// Shift of `qpn[31:31]` (fecn).
+    pub const FECN_SHIFT: u32 = 31;
+
+    /// Mask of `fecn` once shifted down.
+    pub const FECN_MASK: u32 = 0x1;
+
+    /// Shift of `qpn[30:30]` (becn).
+    pub const BECN_SHIFT: u32 = 30;
+
+    /// Mask of `becn` once shifted down.
+    pub const BECN_MASK: u32 = 0x1;
+
+    /// Shift of `qpn[23:0]` (dest_qp).
+    pub const DEST_QP_SHIFT: u32 = 0;
+
+    /// Mask of `dest_qp` once shifted down.
+    pub const DEST_QP_MASK: u32 = 0xffffff;
+
+    /// Byte offset of `apsn`.
+    pub const APSN_OFF: usize = 0x8;
+
+    /// Shift of `apsn[31:31]` (ack_req).
+    pub const ACK_REQ_SHIFT: u32 = 31;
+
+    /// Mask of `ack_req` once shifted down.
+    pub const ACK_REQ_MASK: u32 = 0x1;
+
+    /// Shift of `apsn[23:0]` (psn).
+    pub const PSN_SHIFT: u32 = 0;
+
+    /// Mask of `psn` once shifted down.
+    pub const PSN_MASK: u32 = 0xffffff;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -1679,6 +1880,15 @@ impl reth {
     /// Size in bytes.
     pub const SIZE: usize = 16;
 
+    /// Byte offset of `va`.
+    pub const VA_OFF: usize = 0x0;
+
+    /// Byte offset of `rkey`.
+    pub const RKEY_OFF: usize = 0x8;
+
+    /// Byte offset of `len`.
+    pub const LEN_OFF: usize = 0xc;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "reth",
@@ -1797,6 +2007,18 @@ const _: () = assert!(core::mem::offset_of!(atmeth, comp) == 20);
 impl atmeth {
     /// Size in bytes.
     pub const SIZE: usize = 28;
+
+    /// Byte offset of `va`.
+    pub const VA_OFF: usize = 0x0;
+
+    /// Byte offset of `rkey`.
+    pub const RKEY_OFF: usize = 0x8;
+
+    /// Byte offset of `swap_add`.
+    pub const SWAP_ADD_OFF: usize = 0xc;
+
+    /// Byte offset of `comp`.
+    pub const COMP_OFF: usize = 0x14;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
@@ -1936,6 +2158,27 @@ impl aeth {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `smsn`.
+    pub const SMSN_OFF: usize = 0x0;
+
+    /// Shift of `smsn[30:29]` (ack_type).
+    pub const ACK_TYPE_SHIFT: u32 = 29;
+
+    /// Mask of `ack_type` once shifted down.
+    pub const ACK_TYPE_MASK: u32 = 0x3;
+
+    /// Shift of `smsn[28:24]` (syndrome_value).
+    pub const SYNDROME_VALUE_SHIFT: u32 = 24;
+
+    /// Mask of `syndrome_value` once shifted down.
+    pub const SYNDROME_VALUE_MASK: u32 = 0x1f;
+
+    /// Shift of `smsn[23:0]` (msn).
+    pub const MSN_SHIFT: u32 = 0;
+
+    /// Mask of `msn` once shifted down.
+    pub const MSN_MASK: u32 = 0xffffff;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "aeth",
@@ -2042,6 +2285,9 @@ impl atmack {
     /// Size in bytes.
     pub const SIZE: usize = 8;
 
+    /// Byte offset of `orig`.
+    pub const ORIG_OFF: usize = 0x0;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "atmack",
@@ -2105,6 +2351,9 @@ impl immdt {
     /// Size in bytes.
     pub const SIZE: usize = 4;
 
+    /// Byte offset of `imm`.
+    pub const IMM_OFF: usize = 0x0;
+
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {
         name: "immdt",
@@ -2167,6 +2416,9 @@ const _: () = assert!(core::mem::offset_of!(icrc, icrc) == 0);
 impl icrc {
     /// Size in bytes.
     pub const SIZE: usize = 4;
+
+    /// Byte offset of `icrc`.
+    pub const ICRC_OFF: usize = 0x0;
 
     /// The layout as data, for decoders and oracle tests.
     pub const LAYOUT: StructLayout = StructLayout {

@@ -68,32 +68,56 @@ struct __attribute__((packed)) marrow_pci_type0_header {
     uint8_t max_lat; /* 0x3f */
 };
 #define MARROW_PCI_TYPE0_HEADER_SIZE 64u
+#define MARROW_PCI_TYPE0_HEADER_VENDOR_ID_OFF 0x0u
+#define MARROW_PCI_TYPE0_HEADER_DEVICE_ID_OFF 0x2u
+#define MARROW_PCI_TYPE0_HEADER_COMMAND_OFF 0x4u
+#define MARROW_PCI_TYPE0_HEADER_STATUS_OFF 0x6u
+#define MARROW_PCI_TYPE0_HEADER_CLASS_REVISION_OFF 0x8u
+#define MARROW_PCI_TYPE0_HEADER_CACHE_LINE_SIZE_OFF 0xcu
+#define MARROW_PCI_TYPE0_HEADER_LATENCY_TIMER_OFF 0xdu
+#define MARROW_PCI_TYPE0_HEADER_HEADER_TYPE_OFF 0xeu
+#define MARROW_PCI_TYPE0_HEADER_BIST_OFF 0xfu
+#define MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_0_OFF 0x10u
+#define MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_1_OFF 0x14u
+#define MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_2_OFF 0x18u
+#define MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_3_OFF 0x1cu
+#define MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_4_OFF 0x20u
+#define MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_5_OFF 0x24u
+#define MARROW_PCI_TYPE0_HEADER_CARDBUS_CIS_OFF 0x28u
+#define MARROW_PCI_TYPE0_HEADER_SUBSYSTEM_VENDOR_ID_OFF 0x2cu
+#define MARROW_PCI_TYPE0_HEADER_SUBSYSTEM_ID_OFF 0x2eu
+#define MARROW_PCI_TYPE0_HEADER_ROM_ADDRESS_OFF 0x30u
+#define MARROW_PCI_TYPE0_HEADER_CAPABILITY_LIST_OFF 0x34u
+#define MARROW_PCI_TYPE0_HEADER_INTERRUPT_LINE_OFF 0x3cu
+#define MARROW_PCI_TYPE0_HEADER_INTERRUPT_PIN_OFF 0x3du
+#define MARROW_PCI_TYPE0_HEADER_MIN_GNT_OFF 0x3eu
+#define MARROW_PCI_TYPE0_HEADER_MAX_LAT_OFF 0x3fu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_type0_header) == 64, "marrow_pci_type0_header size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, vendor_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, device_id, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, command, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, status, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, class_revision, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, cache_line_size, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, latency_timer, 13);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, header_type, 14);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, bist, 15);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_0, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_1, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_2, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_3, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_4, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_5, 36);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, cardbus_cis, 40);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, subsystem_vendor_id, 44);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, subsystem_id, 46);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, rom_address, 48);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, capability_list, 52);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, vendor_id, MARROW_PCI_TYPE0_HEADER_VENDOR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, device_id, MARROW_PCI_TYPE0_HEADER_DEVICE_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, command, MARROW_PCI_TYPE0_HEADER_COMMAND_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, status, MARROW_PCI_TYPE0_HEADER_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, class_revision, MARROW_PCI_TYPE0_HEADER_CLASS_REVISION_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, cache_line_size, MARROW_PCI_TYPE0_HEADER_CACHE_LINE_SIZE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, latency_timer, MARROW_PCI_TYPE0_HEADER_LATENCY_TIMER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, header_type, MARROW_PCI_TYPE0_HEADER_HEADER_TYPE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, bist, MARROW_PCI_TYPE0_HEADER_BIST_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_0, MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_1, MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_2, MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_3, MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_3_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_4, MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_4_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, base_address_5, MARROW_PCI_TYPE0_HEADER_BASE_ADDRESS_5_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, cardbus_cis, MARROW_PCI_TYPE0_HEADER_CARDBUS_CIS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, subsystem_vendor_id, MARROW_PCI_TYPE0_HEADER_SUBSYSTEM_VENDOR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, subsystem_id, MARROW_PCI_TYPE0_HEADER_SUBSYSTEM_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, rom_address, MARROW_PCI_TYPE0_HEADER_ROM_ADDRESS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, capability_list, MARROW_PCI_TYPE0_HEADER_CAPABILITY_LIST_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, reserved_at_1a8, 53);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, interrupt_line, 60);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, interrupt_pin, 61);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, min_gnt, 62);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, max_lat, 63);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, interrupt_line, MARROW_PCI_TYPE0_HEADER_INTERRUPT_LINE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, interrupt_pin, MARROW_PCI_TYPE0_HEADER_INTERRUPT_PIN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, min_gnt, MARROW_PCI_TYPE0_HEADER_MIN_GNT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type0_header, max_lat, MARROW_PCI_TYPE0_HEADER_MAX_LAT_OFF);
 #define MARROW_PCI_TYPE0_HEADER_COMMAND_IO_SHIFT 0u /* command[0:0] */
 #define MARROW_PCI_TYPE0_HEADER_COMMAND_IO_MASK 0x1u
 #define MARROW_PCI_TYPE0_HEADER_COMMAND_MEMORY_SHIFT 1u /* command[1:1] */
@@ -170,8 +194,9 @@ struct __attribute__((packed)) marrow_pci_bar_mem {
     uint32_t bar; /* 0x00 le: 31:4 bar_mem_address, 3:3 bar_prefetch, 2:1 bar_mem_type, 0:0 bar_space_io */
 };
 #define MARROW_PCI_BAR_MEM_SIZE 4u
+#define MARROW_PCI_BAR_MEM_BAR_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_bar_mem) == 4, "marrow_pci_bar_mem size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_bar_mem, bar, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_bar_mem, bar, MARROW_PCI_BAR_MEM_BAR_OFF);
 #define MARROW_PCI_BAR_MEM_BAR_MEM_ADDRESS_SHIFT 4u /* bar[31:4] */
 #define MARROW_PCI_BAR_MEM_BAR_MEM_ADDRESS_MASK 0xfffffffu
 #define MARROW_PCI_BAR_MEM_BAR_PREFETCH_SHIFT 3u /* bar[3:3] */
@@ -186,8 +211,9 @@ struct __attribute__((packed)) marrow_pci_bar_io {
     uint32_t bar; /* 0x00 le: 31:2 bar_io_address, 0:0 bar_space_io */
 };
 #define MARROW_PCI_BAR_IO_SIZE 4u
+#define MARROW_PCI_BAR_IO_BAR_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_bar_io) == 4, "marrow_pci_bar_io size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_bar_io, bar, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_bar_io, bar, MARROW_PCI_BAR_IO_BAR_OFF);
 #define MARROW_PCI_BAR_IO_BAR_IO_ADDRESS_SHIFT 2u /* bar[31:2] */
 #define MARROW_PCI_BAR_IO_BAR_IO_ADDRESS_MASK 0x3fffffffu
 #define MARROW_PCI_BAR_IO_BAR_SPACE_IO_SHIFT 0u /* bar[0:0] */
@@ -229,39 +255,70 @@ struct __attribute__((packed)) marrow_pci_type1_header {
     uint16_t bridge_control; /* 0x3e le: 0:0 bridge_ctl_parity, 1:1 bridge_ctl_serr, 2:2 bridge_ctl_isa, 3:3 bridge_ctl_vga, 4:4 bridge_ctl_vga16, 5:5 bridge_ctl_master_abort, 6:6 bridge_ctl_bus_reset, 7:7 bridge_ctl_fast_back, 8:8 bridge_ctl_pri_discard, 9:9 bridge_ctl_sec_discard, 10:10 bridge_ctl_discard_status, 11:11 bridge_ctl_discard_serr */
 };
 #define MARROW_PCI_TYPE1_HEADER_SIZE 64u
+#define MARROW_PCI_TYPE1_HEADER_VENDOR_ID_OFF 0x0u
+#define MARROW_PCI_TYPE1_HEADER_DEVICE_ID_OFF 0x2u
+#define MARROW_PCI_TYPE1_HEADER_COMMAND_OFF 0x4u
+#define MARROW_PCI_TYPE1_HEADER_STATUS_OFF 0x6u
+#define MARROW_PCI_TYPE1_HEADER_CLASS_REVISION_OFF 0x8u
+#define MARROW_PCI_TYPE1_HEADER_CACHE_LINE_SIZE_OFF 0xcu
+#define MARROW_PCI_TYPE1_HEADER_LATENCY_TIMER_OFF 0xdu
+#define MARROW_PCI_TYPE1_HEADER_HEADER_TYPE_OFF 0xeu
+#define MARROW_PCI_TYPE1_HEADER_BIST_OFF 0xfu
+#define MARROW_PCI_TYPE1_HEADER_BASE_ADDRESS_0_OFF 0x10u
+#define MARROW_PCI_TYPE1_HEADER_BASE_ADDRESS_1_OFF 0x14u
+#define MARROW_PCI_TYPE1_HEADER_PRIMARY_BUS_OFF 0x18u
+#define MARROW_PCI_TYPE1_HEADER_SECONDARY_BUS_OFF 0x19u
+#define MARROW_PCI_TYPE1_HEADER_SUBORDINATE_BUS_OFF 0x1au
+#define MARROW_PCI_TYPE1_HEADER_SEC_LATENCY_TIMER_OFF 0x1bu
+#define MARROW_PCI_TYPE1_HEADER_IO_BASE_OFF 0x1cu
+#define MARROW_PCI_TYPE1_HEADER_IO_LIMIT_OFF 0x1du
+#define MARROW_PCI_TYPE1_HEADER_SEC_STATUS_OFF 0x1eu
+#define MARROW_PCI_TYPE1_HEADER_MEMORY_BASE_OFF 0x20u
+#define MARROW_PCI_TYPE1_HEADER_MEMORY_LIMIT_OFF 0x22u
+#define MARROW_PCI_TYPE1_HEADER_PREF_MEMORY_BASE_OFF 0x24u
+#define MARROW_PCI_TYPE1_HEADER_PREF_MEMORY_LIMIT_OFF 0x26u
+#define MARROW_PCI_TYPE1_HEADER_PREF_BASE_UPPER32_OFF 0x28u
+#define MARROW_PCI_TYPE1_HEADER_PREF_LIMIT_UPPER32_OFF 0x2cu
+#define MARROW_PCI_TYPE1_HEADER_IO_BASE_UPPER16_OFF 0x30u
+#define MARROW_PCI_TYPE1_HEADER_IO_LIMIT_UPPER16_OFF 0x32u
+#define MARROW_PCI_TYPE1_HEADER_CAPABILITY_LIST_OFF 0x34u
+#define MARROW_PCI_TYPE1_HEADER_ROM_ADDRESS1_OFF 0x38u
+#define MARROW_PCI_TYPE1_HEADER_INTERRUPT_LINE_OFF 0x3cu
+#define MARROW_PCI_TYPE1_HEADER_INTERRUPT_PIN_OFF 0x3du
+#define MARROW_PCI_TYPE1_HEADER_BRIDGE_CONTROL_OFF 0x3eu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_type1_header) == 64, "marrow_pci_type1_header size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, vendor_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, device_id, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, command, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, status, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, class_revision, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, cache_line_size, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, latency_timer, 13);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, header_type, 14);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, bist, 15);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, base_address_0, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, base_address_1, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, primary_bus, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, secondary_bus, 25);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, subordinate_bus, 26);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, sec_latency_timer, 27);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_base, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_limit, 29);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, sec_status, 30);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, memory_base, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, memory_limit, 34);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_memory_base, 36);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_memory_limit, 38);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_base_upper32, 40);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_limit_upper32, 44);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_base_upper16, 48);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_limit_upper16, 50);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, capability_list, 52);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, vendor_id, MARROW_PCI_TYPE1_HEADER_VENDOR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, device_id, MARROW_PCI_TYPE1_HEADER_DEVICE_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, command, MARROW_PCI_TYPE1_HEADER_COMMAND_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, status, MARROW_PCI_TYPE1_HEADER_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, class_revision, MARROW_PCI_TYPE1_HEADER_CLASS_REVISION_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, cache_line_size, MARROW_PCI_TYPE1_HEADER_CACHE_LINE_SIZE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, latency_timer, MARROW_PCI_TYPE1_HEADER_LATENCY_TIMER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, header_type, MARROW_PCI_TYPE1_HEADER_HEADER_TYPE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, bist, MARROW_PCI_TYPE1_HEADER_BIST_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, base_address_0, MARROW_PCI_TYPE1_HEADER_BASE_ADDRESS_0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, base_address_1, MARROW_PCI_TYPE1_HEADER_BASE_ADDRESS_1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, primary_bus, MARROW_PCI_TYPE1_HEADER_PRIMARY_BUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, secondary_bus, MARROW_PCI_TYPE1_HEADER_SECONDARY_BUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, subordinate_bus, MARROW_PCI_TYPE1_HEADER_SUBORDINATE_BUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, sec_latency_timer, MARROW_PCI_TYPE1_HEADER_SEC_LATENCY_TIMER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_base, MARROW_PCI_TYPE1_HEADER_IO_BASE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_limit, MARROW_PCI_TYPE1_HEADER_IO_LIMIT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, sec_status, MARROW_PCI_TYPE1_HEADER_SEC_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, memory_base, MARROW_PCI_TYPE1_HEADER_MEMORY_BASE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, memory_limit, MARROW_PCI_TYPE1_HEADER_MEMORY_LIMIT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_memory_base, MARROW_PCI_TYPE1_HEADER_PREF_MEMORY_BASE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_memory_limit, MARROW_PCI_TYPE1_HEADER_PREF_MEMORY_LIMIT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_base_upper32, MARROW_PCI_TYPE1_HEADER_PREF_BASE_UPPER32_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, pref_limit_upper32, MARROW_PCI_TYPE1_HEADER_PREF_LIMIT_UPPER32_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_base_upper16, MARROW_PCI_TYPE1_HEADER_IO_BASE_UPPER16_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, io_limit_upper16, MARROW_PCI_TYPE1_HEADER_IO_LIMIT_UPPER16_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, capability_list, MARROW_PCI_TYPE1_HEADER_CAPABILITY_LIST_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, reserved_at_1a8, 53);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, rom_address1, 56);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, interrupt_line, 60);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, interrupt_pin, 61);
-MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, bridge_control, 62);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, rom_address1, MARROW_PCI_TYPE1_HEADER_ROM_ADDRESS1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, interrupt_line, MARROW_PCI_TYPE1_HEADER_INTERRUPT_LINE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, interrupt_pin, MARROW_PCI_TYPE1_HEADER_INTERRUPT_PIN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_type1_header, bridge_control, MARROW_PCI_TYPE1_HEADER_BRIDGE_CONTROL_OFF);
 #define MARROW_PCI_TYPE1_HEADER_COMMAND_IO_SHIFT 0u /* command[0:0] */
 #define MARROW_PCI_TYPE1_HEADER_COMMAND_IO_MASK 0x1u
 #define MARROW_PCI_TYPE1_HEADER_COMMAND_MEMORY_SHIFT 1u /* command[1:1] */
@@ -405,17 +462,20 @@ struct __attribute__((packed)) marrow_pci_cap_header {
     uint8_t cap_next; /* 0x01 */
 };
 #define MARROW_PCI_CAP_HEADER_SIZE 2u
+#define MARROW_PCI_CAP_HEADER_CAP_ID_OFF 0x0u
+#define MARROW_PCI_CAP_HEADER_CAP_NEXT_OFF 0x1u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_cap_header) == 2, "marrow_pci_cap_header size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_cap_header, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cap_header, cap_next, 1);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cap_header, cap_id, MARROW_PCI_CAP_HEADER_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cap_header, cap_next, MARROW_PCI_CAP_HEADER_CAP_NEXT_OFF);
 
 /* Extended capability header, from 0x100 (PCIE §7.6.3) */
 struct __attribute__((packed)) marrow_pcie_ext_cap_header {
     uint32_t ext_cap_header; /* 0x00 le: 31:20 ext_cap_next, 19:16 ext_cap_ver, 15:0 ext_cap_id */
 };
 #define MARROW_PCIE_EXT_CAP_HEADER_SIZE 4u
+#define MARROW_PCIE_EXT_CAP_HEADER_EXT_CAP_HEADER_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pcie_ext_cap_header) == 4, "marrow_pcie_ext_cap_header size");
-MARROW_ASSERT_OFFSET(struct marrow_pcie_ext_cap_header, ext_cap_header, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pcie_ext_cap_header, ext_cap_header, MARROW_PCIE_EXT_CAP_HEADER_EXT_CAP_HEADER_OFF);
 #define MARROW_PCIE_EXT_CAP_HEADER_EXT_CAP_NEXT_SHIFT 20u /* ext_cap_header[31:20] */
 #define MARROW_PCIE_EXT_CAP_HEADER_EXT_CAP_NEXT_MASK 0xfffu
 #define MARROW_PCIE_EXT_CAP_HEADER_EXT_CAP_VER_SHIFT 16u /* ext_cap_header[19:16] */
@@ -449,28 +509,49 @@ struct __attribute__((packed)) marrow_pci_exp_cap {
     uint8_t reserved_at_1a0[8]; /* 0x34 */
 };
 #define MARROW_PCI_EXP_CAP_SIZE 60u
+#define MARROW_PCI_EXP_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_EXP_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_EXP_CAP_FLAGS_OFF 0x2u
+#define MARROW_PCI_EXP_CAP_DEVCAP_OFF 0x4u
+#define MARROW_PCI_EXP_CAP_DEVCTL_OFF 0x8u
+#define MARROW_PCI_EXP_CAP_DEVSTA_OFF 0xau
+#define MARROW_PCI_EXP_CAP_LNKCAP_OFF 0xcu
+#define MARROW_PCI_EXP_CAP_LNKCTL_OFF 0x10u
+#define MARROW_PCI_EXP_CAP_LNKSTA_OFF 0x12u
+#define MARROW_PCI_EXP_CAP_SLTCAP_OFF 0x14u
+#define MARROW_PCI_EXP_CAP_SLTCTL_OFF 0x18u
+#define MARROW_PCI_EXP_CAP_SLTSTA_OFF 0x1au
+#define MARROW_PCI_EXP_CAP_RTCTL_OFF 0x1cu
+#define MARROW_PCI_EXP_CAP_RTCAP_OFF 0x1eu
+#define MARROW_PCI_EXP_CAP_RTSTA_OFF 0x20u
+#define MARROW_PCI_EXP_CAP_DEVCAP2_OFF 0x24u
+#define MARROW_PCI_EXP_CAP_DEVCTL2_OFF 0x28u
+#define MARROW_PCI_EXP_CAP_DEVSTA2_OFF 0x2au
+#define MARROW_PCI_EXP_CAP_LNKCAP2_OFF 0x2cu
+#define MARROW_PCI_EXP_CAP_LNKCTL2_OFF 0x30u
+#define MARROW_PCI_EXP_CAP_LNKSTA2_OFF 0x32u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_exp_cap) == 60, "marrow_pci_exp_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, flags, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devcap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devctl, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devsta, 10);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkcap, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkctl, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnksta, 18);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, sltcap, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, sltctl, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, sltsta, 26);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, rtctl, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, rtcap, 30);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, rtsta, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devcap2, 36);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devctl2, 40);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devsta2, 42);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkcap2, 44);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkctl2, 48);
-MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnksta2, 50);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, cap_id, MARROW_PCI_EXP_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, cap_next, MARROW_PCI_EXP_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, flags, MARROW_PCI_EXP_CAP_FLAGS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devcap, MARROW_PCI_EXP_CAP_DEVCAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devctl, MARROW_PCI_EXP_CAP_DEVCTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devsta, MARROW_PCI_EXP_CAP_DEVSTA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkcap, MARROW_PCI_EXP_CAP_LNKCAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkctl, MARROW_PCI_EXP_CAP_LNKCTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnksta, MARROW_PCI_EXP_CAP_LNKSTA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, sltcap, MARROW_PCI_EXP_CAP_SLTCAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, sltctl, MARROW_PCI_EXP_CAP_SLTCTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, sltsta, MARROW_PCI_EXP_CAP_SLTSTA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, rtctl, MARROW_PCI_EXP_CAP_RTCTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, rtcap, MARROW_PCI_EXP_CAP_RTCAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, rtsta, MARROW_PCI_EXP_CAP_RTSTA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devcap2, MARROW_PCI_EXP_CAP_DEVCAP2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devctl2, MARROW_PCI_EXP_CAP_DEVCTL2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, devsta2, MARROW_PCI_EXP_CAP_DEVSTA2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkcap2, MARROW_PCI_EXP_CAP_LNKCAP2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnkctl2, MARROW_PCI_EXP_CAP_LNKCTL2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, lnksta2, MARROW_PCI_EXP_CAP_LNKSTA2_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_exp_cap, reserved_at_1a0, 52);
 #define MARROW_PCI_EXP_CAP_FLAGS_VERS_SHIFT 0u /* flags[3:0] */
 #define MARROW_PCI_EXP_CAP_FLAGS_VERS_MASK 0xfu
@@ -802,10 +883,13 @@ struct __attribute__((packed)) marrow_pci_acs_cap {
     uint16_t acs_ctrl; /* 0x06 le: 0:0 acs_ctrl_sv, 1:1 acs_ctrl_tb, 2:2 acs_ctrl_rr, 3:3 acs_ctrl_cr, 4:4 acs_ctrl_uf, 5:5 acs_ctrl_ec, 6:6 acs_ctrl_dt */
 };
 #define MARROW_PCI_ACS_CAP_SIZE 8u
+#define MARROW_PCI_ACS_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_ACS_CAP_ACS_CAP_OFF 0x4u
+#define MARROW_PCI_ACS_CAP_ACS_CTRL_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_acs_cap) == 8, "marrow_pci_acs_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_acs_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_acs_cap, acs_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_acs_cap, acs_ctrl, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_acs_cap, ext_cap_header, MARROW_PCI_ACS_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_acs_cap, acs_cap, MARROW_PCI_ACS_CAP_ACS_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_acs_cap, acs_ctrl, MARROW_PCI_ACS_CAP_ACS_CTRL_OFF);
 #define MARROW_PCI_ACS_CAP_ACS_CAP_SV_SHIFT 0u /* acs_cap[0:0] */
 #define MARROW_PCI_ACS_CAP_ACS_CAP_SV_MASK 0x1u
 #define MARROW_PCI_ACS_CAP_ACS_CAP_TB_SHIFT 1u /* acs_cap[1:1] */
@@ -852,18 +936,29 @@ struct __attribute__((packed)) marrow_pci_aer_cap {
     uint32_t root_err_src; /* 0x34 le: 31:16 err_src_uncor, 15:0 err_src_cor */
 };
 #define MARROW_PCI_AER_CAP_SIZE 56u
+#define MARROW_PCI_AER_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_AER_CAP_UNCOR_STATUS_OFF 0x4u
+#define MARROW_PCI_AER_CAP_UNCOR_MASK_OFF 0x8u
+#define MARROW_PCI_AER_CAP_UNCOR_SEVER_OFF 0xcu
+#define MARROW_PCI_AER_CAP_COR_STATUS_OFF 0x10u
+#define MARROW_PCI_AER_CAP_COR_MASK_OFF 0x14u
+#define MARROW_PCI_AER_CAP_ERR_CAP_OFF 0x18u
+#define MARROW_PCI_AER_CAP_HEADER_LOG_OFF 0x1cu
+#define MARROW_PCI_AER_CAP_ROOT_COMMAND_OFF 0x2cu
+#define MARROW_PCI_AER_CAP_ROOT_STATUS_OFF 0x30u
+#define MARROW_PCI_AER_CAP_ROOT_ERR_SRC_OFF 0x34u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_aer_cap) == 56, "marrow_pci_aer_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, uncor_status, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, uncor_mask, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, uncor_sever, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, cor_status, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, cor_mask, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, err_cap, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, header_log, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, root_command, 44);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, root_status, 48);
-MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, root_err_src, 52);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, ext_cap_header, MARROW_PCI_AER_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, uncor_status, MARROW_PCI_AER_CAP_UNCOR_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, uncor_mask, MARROW_PCI_AER_CAP_UNCOR_MASK_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, uncor_sever, MARROW_PCI_AER_CAP_UNCOR_SEVER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, cor_status, MARROW_PCI_AER_CAP_COR_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, cor_mask, MARROW_PCI_AER_CAP_COR_MASK_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, err_cap, MARROW_PCI_AER_CAP_ERR_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, header_log, MARROW_PCI_AER_CAP_HEADER_LOG_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, root_command, MARROW_PCI_AER_CAP_ROOT_COMMAND_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, root_status, MARROW_PCI_AER_CAP_ROOT_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_aer_cap, root_err_src, MARROW_PCI_AER_CAP_ROOT_ERR_SRC_OFF);
 #define MARROW_PCI_AER_CAP_ERR_CAP_FEP_SHIFT 0u /* err_cap[4:0] */
 #define MARROW_PCI_AER_CAP_ERR_CAP_FEP_MASK 0x1fu
 #define MARROW_PCI_AER_CAP_ERR_CAP_ECRC_GENCAP_SHIFT 5u /* err_cap[5:5] */
@@ -910,12 +1005,17 @@ struct __attribute__((packed)) marrow_pci_msix_cap {
     uint32_t msix_pba; /* 0x08 le: 31:3 msix_pba_offset, 2:0 msix_pba_bir */
 };
 #define MARROW_PCI_MSIX_CAP_SIZE 12u
+#define MARROW_PCI_MSIX_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_MSIX_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_MSIX_CAP_MSIX_FLAGS_OFF 0x2u
+#define MARROW_PCI_MSIX_CAP_MSIX_TABLE_OFF 0x4u
+#define MARROW_PCI_MSIX_CAP_MSIX_PBA_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_msix_cap) == 12, "marrow_pci_msix_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, msix_flags, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, msix_table, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, msix_pba, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, cap_id, MARROW_PCI_MSIX_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, cap_next, MARROW_PCI_MSIX_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, msix_flags, MARROW_PCI_MSIX_CAP_MSIX_FLAGS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, msix_table, MARROW_PCI_MSIX_CAP_MSIX_TABLE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msix_cap, msix_pba, MARROW_PCI_MSIX_CAP_MSIX_PBA_OFF);
 #define MARROW_PCI_MSIX_CAP_MSIX_QSIZE_SHIFT 0u /* msix_flags[10:0] */
 #define MARROW_PCI_MSIX_CAP_MSIX_QSIZE_MASK 0x7ffu
 #define MARROW_PCI_MSIX_CAP_MSIX_MASKALL_SHIFT 14u /* msix_flags[14:14] */
@@ -936,8 +1036,9 @@ struct __attribute__((packed)) marrow_tlp_dw0 {
     uint32_t dw0; /* 0x00 be: 31:29 fmt, 28:24 tlp_type, 23:23 t9, 22:20 tc, 19:19 t8, 18:18 attr2, 17:17 ln, 16:16 th, 15:15 td, 14:14 ep, 13:12 attr, 11:10 at, 9:0 length */
 };
 #define MARROW_TLP_DW0_SIZE 4u
+#define MARROW_TLP_DW0_DW0_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_tlp_dw0) == 4, "marrow_tlp_dw0 size");
-MARROW_ASSERT_OFFSET(struct marrow_tlp_dw0, dw0, 0);
+MARROW_ASSERT_OFFSET(struct marrow_tlp_dw0, dw0, MARROW_TLP_DW0_DW0_OFF);
 #define MARROW_TLP_DW0_FMT_SHIFT 29u /* dw0[31:29] */
 #define MARROW_TLP_DW0_FMT_MASK 0x7u
 #define MARROW_TLP_DW0_TLP_TYPE_SHIFT 24u /* dw0[28:24] */
@@ -970,8 +1071,9 @@ struct __attribute__((packed)) marrow_tlp_request_dw1 {
     uint32_t dw1; /* 0x00 be: 31:16 requester_id, 15:8 tag, 7:4 last_be, 3:0 first_be */
 };
 #define MARROW_TLP_REQUEST_DW1_SIZE 4u
+#define MARROW_TLP_REQUEST_DW1_DW1_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_tlp_request_dw1) == 4, "marrow_tlp_request_dw1 size");
-MARROW_ASSERT_OFFSET(struct marrow_tlp_request_dw1, dw1, 0);
+MARROW_ASSERT_OFFSET(struct marrow_tlp_request_dw1, dw1, MARROW_TLP_REQUEST_DW1_DW1_OFF);
 #define MARROW_TLP_REQUEST_DW1_REQUESTER_ID_SHIFT 16u /* dw1[31:16] */
 #define MARROW_TLP_REQUEST_DW1_REQUESTER_ID_MASK 0xffffu
 #define MARROW_TLP_REQUEST_DW1_TAG_SHIFT 8u /* dw1[15:8] */
@@ -986,8 +1088,9 @@ struct __attribute__((packed)) marrow_tlp_completion_dw1 {
     uint32_t dw1; /* 0x00 be: 31:16 completer_id, 15:13 cpl_status, 12:12 bcm, 11:0 byte_count */
 };
 #define MARROW_TLP_COMPLETION_DW1_SIZE 4u
+#define MARROW_TLP_COMPLETION_DW1_DW1_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_tlp_completion_dw1) == 4, "marrow_tlp_completion_dw1 size");
-MARROW_ASSERT_OFFSET(struct marrow_tlp_completion_dw1, dw1, 0);
+MARROW_ASSERT_OFFSET(struct marrow_tlp_completion_dw1, dw1, MARROW_TLP_COMPLETION_DW1_DW1_OFF);
 #define MARROW_TLP_COMPLETION_DW1_COMPLETER_ID_SHIFT 16u /* dw1[31:16] */
 #define MARROW_TLP_COMPLETION_DW1_COMPLETER_ID_MASK 0xffffu
 #define MARROW_TLP_COMPLETION_DW1_CPL_STATUS_SHIFT 13u /* dw1[15:13] */
@@ -1002,8 +1105,9 @@ struct __attribute__((packed)) marrow_tlp_completion_dw2 {
     uint32_t dw2; /* 0x00 be: 31:16 requester_id, 15:8 tag, 6:0 lower_address */
 };
 #define MARROW_TLP_COMPLETION_DW2_SIZE 4u
+#define MARROW_TLP_COMPLETION_DW2_DW2_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_tlp_completion_dw2) == 4, "marrow_tlp_completion_dw2 size");
-MARROW_ASSERT_OFFSET(struct marrow_tlp_completion_dw2, dw2, 0);
+MARROW_ASSERT_OFFSET(struct marrow_tlp_completion_dw2, dw2, MARROW_TLP_COMPLETION_DW2_DW2_OFF);
 #define MARROW_TLP_COMPLETION_DW2_REQUESTER_ID_SHIFT 16u /* dw2[31:16] */
 #define MARROW_TLP_COMPLETION_DW2_REQUESTER_ID_MASK 0xffffu
 #define MARROW_TLP_COMPLETION_DW2_TAG_SHIFT 8u /* dw2[15:8] */
@@ -1016,8 +1120,9 @@ struct __attribute__((packed)) marrow_tlp_config_dw2 {
     uint32_t dw2; /* 0x00 be: 31:16 target_id, 11:8 ext_register, 7:2 register */
 };
 #define MARROW_TLP_CONFIG_DW2_SIZE 4u
+#define MARROW_TLP_CONFIG_DW2_DW2_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_tlp_config_dw2) == 4, "marrow_tlp_config_dw2 size");
-MARROW_ASSERT_OFFSET(struct marrow_tlp_config_dw2, dw2, 0);
+MARROW_ASSERT_OFFSET(struct marrow_tlp_config_dw2, dw2, MARROW_TLP_CONFIG_DW2_DW2_OFF);
 #define MARROW_TLP_CONFIG_DW2_TARGET_ID_SHIFT 16u /* dw2[31:16] */
 #define MARROW_TLP_CONFIG_DW2_TARGET_ID_MASK 0xffffu
 #define MARROW_TLP_CONFIG_DW2_EXT_REGISTER_SHIFT 8u /* dw2[11:8] */
@@ -1035,13 +1140,19 @@ struct __attribute__((packed)) marrow_pci_pm_cap {
     uint8_t pm_data_register; /* 0x07 */
 };
 #define MARROW_PCI_PM_CAP_SIZE 8u
+#define MARROW_PCI_PM_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_PM_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_PM_CAP_PMC_OFF 0x2u
+#define MARROW_PCI_PM_CAP_PM_CTRL_OFF 0x4u
+#define MARROW_PCI_PM_CAP_PM_PPB_EXTENSIONS_OFF 0x6u
+#define MARROW_PCI_PM_CAP_PM_DATA_REGISTER_OFF 0x7u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_pm_cap) == 8, "marrow_pci_pm_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pmc, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pm_ctrl, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pm_ppb_extensions, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pm_data_register, 7);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, cap_id, MARROW_PCI_PM_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, cap_next, MARROW_PCI_PM_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pmc, MARROW_PCI_PM_CAP_PMC_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pm_ctrl, MARROW_PCI_PM_CAP_PM_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pm_ppb_extensions, MARROW_PCI_PM_CAP_PM_PPB_EXTENSIONS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pm_cap, pm_data_register, MARROW_PCI_PM_CAP_PM_DATA_REGISTER_OFF);
 #define MARROW_PCI_PM_CAP_PMC_VERSION_SHIFT 0u /* pmc[2:0] */
 #define MARROW_PCI_PM_CAP_PMC_VERSION_MASK 0x7u
 #define MARROW_PCI_PM_CAP_PMC_PME_CLOCK_SHIFT 3u /* pmc[3:3] */
@@ -1076,10 +1187,13 @@ struct __attribute__((packed)) marrow_pci_ats_cap {
     uint16_t ats_ctrl; /* 0x06 le: 4:0 ats_ctrl_stu, 15:15 ats_ctrl_enable */
 };
 #define MARROW_PCI_ATS_CAP_SIZE 8u
+#define MARROW_PCI_ATS_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_ATS_CAP_ATS_CAP_OFF 0x4u
+#define MARROW_PCI_ATS_CAP_ATS_CTRL_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ats_cap) == 8, "marrow_pci_ats_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ats_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ats_cap, ats_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ats_cap, ats_ctrl, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ats_cap, ext_cap_header, MARROW_PCI_ATS_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ats_cap, ats_cap, MARROW_PCI_ATS_CAP_ATS_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ats_cap, ats_ctrl, MARROW_PCI_ATS_CAP_ATS_CTRL_OFF);
 #define MARROW_PCI_ATS_CAP_ATS_CAP_QDEP_SHIFT 0u /* ats_cap[4:0] */
 #define MARROW_PCI_ATS_CAP_ATS_CAP_QDEP_MASK 0x1fu
 #define MARROW_PCI_ATS_CAP_ATS_CAP_PAGE_ALIGNED_SHIFT 5u /* ats_cap[5:5] */
@@ -1100,12 +1214,17 @@ struct __attribute__((packed)) marrow_pci_pri_cap {
     uint32_t pri_alloc_req; /* 0x0c le */
 };
 #define MARROW_PCI_PRI_CAP_SIZE 16u
+#define MARROW_PCI_PRI_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_PRI_CAP_PRI_CTRL_OFF 0x4u
+#define MARROW_PCI_PRI_CAP_PRI_STATUS_OFF 0x6u
+#define MARROW_PCI_PRI_CAP_PRI_MAX_REQ_OFF 0x8u
+#define MARROW_PCI_PRI_CAP_PRI_ALLOC_REQ_OFF 0xcu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_pri_cap) == 16, "marrow_pci_pri_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_ctrl, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_status, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_max_req, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_alloc_req, 12);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, ext_cap_header, MARROW_PCI_PRI_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_ctrl, MARROW_PCI_PRI_CAP_PRI_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_status, MARROW_PCI_PRI_CAP_PRI_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_max_req, MARROW_PCI_PRI_CAP_PRI_MAX_REQ_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pri_cap, pri_alloc_req, MARROW_PCI_PRI_CAP_PRI_ALLOC_REQ_OFF);
 #define MARROW_PCI_PRI_CAP_PRI_CTRL_ENABLE_SHIFT 0u /* pri_ctrl[0:0] */
 #define MARROW_PCI_PRI_CAP_PRI_CTRL_ENABLE_MASK 0x1u
 #define MARROW_PCI_PRI_CAP_PRI_CTRL_RESET_SHIFT 1u /* pri_ctrl[1:1] */
@@ -1126,10 +1245,13 @@ struct __attribute__((packed)) marrow_pci_pasid_cap {
     uint16_t pasid_ctrl; /* 0x06 le: 0:0 pasid_ctrl_enable, 1:1 pasid_ctrl_exec, 2:2 pasid_ctrl_priv */
 };
 #define MARROW_PCI_PASID_CAP_SIZE 8u
+#define MARROW_PCI_PASID_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_PASID_CAP_PASID_CAP_OFF 0x4u
+#define MARROW_PCI_PASID_CAP_PASID_CTRL_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_pasid_cap) == 8, "marrow_pci_pasid_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_pasid_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pasid_cap, pasid_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pasid_cap, pasid_ctrl, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pasid_cap, ext_cap_header, MARROW_PCI_PASID_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pasid_cap, pasid_cap, MARROW_PCI_PASID_CAP_PASID_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pasid_cap, pasid_ctrl, MARROW_PCI_PASID_CAP_PASID_CTRL_OFF);
 #define MARROW_PCI_PASID_CAP_PASID_CAP_EXEC_SHIFT 1u /* pasid_cap[1:1] */
 #define MARROW_PCI_PASID_CAP_PASID_CAP_EXEC_MASK 0x1u
 #define MARROW_PCI_PASID_CAP_PASID_CAP_PRIV_SHIFT 2u /* pasid_cap[2:2] */
@@ -1150,10 +1272,13 @@ struct __attribute__((packed)) marrow_pci_ltr_cap {
     uint16_t max_nosnoop_lat; /* 0x06 le: 9:0 max_nosnoop_value, 12:10 max_nosnoop_scale */
 };
 #define MARROW_PCI_LTR_CAP_SIZE 8u
+#define MARROW_PCI_LTR_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_LTR_CAP_MAX_SNOOP_LAT_OFF 0x4u
+#define MARROW_PCI_LTR_CAP_MAX_NOSNOOP_LAT_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ltr_cap) == 8, "marrow_pci_ltr_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ltr_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ltr_cap, max_snoop_lat, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ltr_cap, max_nosnoop_lat, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ltr_cap, ext_cap_header, MARROW_PCI_LTR_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ltr_cap, max_snoop_lat, MARROW_PCI_LTR_CAP_MAX_SNOOP_LAT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ltr_cap, max_nosnoop_lat, MARROW_PCI_LTR_CAP_MAX_NOSNOOP_LAT_OFF);
 #define MARROW_PCI_LTR_CAP_MAX_SNOOP_VALUE_SHIFT 0u /* max_snoop_lat[9:0] */
 #define MARROW_PCI_LTR_CAP_MAX_SNOOP_VALUE_MASK 0x3ffu
 #define MARROW_PCI_LTR_CAP_MAX_SNOOP_SCALE_SHIFT 10u /* max_snoop_lat[12:10] */
@@ -1170,10 +1295,13 @@ struct __attribute__((packed)) marrow_pci_dsn_cap {
     uint32_t serial_upper; /* 0x08 le */
 };
 #define MARROW_PCI_DSN_CAP_SIZE 12u
+#define MARROW_PCI_DSN_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_DSN_CAP_SERIAL_LOWER_OFF 0x4u
+#define MARROW_PCI_DSN_CAP_SERIAL_UPPER_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dsn_cap) == 12, "marrow_pci_dsn_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dsn_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dsn_cap, serial_lower, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dsn_cap, serial_upper, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dsn_cap, ext_cap_header, MARROW_PCI_DSN_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dsn_cap, serial_lower, MARROW_PCI_DSN_CAP_SERIAL_LOWER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dsn_cap, serial_upper, MARROW_PCI_DSN_CAP_SERIAL_UPPER_OFF);
 
 /* Downstream Port Containment capability (ID 0x001d), through the error source ID (PCIE §7.9.14) */
 struct __attribute__((packed)) marrow_pci_dpc_cap {
@@ -1184,12 +1312,17 @@ struct __attribute__((packed)) marrow_pci_dpc_cap {
     uint16_t dpc_source_id; /* 0x0a le */
 };
 #define MARROW_PCI_DPC_CAP_SIZE 12u
+#define MARROW_PCI_DPC_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_DPC_CAP_DPC_CAP_OFF 0x4u
+#define MARROW_PCI_DPC_CAP_DPC_CTL_OFF 0x6u
+#define MARROW_PCI_DPC_CAP_DPC_STATUS_OFF 0x8u
+#define MARROW_PCI_DPC_CAP_DPC_SOURCE_ID_OFF 0xau
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dpc_cap) == 12, "marrow_pci_dpc_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_ctl, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_status, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_source_id, 10);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, ext_cap_header, MARROW_PCI_DPC_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_cap, MARROW_PCI_DPC_CAP_DPC_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_ctl, MARROW_PCI_DPC_CAP_DPC_CTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_status, MARROW_PCI_DPC_CAP_DPC_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_cap, dpc_source_id, MARROW_PCI_DPC_CAP_DPC_SOURCE_ID_OFF);
 #define MARROW_PCI_DPC_CAP_DPC_CAP_IRQ_SHIFT 0u /* dpc_cap[4:0] */
 #define MARROW_PCI_DPC_CAP_DPC_CAP_IRQ_MASK 0x1fu
 #define MARROW_PCI_DPC_CAP_DPC_CAP_RP_EXT_SHIFT 5u /* dpc_cap[5:5] */
@@ -1252,24 +1385,39 @@ struct __attribute__((packed)) marrow_pci_sriov_cap {
     uint32_t sriov_vfm; /* 0x3c le: 31:3 sriov_vfm_offset, 2:0 sriov_vfm_bir */
 };
 #define MARROW_PCI_SRIOV_CAP_SIZE 64u
+#define MARROW_PCI_SRIOV_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_CAP_OFF 0x4u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_CTRL_OFF 0x8u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_STATUS_OFF 0xau
+#define MARROW_PCI_SRIOV_CAP_SRIOV_INITIAL_VF_OFF 0xcu
+#define MARROW_PCI_SRIOV_CAP_SRIOV_TOTAL_VF_OFF 0xeu
+#define MARROW_PCI_SRIOV_CAP_SRIOV_NUM_VF_OFF 0x10u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_FUNC_LINK_OFF 0x12u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_VF_OFFSET_OFF 0x14u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_VF_STRIDE_OFF 0x16u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_VF_DID_OFF 0x1au
+#define MARROW_PCI_SRIOV_CAP_SRIOV_SUP_PGSIZE_OFF 0x1cu
+#define MARROW_PCI_SRIOV_CAP_SRIOV_SYS_PGSIZE_OFF 0x20u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_BAR_OFF 0x24u
+#define MARROW_PCI_SRIOV_CAP_SRIOV_VFM_OFF 0x3cu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_sriov_cap) == 64, "marrow_pci_sriov_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_ctrl, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_status, 10);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_initial_vf, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_total_vf, 14);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_num_vf, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_func_link, 18);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, ext_cap_header, MARROW_PCI_SRIOV_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_cap, MARROW_PCI_SRIOV_CAP_SRIOV_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_ctrl, MARROW_PCI_SRIOV_CAP_SRIOV_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_status, MARROW_PCI_SRIOV_CAP_SRIOV_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_initial_vf, MARROW_PCI_SRIOV_CAP_SRIOV_INITIAL_VF_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_total_vf, MARROW_PCI_SRIOV_CAP_SRIOV_TOTAL_VF_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_num_vf, MARROW_PCI_SRIOV_CAP_SRIOV_NUM_VF_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_func_link, MARROW_PCI_SRIOV_CAP_SRIOV_FUNC_LINK_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, reserved_at_98, 19);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vf_offset, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vf_stride, 22);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vf_offset, MARROW_PCI_SRIOV_CAP_SRIOV_VF_OFFSET_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vf_stride, MARROW_PCI_SRIOV_CAP_SRIOV_VF_STRIDE_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, reserved_at_c0, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vf_did, 26);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_sup_pgsize, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_sys_pgsize, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_bar, 36);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vfm, 60);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vf_did, MARROW_PCI_SRIOV_CAP_SRIOV_VF_DID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_sup_pgsize, MARROW_PCI_SRIOV_CAP_SRIOV_SUP_PGSIZE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_sys_pgsize, MARROW_PCI_SRIOV_CAP_SRIOV_SYS_PGSIZE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_bar, MARROW_PCI_SRIOV_CAP_SRIOV_BAR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sriov_cap, sriov_vfm, MARROW_PCI_SRIOV_CAP_SRIOV_VFM_OFF);
 #define MARROW_PCI_SRIOV_CAP_SRIOV_CAP_VFM_SHIFT 0u /* sriov_cap[0:0] */
 #define MARROW_PCI_SRIOV_CAP_SRIOV_CAP_VFM_MASK 0x1u
 #define MARROW_PCI_SRIOV_CAP_SRIOV_CAP_ARI_PRESERVED_SHIFT 1u /* sriov_cap[1:1] */
@@ -1305,11 +1453,15 @@ struct __attribute__((packed)) marrow_pci_l1ss_cap {
     uint32_t l1ss_ctl2; /* 0x0c le: 1:0 l1ss_ctl2_t_pwr_on_scale, 7:3 l1ss_ctl2_t_pwr_on_value */
 };
 #define MARROW_PCI_L1SS_CAP_SIZE 16u
+#define MARROW_PCI_L1SS_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_L1SS_CAP_L1SS_CAP_OFF 0x4u
+#define MARROW_PCI_L1SS_CAP_L1SS_CTL1_OFF 0x8u
+#define MARROW_PCI_L1SS_CAP_L1SS_CTL2_OFF 0xcu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_l1ss_cap) == 16, "marrow_pci_l1ss_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, l1ss_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, l1ss_ctl1, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, l1ss_ctl2, 12);
+MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, ext_cap_header, MARROW_PCI_L1SS_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, l1ss_cap, MARROW_PCI_L1SS_CAP_L1SS_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, l1ss_ctl1, MARROW_PCI_L1SS_CAP_L1SS_CTL1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_l1ss_cap, l1ss_ctl2, MARROW_PCI_L1SS_CAP_L1SS_CTL2_OFF);
 #define MARROW_PCI_L1SS_CAP_L1SS_CAP_PCIPM_L1_2_SHIFT 0u /* l1ss_cap[0:0] */
 #define MARROW_PCI_L1SS_CAP_L1SS_CAP_PCIPM_L1_2_MASK 0x1u
 #define MARROW_PCI_L1SS_CAP_L1SS_CAP_PCIPM_L1_1_SHIFT 1u /* l1ss_cap[1:1] */
@@ -1357,15 +1509,23 @@ struct __attribute__((packed)) marrow_pci_dpc_rp_pio {
     uint32_t rp_pio_impspec_log; /* 0x30 le */
 };
 #define MARROW_PCI_DPC_RP_PIO_SIZE 52u
+#define MARROW_PCI_DPC_RP_PIO_DPC_REGS_OFF 0x0u
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_STATUS_OFF 0xcu
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_MASK_OFF 0x10u
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_SEVERITY_OFF 0x14u
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_SYSERROR_OFF 0x18u
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_EXCEPTION_OFF 0x1cu
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_HEADER_LOG_OFF 0x20u
+#define MARROW_PCI_DPC_RP_PIO_RP_PIO_IMPSPEC_LOG_OFF 0x30u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dpc_rp_pio) == 52, "marrow_pci_dpc_rp_pio size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, dpc_regs, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_status, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_mask, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_severity, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_syserror, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_exception, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_header_log, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_impspec_log, 48);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, dpc_regs, MARROW_PCI_DPC_RP_PIO_DPC_REGS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_status, MARROW_PCI_DPC_RP_PIO_RP_PIO_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_mask, MARROW_PCI_DPC_RP_PIO_RP_PIO_MASK_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_severity, MARROW_PCI_DPC_RP_PIO_RP_PIO_SEVERITY_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_syserror, MARROW_PCI_DPC_RP_PIO_RP_PIO_SYSERROR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_exception, MARROW_PCI_DPC_RP_PIO_RP_PIO_EXCEPTION_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_header_log, MARROW_PCI_DPC_RP_PIO_RP_PIO_HEADER_LOG_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dpc_rp_pio, rp_pio_impspec_log, MARROW_PCI_DPC_RP_PIO_RP_PIO_IMPSPEC_LOG_OFF);
 #define MARROW_PCI_DPC_RP_PIO_RP_PIO_CFG_UR_SHIFT 0u /* rp_pio_status[0:0] */
 #define MARROW_PCI_DPC_RP_PIO_RP_PIO_CFG_UR_MASK 0x1u
 #define MARROW_PCI_DPC_RP_PIO_RP_PIO_CFG_CA_SHIFT 1u /* rp_pio_status[1:1] */
@@ -1392,10 +1552,13 @@ struct __attribute__((packed)) marrow_pci_secpci_cap {
     uint32_t lane_err_sta; /* 0x08 le */
 };
 #define MARROW_PCI_SECPCI_CAP_SIZE 12u
+#define MARROW_PCI_SECPCI_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_SECPCI_CAP_LNKCTL3_OFF 0x4u
+#define MARROW_PCI_SECPCI_CAP_LANE_ERR_STA_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_secpci_cap) == 12, "marrow_pci_secpci_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_cap, lnkctl3, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_cap, lane_err_sta, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_cap, ext_cap_header, MARROW_PCI_SECPCI_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_cap, lnkctl3, MARROW_PCI_SECPCI_CAP_LNKCTL3_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_cap, lane_err_sta, MARROW_PCI_SECPCI_CAP_LANE_ERR_STA_OFF);
 #define MARROW_PCI_SECPCI_CAP_LNKCTL3_PERFORM_EQ_SHIFT 0u /* lnkctl3[0:0] */
 #define MARROW_PCI_SECPCI_CAP_LNKCTL3_PERFORM_EQ_MASK 0x1u
 #define MARROW_PCI_SECPCI_CAP_LNKCTL3_EQ_IRQ_EN_SHIFT 1u /* lnkctl3[1:1] */
@@ -1408,8 +1571,9 @@ struct __attribute__((packed)) marrow_pci_secpci_lane_eq {
     uint16_t lane_eq_ctl; /* 0x00 le: 14:12 lane_eq_usp_rx_hint, 11:8 lane_eq_usp_tx_preset, 6:4 lane_eq_dsp_rx_hint, 3:0 lane_eq_dsp_tx_preset */
 };
 #define MARROW_PCI_SECPCI_LANE_EQ_SIZE 2u
+#define MARROW_PCI_SECPCI_LANE_EQ_LANE_EQ_CTL_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_secpci_lane_eq) == 2, "marrow_pci_secpci_lane_eq size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_lane_eq, lane_eq_ctl, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_secpci_lane_eq, lane_eq_ctl, MARROW_PCI_SECPCI_LANE_EQ_LANE_EQ_CTL_OFF);
 #define MARROW_PCI_SECPCI_LANE_EQ_LANE_EQ_USP_RX_HINT_SHIFT 12u /* lane_eq_ctl[14:12] */
 #define MARROW_PCI_SECPCI_LANE_EQ_LANE_EQ_USP_RX_HINT_MASK 0x7u
 #define MARROW_PCI_SECPCI_LANE_EQ_LANE_EQ_USP_TX_PRESET_SHIFT 8u /* lane_eq_ctl[11:8] */
@@ -1426,10 +1590,13 @@ struct __attribute__((packed)) marrow_pci_dlf_cap {
     uint32_t dlf_status; /* 0x08 le: 31:31 dlf_status_valid, 22:0 dlf_status_features */
 };
 #define MARROW_PCI_DLF_CAP_SIZE 12u
+#define MARROW_PCI_DLF_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_DLF_CAP_DLF_CAP_OFF 0x4u
+#define MARROW_PCI_DLF_CAP_DLF_STATUS_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dlf_cap) == 12, "marrow_pci_dlf_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dlf_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dlf_cap, dlf_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dlf_cap, dlf_status, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dlf_cap, ext_cap_header, MARROW_PCI_DLF_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dlf_cap, dlf_cap, MARROW_PCI_DLF_CAP_DLF_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dlf_cap, dlf_status, MARROW_PCI_DLF_CAP_DLF_STATUS_OFF);
 #define MARROW_PCI_DLF_CAP_DLF_CAP_EXCHANGE_ENABLE_SHIFT 31u /* dlf_cap[31:31] */
 #define MARROW_PCI_DLF_CAP_DLF_CAP_EXCHANGE_ENABLE_MASK 0x1u
 #define MARROW_PCI_DLF_CAP_DLF_CAP_FEATURES_SHIFT 0u /* dlf_cap[22:0] */
@@ -1451,14 +1618,21 @@ struct __attribute__((packed)) marrow_pci_pl16_cap {
     uint32_t reserved_at_e0; /* 0x1c le */
 };
 #define MARROW_PCI_PL16_CAP_SIZE 32u
+#define MARROW_PCI_PL16_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_PL16_CAP_PL16_CAP_OFF 0x4u
+#define MARROW_PCI_PL16_CAP_PL16_CTL_OFF 0x8u
+#define MARROW_PCI_PL16_CAP_PL16_STATUS_OFF 0xcu
+#define MARROW_PCI_PL16_CAP_PL16_LOCAL_PARITY_OFF 0x10u
+#define MARROW_PCI_PL16_CAP_PL16_FIRST_RETIMER_PARITY_OFF 0x14u
+#define MARROW_PCI_PL16_CAP_PL16_SECOND_RETIMER_PARITY_OFF 0x18u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_pl16_cap) == 32, "marrow_pci_pl16_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_ctl, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_status, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_local_parity, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_first_retimer_parity, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_second_retimer_parity, 24);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, ext_cap_header, MARROW_PCI_PL16_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_cap, MARROW_PCI_PL16_CAP_PL16_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_ctl, MARROW_PCI_PL16_CAP_PL16_CTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_status, MARROW_PCI_PL16_CAP_PL16_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_local_parity, MARROW_PCI_PL16_CAP_PL16_LOCAL_PARITY_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_first_retimer_parity, MARROW_PCI_PL16_CAP_PL16_FIRST_RETIMER_PARITY_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, pl16_second_retimer_parity, MARROW_PCI_PL16_CAP_PL16_SECOND_RETIMER_PARITY_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_pl16_cap, reserved_at_e0, 28);
 #define MARROW_PCI_PL16_CAP_PL16_STATUS_EQ_REQUEST_SHIFT 4u /* pl16_status[4:4] */
 #define MARROW_PCI_PL16_CAP_PL16_STATUS_EQ_REQUEST_MASK 0x1u
@@ -1476,8 +1650,9 @@ struct __attribute__((packed)) marrow_pci_pl_lane_eq {
     uint8_t pl_lane_eq_ctl; /* 0x00: 7:4 pl_lane_eq_usp_tx_preset, 3:0 pl_lane_eq_dsp_tx_preset */
 };
 #define MARROW_PCI_PL_LANE_EQ_SIZE 1u
+#define MARROW_PCI_PL_LANE_EQ_PL_LANE_EQ_CTL_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_pl_lane_eq) == 1, "marrow_pci_pl_lane_eq size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl_lane_eq, pl_lane_eq_ctl, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl_lane_eq, pl_lane_eq_ctl, MARROW_PCI_PL_LANE_EQ_PL_LANE_EQ_CTL_OFF);
 #define MARROW_PCI_PL_LANE_EQ_PL_LANE_EQ_USP_TX_PRESET_SHIFT 4u /* pl_lane_eq_ctl[7:4] */
 #define MARROW_PCI_PL_LANE_EQ_PL_LANE_EQ_USP_TX_PRESET_MASK 0xfu
 #define MARROW_PCI_PL_LANE_EQ_PL_LANE_EQ_DSP_TX_PRESET_SHIFT 0u /* pl_lane_eq_ctl[3:0] */
@@ -1495,15 +1670,23 @@ struct __attribute__((packed)) marrow_pci_pl32_cap {
     uint32_t pl32_tx_mts2; /* 0x1c le */
 };
 #define MARROW_PCI_PL32_CAP_SIZE 32u
+#define MARROW_PCI_PL32_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_PL32_CAP_PL32_CAP_OFF 0x4u
+#define MARROW_PCI_PL32_CAP_PL32_CTL_OFF 0x8u
+#define MARROW_PCI_PL32_CAP_PL32_STATUS_OFF 0xcu
+#define MARROW_PCI_PL32_CAP_PL32_RX_MTS1_OFF 0x10u
+#define MARROW_PCI_PL32_CAP_PL32_RX_MTS2_OFF 0x14u
+#define MARROW_PCI_PL32_CAP_PL32_TX_MTS1_OFF 0x18u
+#define MARROW_PCI_PL32_CAP_PL32_TX_MTS2_OFF 0x1cu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_pl32_cap) == 32, "marrow_pci_pl32_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_ctl, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_status, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_rx_mts1, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_rx_mts2, 20);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_tx_mts1, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_tx_mts2, 28);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, ext_cap_header, MARROW_PCI_PL32_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_cap, MARROW_PCI_PL32_CAP_PL32_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_ctl, MARROW_PCI_PL32_CAP_PL32_CTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_status, MARROW_PCI_PL32_CAP_PL32_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_rx_mts1, MARROW_PCI_PL32_CAP_PL32_RX_MTS1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_rx_mts2, MARROW_PCI_PL32_CAP_PL32_RX_MTS2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_tx_mts1, MARROW_PCI_PL32_CAP_PL32_TX_MTS1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_pl32_cap, pl32_tx_mts2, MARROW_PCI_PL32_CAP_PL32_TX_MTS2_OFF);
 #define MARROW_PCI_PL32_CAP_PL32_CAP_MTS_MODE2_SHIFT 10u /* pl32_cap[10:10] */
 #define MARROW_PCI_PL32_CAP_PL32_CAP_MTS_MODE2_MASK 0x1u
 #define MARROW_PCI_PL32_CAP_PL32_CAP_MTS_MODE1_SHIFT 9u /* pl32_cap[9:9] */
@@ -1547,9 +1730,11 @@ struct __attribute__((packed)) marrow_pci_vsec_cap {
     uint32_t vsec_header; /* 0x04 le: 31:20 vsec_len, 19:16 vsec_rev, 15:0 vsec_id */
 };
 #define MARROW_PCI_VSEC_CAP_SIZE 8u
+#define MARROW_PCI_VSEC_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_VSEC_CAP_VSEC_HEADER_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vsec_cap) == 8, "marrow_pci_vsec_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vsec_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vsec_cap, vsec_header, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vsec_cap, ext_cap_header, MARROW_PCI_VSEC_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vsec_cap, vsec_header, MARROW_PCI_VSEC_CAP_VSEC_HEADER_OFF);
 #define MARROW_PCI_VSEC_CAP_VSEC_LEN_SHIFT 20u /* vsec_header[31:20] */
 #define MARROW_PCI_VSEC_CAP_VSEC_LEN_MASK 0xfffu
 #define MARROW_PCI_VSEC_CAP_VSEC_REV_SHIFT 16u /* vsec_header[19:16] */
@@ -1564,10 +1749,13 @@ struct __attribute__((packed)) marrow_pci_vndr_cap {
     uint8_t vndr_len; /* 0x02 */
 };
 #define MARROW_PCI_VNDR_CAP_SIZE 3u
+#define MARROW_PCI_VNDR_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_VNDR_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_VNDR_CAP_VNDR_LEN_OFF 0x2u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vndr_cap) == 3, "marrow_pci_vndr_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vndr_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vndr_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vndr_cap, vndr_len, 2);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vndr_cap, cap_id, MARROW_PCI_VNDR_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vndr_cap, cap_next, MARROW_PCI_VNDR_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vndr_cap, vndr_len, MARROW_PCI_VNDR_CAP_VNDR_LEN_OFF);
 
 /* Resizable BAR capability (ID 0x0015) header and its first entry; entries 1..5 follow, 8 bytes each (pci_rebar_entry) (PCIE §7.8.6) */
 struct __attribute__((packed)) marrow_pci_rebar_cap {
@@ -1576,10 +1764,13 @@ struct __attribute__((packed)) marrow_pci_rebar_cap {
     uint32_t rebar_ctrl; /* 0x08 le: 31:16 rebar_ctrl_sizes_hi, 13:8 rebar_ctrl_bar_size, 7:5 rebar_ctrl_nbar, 2:0 rebar_ctrl_bar_idx */
 };
 #define MARROW_PCI_REBAR_CAP_SIZE 12u
+#define MARROW_PCI_REBAR_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_REBAR_CAP_REBAR_CAP_OFF 0x4u
+#define MARROW_PCI_REBAR_CAP_REBAR_CTRL_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_rebar_cap) == 12, "marrow_pci_rebar_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_cap, rebar_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_cap, rebar_ctrl, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_cap, ext_cap_header, MARROW_PCI_REBAR_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_cap, rebar_cap, MARROW_PCI_REBAR_CAP_REBAR_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_cap, rebar_ctrl, MARROW_PCI_REBAR_CAP_REBAR_CTRL_OFF);
 #define MARROW_PCI_REBAR_CAP_REBAR_CAP_SIZES_SHIFT 4u /* rebar_cap[31:4] */
 #define MARROW_PCI_REBAR_CAP_REBAR_CAP_SIZES_MASK 0xfffffffu
 #define MARROW_PCI_REBAR_CAP_REBAR_CTRL_SIZES_HI_SHIFT 16u /* rebar_ctrl[31:16] */
@@ -1597,9 +1788,11 @@ struct __attribute__((packed)) marrow_pci_rebar_entry {
     uint32_t entry_ctrl; /* 0x04 le: 31:16 entry_ctrl_sizes_hi, 13:8 entry_ctrl_bar_size, 7:5 entry_ctrl_nbar, 2:0 entry_ctrl_bar_idx */
 };
 #define MARROW_PCI_REBAR_ENTRY_SIZE 8u
+#define MARROW_PCI_REBAR_ENTRY_ENTRY_CAP_OFF 0x0u
+#define MARROW_PCI_REBAR_ENTRY_ENTRY_CTRL_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_rebar_entry) == 8, "marrow_pci_rebar_entry size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_entry, entry_cap, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_entry, entry_ctrl, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_entry, entry_cap, MARROW_PCI_REBAR_ENTRY_ENTRY_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rebar_entry, entry_ctrl, MARROW_PCI_REBAR_ENTRY_ENTRY_CTRL_OFF);
 #define MARROW_PCI_REBAR_ENTRY_ENTRY_CAP_SIZES_SHIFT 4u /* entry_cap[31:4] */
 #define MARROW_PCI_REBAR_ENTRY_ENTRY_CAP_SIZES_MASK 0xfffffffu
 #define MARROW_PCI_REBAR_ENTRY_ENTRY_CTRL_SIZES_HI_SHIFT 16u /* entry_ctrl[31:16] */
@@ -1619,11 +1812,15 @@ struct __attribute__((packed)) marrow_pci_msi_cap {
     uint32_t msi_address_lo; /* 0x04 le */
 };
 #define MARROW_PCI_MSI_CAP_SIZE 8u
+#define MARROW_PCI_MSI_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_MSI_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_MSI_CAP_MSI_FLAGS_OFF 0x2u
+#define MARROW_PCI_MSI_CAP_MSI_ADDRESS_LO_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_msi_cap) == 8, "marrow_pci_msi_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, msi_flags, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, msi_address_lo, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, cap_id, MARROW_PCI_MSI_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, cap_next, MARROW_PCI_MSI_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, msi_flags, MARROW_PCI_MSI_CAP_MSI_FLAGS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_msi_cap, msi_address_lo, MARROW_PCI_MSI_CAP_MSI_ADDRESS_LO_OFF);
 #define MARROW_PCI_MSI_CAP_MSI_FLAGS_MASKBIT_SHIFT 8u /* msi_flags[8:8] */
 #define MARROW_PCI_MSI_CAP_MSI_FLAGS_MASKBIT_MASK 0x1u
 #define MARROW_PCI_MSI_CAP_MSI_FLAGS_64BIT_SHIFT 7u /* msi_flags[7:7] */
@@ -1642,10 +1839,13 @@ struct __attribute__((packed)) marrow_pci_ptm_cap {
     uint32_t ptm_ctrl; /* 0x08 le: 0:0 ptm_ctrl_enable, 1:1 ptm_ctrl_root, 15:8 ptm_ctrl_granularity */
 };
 #define MARROW_PCI_PTM_CAP_SIZE 12u
+#define MARROW_PCI_PTM_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_PTM_CAP_PTM_CAP_OFF 0x4u
+#define MARROW_PCI_PTM_CAP_PTM_CTRL_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ptm_cap) == 12, "marrow_pci_ptm_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ptm_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ptm_cap, ptm_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ptm_cap, ptm_ctrl, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ptm_cap, ext_cap_header, MARROW_PCI_PTM_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ptm_cap, ptm_cap, MARROW_PCI_PTM_CAP_PTM_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ptm_cap, ptm_ctrl, MARROW_PCI_PTM_CAP_PTM_CTRL_OFF);
 #define MARROW_PCI_PTM_CAP_PTM_CAP_REQ_SHIFT 0u /* ptm_cap[0:0] */
 #define MARROW_PCI_PTM_CAP_PTM_CAP_REQ_MASK 0x1u
 #define MARROW_PCI_PTM_CAP_PTM_CAP_RES_SHIFT 1u /* ptm_cap[1:1] */
@@ -1670,10 +1870,13 @@ struct __attribute__((packed)) marrow_pci_ari_cap {
     uint16_t ari_ctrl; /* 0x06 le: 0:0 ari_ctrl_mfvc, 1:1 ari_ctrl_acs, 6:4 ari_ctrl_fg */
 };
 #define MARROW_PCI_ARI_CAP_SIZE 8u
+#define MARROW_PCI_ARI_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_ARI_CAP_ARI_CAP_OFF 0x4u
+#define MARROW_PCI_ARI_CAP_ARI_CTRL_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ari_cap) == 8, "marrow_pci_ari_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ari_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ari_cap, ari_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ari_cap, ari_ctrl, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ari_cap, ext_cap_header, MARROW_PCI_ARI_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ari_cap, ari_cap, MARROW_PCI_ARI_CAP_ARI_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ari_cap, ari_ctrl, MARROW_PCI_ARI_CAP_ARI_CTRL_OFF);
 #define MARROW_PCI_ARI_CAP_ARI_CAP_MFVC_SHIFT 0u /* ari_cap[0:0] */
 #define MARROW_PCI_ARI_CAP_ARI_CAP_MFVC_MASK 0x1u
 #define MARROW_PCI_ARI_CAP_ARI_CAP_ACS_SHIFT 1u /* ari_cap[1:1] */
@@ -1694,10 +1897,13 @@ struct __attribute__((packed)) marrow_pci_dvsec_cap {
     uint16_t dvsec_header2; /* 0x08 le: 15:0 dvsec_id */
 };
 #define MARROW_PCI_DVSEC_CAP_SIZE 10u
+#define MARROW_PCI_DVSEC_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_DVSEC_CAP_DVSEC_HEADER1_OFF 0x4u
+#define MARROW_PCI_DVSEC_CAP_DVSEC_HEADER2_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dvsec_cap) == 10, "marrow_pci_dvsec_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dvsec_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dvsec_cap, dvsec_header1, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dvsec_cap, dvsec_header2, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dvsec_cap, ext_cap_header, MARROW_PCI_DVSEC_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dvsec_cap, dvsec_header1, MARROW_PCI_DVSEC_CAP_DVSEC_HEADER1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dvsec_cap, dvsec_header2, MARROW_PCI_DVSEC_CAP_DVSEC_HEADER2_OFF);
 #define MARROW_PCI_DVSEC_CAP_DVSEC_LEN_SHIFT 20u /* dvsec_header1[31:20] */
 #define MARROW_PCI_DVSEC_CAP_DVSEC_LEN_MASK 0xfffu
 #define MARROW_PCI_DVSEC_CAP_DVSEC_REV_SHIFT 16u /* dvsec_header1[19:16] */
@@ -1717,13 +1923,19 @@ struct __attribute__((packed)) marrow_pci_doe_cap {
     uint32_t doe_read; /* 0x14 le */
 };
 #define MARROW_PCI_DOE_CAP_SIZE 24u
+#define MARROW_PCI_DOE_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_DOE_CAP_DOE_CAP_OFF 0x4u
+#define MARROW_PCI_DOE_CAP_DOE_CTRL_OFF 0x8u
+#define MARROW_PCI_DOE_CAP_DOE_STATUS_OFF 0xcu
+#define MARROW_PCI_DOE_CAP_DOE_WRITE_OFF 0x10u
+#define MARROW_PCI_DOE_CAP_DOE_READ_OFF 0x14u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_doe_cap) == 24, "marrow_pci_doe_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_ctrl, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_status, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_write, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_read, 20);
+MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, ext_cap_header, MARROW_PCI_DOE_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_cap, MARROW_PCI_DOE_CAP_DOE_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_ctrl, MARROW_PCI_DOE_CAP_DOE_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_status, MARROW_PCI_DOE_CAP_DOE_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_write, MARROW_PCI_DOE_CAP_DOE_WRITE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_doe_cap, doe_read, MARROW_PCI_DOE_CAP_DOE_READ_OFF);
 #define MARROW_PCI_DOE_CAP_DOE_CAP_INT_SUP_SHIFT 0u /* doe_cap[0:0] */
 #define MARROW_PCI_DOE_CAP_DOE_CAP_INT_SUP_MASK 0x1u
 #define MARROW_PCI_DOE_CAP_DOE_CAP_IRQ_SHIFT 1u /* doe_cap[11:1] */
@@ -1752,12 +1964,17 @@ struct __attribute__((packed)) marrow_pci_vc_cap {
     uint16_t vc_port_status; /* 0x0e le: 0:0 vc_status_arb_table */
 };
 #define MARROW_PCI_VC_CAP_SIZE 16u
+#define MARROW_PCI_VC_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_VC_CAP_VC_PORT_CAP1_OFF 0x4u
+#define MARROW_PCI_VC_CAP_VC_PORT_CAP2_OFF 0x8u
+#define MARROW_PCI_VC_CAP_VC_PORT_CTRL_OFF 0xcu
+#define MARROW_PCI_VC_CAP_VC_PORT_STATUS_OFF 0xeu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_cap) == 16, "marrow_pci_vc_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_cap1, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_cap2, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_ctrl, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_status, 14);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, ext_cap_header, MARROW_PCI_VC_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_cap1, MARROW_PCI_VC_CAP_VC_PORT_CAP1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_cap2, MARROW_PCI_VC_CAP_VC_PORT_CAP2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_ctrl, MARROW_PCI_VC_CAP_VC_PORT_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_cap, vc_port_status, MARROW_PCI_VC_CAP_VC_PORT_STATUS_OFF);
 #define MARROW_PCI_VC_CAP_VC_CAP1_ARB_SIZE_SHIFT 10u /* vc_port_cap1[11:10] */
 #define MARROW_PCI_VC_CAP_VC_CAP1_ARB_SIZE_MASK 0x3u
 #define MARROW_PCI_VC_CAP_VC_CAP1_REF_CLK_SHIFT 8u /* vc_port_cap1[9:8] */
@@ -1785,11 +2002,14 @@ struct __attribute__((packed)) marrow_pci_vc_res {
     uint16_t vc_res_status; /* 0x0a le: 1:1 vc_res_nego_pending, 0:0 vc_res_table_status */
 };
 #define MARROW_PCI_VC_RES_SIZE 12u
+#define MARROW_PCI_VC_RES_VC_RES_CAP_OFF 0x0u
+#define MARROW_PCI_VC_RES_VC_RES_CTRL_OFF 0x4u
+#define MARROW_PCI_VC_RES_VC_RES_STATUS_OFF 0xau
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_res) == 12, "marrow_pci_vc_res size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, vc_res_cap, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, vc_res_ctrl, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, vc_res_cap, MARROW_PCI_VC_RES_VC_RES_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, vc_res_ctrl, MARROW_PCI_VC_RES_VC_RES_CTRL_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, reserved_at_40, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, vc_res_status, 10);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_res, vc_res_status, MARROW_PCI_VC_RES_VC_RES_STATUS_OFF);
 #define MARROW_PCI_VC_RES_VC_RES_PAT_OFFSET_SHIFT 24u /* vc_res_cap[31:24] */
 #define MARROW_PCI_VC_RES_VC_RES_PAT_OFFSET_MASK 0xffu
 #define MARROW_PCI_VC_RES_VC_RES_MAX_TIME_SLOTS_SHIFT 16u /* vc_res_cap[22:16] */
@@ -1818,8 +2038,9 @@ struct __attribute__((packed)) marrow_pci_vc_arb_dword {
     uint32_t vc_arb_dword; /* 0x00 le: 30:28 vc_arb_phase7, 26:24 vc_arb_phase6, 22:20 vc_arb_phase5, 18:16 vc_arb_phase4, 14:12 vc_arb_phase3, 10:8 vc_arb_phase2, 6:4 vc_arb_phase1, 2:0 vc_arb_phase0 */
 };
 #define MARROW_PCI_VC_ARB_DWORD_SIZE 4u
+#define MARROW_PCI_VC_ARB_DWORD_VC_ARB_DWORD_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_arb_dword) == 4, "marrow_pci_vc_arb_dword size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_arb_dword, vc_arb_dword, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_arb_dword, vc_arb_dword, MARROW_PCI_VC_ARB_DWORD_VC_ARB_DWORD_OFF);
 #define MARROW_PCI_VC_ARB_DWORD_VC_ARB_PHASE7_SHIFT 28u /* vc_arb_dword[30:28] */
 #define MARROW_PCI_VC_ARB_DWORD_VC_ARB_PHASE7_MASK 0x7u
 #define MARROW_PCI_VC_ARB_DWORD_VC_ARB_PHASE6_SHIFT 24u /* vc_arb_dword[26:24] */
@@ -1842,8 +2063,9 @@ struct __attribute__((packed)) marrow_pci_vc_pat1_dword {
     uint32_t vc_pat1_dword; /* 0x00 le: 31:31 vc_pat1_phase31, 30:30 vc_pat1_phase30, 29:29 vc_pat1_phase29, 28:28 vc_pat1_phase28, 27:27 vc_pat1_phase27, 26:26 vc_pat1_phase26, 25:25 vc_pat1_phase25, 24:24 vc_pat1_phase24, 23:23 vc_pat1_phase23, 22:22 vc_pat1_phase22, 21:21 vc_pat1_phase21, 20:20 vc_pat1_phase20, 19:19 vc_pat1_phase19, 18:18 vc_pat1_phase18, 17:17 vc_pat1_phase17, 16:16 vc_pat1_phase16, 15:15 vc_pat1_phase15, 14:14 vc_pat1_phase14, 13:13 vc_pat1_phase13, 12:12 vc_pat1_phase12, 11:11 vc_pat1_phase11, 10:10 vc_pat1_phase10, 9:9 vc_pat1_phase9, 8:8 vc_pat1_phase8, 7:7 vc_pat1_phase7, 6:6 vc_pat1_phase6, 5:5 vc_pat1_phase5, 4:4 vc_pat1_phase4, 3:3 vc_pat1_phase3, 2:2 vc_pat1_phase2, 1:1 vc_pat1_phase1, 0:0 vc_pat1_phase0 */
 };
 #define MARROW_PCI_VC_PAT1_DWORD_SIZE 4u
+#define MARROW_PCI_VC_PAT1_DWORD_VC_PAT1_DWORD_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_pat1_dword) == 4, "marrow_pci_vc_pat1_dword size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat1_dword, vc_pat1_dword, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat1_dword, vc_pat1_dword, MARROW_PCI_VC_PAT1_DWORD_VC_PAT1_DWORD_OFF);
 #define MARROW_PCI_VC_PAT1_DWORD_VC_PAT1_PHASE31_SHIFT 31u /* vc_pat1_dword[31:31] */
 #define MARROW_PCI_VC_PAT1_DWORD_VC_PAT1_PHASE31_MASK 0x1u
 #define MARROW_PCI_VC_PAT1_DWORD_VC_PAT1_PHASE30_SHIFT 30u /* vc_pat1_dword[30:30] */
@@ -1914,8 +2136,9 @@ struct __attribute__((packed)) marrow_pci_vc_pat2_dword {
     uint32_t vc_pat2_dword; /* 0x00 le: 31:30 vc_pat2_phase15, 29:28 vc_pat2_phase14, 27:26 vc_pat2_phase13, 25:24 vc_pat2_phase12, 23:22 vc_pat2_phase11, 21:20 vc_pat2_phase10, 19:18 vc_pat2_phase9, 17:16 vc_pat2_phase8, 15:14 vc_pat2_phase7, 13:12 vc_pat2_phase6, 11:10 vc_pat2_phase5, 9:8 vc_pat2_phase4, 7:6 vc_pat2_phase3, 5:4 vc_pat2_phase2, 3:2 vc_pat2_phase1, 1:0 vc_pat2_phase0 */
 };
 #define MARROW_PCI_VC_PAT2_DWORD_SIZE 4u
+#define MARROW_PCI_VC_PAT2_DWORD_VC_PAT2_DWORD_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_pat2_dword) == 4, "marrow_pci_vc_pat2_dword size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat2_dword, vc_pat2_dword, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat2_dword, vc_pat2_dword, MARROW_PCI_VC_PAT2_DWORD_VC_PAT2_DWORD_OFF);
 #define MARROW_PCI_VC_PAT2_DWORD_VC_PAT2_PHASE15_SHIFT 30u /* vc_pat2_dword[31:30] */
 #define MARROW_PCI_VC_PAT2_DWORD_VC_PAT2_PHASE15_MASK 0x3u
 #define MARROW_PCI_VC_PAT2_DWORD_VC_PAT2_PHASE14_SHIFT 28u /* vc_pat2_dword[29:28] */
@@ -1954,8 +2177,9 @@ struct __attribute__((packed)) marrow_pci_vc_pat4_dword {
     uint32_t vc_pat4_dword; /* 0x00 le: 31:28 vc_pat4_phase7, 27:24 vc_pat4_phase6, 23:20 vc_pat4_phase5, 19:16 vc_pat4_phase4, 15:12 vc_pat4_phase3, 11:8 vc_pat4_phase2, 7:4 vc_pat4_phase1, 3:0 vc_pat4_phase0 */
 };
 #define MARROW_PCI_VC_PAT4_DWORD_SIZE 4u
+#define MARROW_PCI_VC_PAT4_DWORD_VC_PAT4_DWORD_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_pat4_dword) == 4, "marrow_pci_vc_pat4_dword size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat4_dword, vc_pat4_dword, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat4_dword, vc_pat4_dword, MARROW_PCI_VC_PAT4_DWORD_VC_PAT4_DWORD_OFF);
 #define MARROW_PCI_VC_PAT4_DWORD_VC_PAT4_PHASE7_SHIFT 28u /* vc_pat4_dword[31:28] */
 #define MARROW_PCI_VC_PAT4_DWORD_VC_PAT4_PHASE7_MASK 0xfu
 #define MARROW_PCI_VC_PAT4_DWORD_VC_PAT4_PHASE6_SHIFT 24u /* vc_pat4_dword[27:24] */
@@ -1978,8 +2202,9 @@ struct __attribute__((packed)) marrow_pci_vc_pat8_dword {
     uint32_t vc_pat8_dword; /* 0x00 le: 31:24 vc_pat8_phase3, 23:16 vc_pat8_phase2, 15:8 vc_pat8_phase1, 7:0 vc_pat8_phase0 */
 };
 #define MARROW_PCI_VC_PAT8_DWORD_SIZE 4u
+#define MARROW_PCI_VC_PAT8_DWORD_VC_PAT8_DWORD_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vc_pat8_dword) == 4, "marrow_pci_vc_pat8_dword size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat8_dword, vc_pat8_dword, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vc_pat8_dword, vc_pat8_dword, MARROW_PCI_VC_PAT8_DWORD_VC_PAT8_DWORD_OFF);
 #define MARROW_PCI_VC_PAT8_DWORD_VC_PAT8_PHASE3_SHIFT 24u /* vc_pat8_dword[31:24] */
 #define MARROW_PCI_VC_PAT8_DWORD_VC_PAT8_PHASE3_MASK 0xffu
 #define MARROW_PCI_VC_PAT8_DWORD_VC_PAT8_PHASE2_SHIFT 16u /* vc_pat8_dword[23:16] */
@@ -1996,10 +2221,13 @@ struct __attribute__((packed)) marrow_pci_lmr_cap {
     uint16_t lmr_port_status; /* 0x06 le: 1:1 lmr_status_sw_ready, 0:0 lmr_status_ready */
 };
 #define MARROW_PCI_LMR_CAP_SIZE 8u
+#define MARROW_PCI_LMR_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_LMR_CAP_LMR_PORT_CAP_OFF 0x4u
+#define MARROW_PCI_LMR_CAP_LMR_PORT_STATUS_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_lmr_cap) == 8, "marrow_pci_lmr_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_cap, lmr_port_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_cap, lmr_port_status, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_cap, ext_cap_header, MARROW_PCI_LMR_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_cap, lmr_port_cap, MARROW_PCI_LMR_CAP_LMR_PORT_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_cap, lmr_port_status, MARROW_PCI_LMR_CAP_LMR_PORT_STATUS_OFF);
 #define MARROW_PCI_LMR_CAP_LMR_CAP_USES_DRIVER_SHIFT 0u /* lmr_port_cap[0:0] */
 #define MARROW_PCI_LMR_CAP_LMR_CAP_USES_DRIVER_MASK 0x1u
 #define MARROW_PCI_LMR_CAP_LMR_STATUS_SW_READY_SHIFT 1u /* lmr_port_status[1:1] */
@@ -2013,9 +2241,11 @@ struct __attribute__((packed)) marrow_pci_lmr_lane {
     uint16_t lmr_lane_status; /* 0x02 le: 15:8 lmr_sta_payload, 6:6 lmr_sta_usage_model, 5:3 lmr_sta_type, 2:0 lmr_sta_rcvr */
 };
 #define MARROW_PCI_LMR_LANE_SIZE 4u
+#define MARROW_PCI_LMR_LANE_LMR_LANE_CTRL_OFF 0x0u
+#define MARROW_PCI_LMR_LANE_LMR_LANE_STATUS_OFF 0x2u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_lmr_lane) == 4, "marrow_pci_lmr_lane size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_lane, lmr_lane_ctrl, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_lane, lmr_lane_status, 2);
+MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_lane, lmr_lane_ctrl, MARROW_PCI_LMR_LANE_LMR_LANE_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_lmr_lane, lmr_lane_status, MARROW_PCI_LMR_LANE_LMR_LANE_STATUS_OFF);
 #define MARROW_PCI_LMR_LANE_LMR_CTRL_PAYLOAD_SHIFT 8u /* lmr_lane_ctrl[15:8] */
 #define MARROW_PCI_LMR_LANE_LMR_CTRL_PAYLOAD_MASK 0xffu
 #define MARROW_PCI_LMR_LANE_LMR_CTRL_USAGE_MODEL_SHIFT 6u /* lmr_lane_ctrl[6:6] */
@@ -2041,11 +2271,15 @@ struct __attribute__((packed)) marrow_pci_dev3_cap {
     uint32_t devsta3; /* 0x0c le: 4:4 devsta3_remote_l0p, 3:3 devsta3_segment_captured, 2:0 devsta3_initial_link_width */
 };
 #define MARROW_PCI_DEV3_CAP_SIZE 16u
+#define MARROW_PCI_DEV3_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_DEV3_CAP_DEVCAP3_OFF 0x4u
+#define MARROW_PCI_DEV3_CAP_DEVCTL3_OFF 0x8u
+#define MARROW_PCI_DEV3_CAP_DEVSTA3_OFF 0xcu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dev3_cap) == 16, "marrow_pci_dev3_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, devcap3, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, devctl3, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, devsta3, 12);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, ext_cap_header, MARROW_PCI_DEV3_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, devcap3, MARROW_PCI_DEV3_CAP_DEVCAP3_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, devctl3, MARROW_PCI_DEV3_CAP_DEVCTL3_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dev3_cap, devsta3, MARROW_PCI_DEV3_CAP_DEVSTA3_OFF);
 #define MARROW_PCI_DEV3_CAP_DEVCAP3_RETIMER_L0P_EXIT_SHIFT 7u /* devcap3[9:7] */
 #define MARROW_PCI_DEV3_CAP_DEVCAP3_RETIMER_L0P_EXIT_MASK 0x7u
 #define MARROW_PCI_DEV3_CAP_DEVCAP3_PORT_L0P_EXIT_SHIFT 4u /* devcap3[6:4] */
@@ -2082,10 +2316,13 @@ struct __attribute__((packed)) marrow_pci_ide_cap {
     uint32_t ide_ctrl; /* 0x08 le: 2:2 ide_ctrl_flow_through */
 };
 #define MARROW_PCI_IDE_CAP_SIZE 12u
+#define MARROW_PCI_IDE_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_IDE_CAP_IDE_CAP_OFF 0x4u
+#define MARROW_PCI_IDE_CAP_IDE_CTRL_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ide_cap) == 12, "marrow_pci_ide_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_cap, ide_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_cap, ide_ctrl, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_cap, ext_cap_header, MARROW_PCI_IDE_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_cap, ide_cap, MARROW_PCI_IDE_CAP_IDE_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_cap, ide_ctrl, MARROW_PCI_IDE_CAP_IDE_CTRL_OFF);
 #define MARROW_PCI_IDE_CAP_IDE_CAP_TEE_LIMITED_SHIFT 24u /* ide_cap[24:24] */
 #define MARROW_PCI_IDE_CAP_IDE_CAP_TEE_LIMITED_MASK 0x1u
 #define MARROW_PCI_IDE_CAP_IDE_CAP_SEL_STREAMS_SHIFT 16u /* ide_cap[23:16] */
@@ -2119,9 +2356,11 @@ struct __attribute__((packed)) marrow_pci_ide_link_stream {
     uint32_t ide_link_status; /* 0x04 le: 31:31 ide_link_status_fail, 3:0 ide_link_status_state */
 };
 #define MARROW_PCI_IDE_LINK_STREAM_SIZE 8u
+#define MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_CTRL_OFF 0x0u
+#define MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_STATUS_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ide_link_stream) == 8, "marrow_pci_ide_link_stream size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_link_stream, ide_link_ctrl, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_link_stream, ide_link_status, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_link_stream, ide_link_ctrl, MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_link_stream, ide_link_status, MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_STATUS_OFF);
 #define MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_CTRL_STREAM_ID_SHIFT 24u /* ide_link_ctrl[31:24] */
 #define MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_CTRL_STREAM_ID_MASK 0xffu
 #define MARROW_PCI_IDE_LINK_STREAM_IDE_LINK_CTRL_TC_SHIFT 19u /* ide_link_ctrl[21:19] */
@@ -2154,12 +2393,17 @@ struct __attribute__((packed)) marrow_pci_ide_sel_stream {
     uint32_t ide_sel_rid2; /* 0x10 le: 31:24 ide_sel_rid2_segment, 23:8 ide_sel_rid2_base, 0:0 ide_sel_rid2_valid */
 };
 #define MARROW_PCI_IDE_SEL_STREAM_SIZE 20u
+#define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CAP_OFF 0x0u
+#define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CTRL_OFF 0x4u
+#define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_STATUS_OFF 0x8u
+#define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_RID1_OFF 0xcu
+#define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_RID2_OFF 0x10u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ide_sel_stream) == 20, "marrow_pci_ide_sel_stream size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_cap, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_ctrl, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_status, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_rid1, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_rid2, 16);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_cap, MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_ctrl, MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_status, MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_rid1, MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_RID1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_sel_stream, ide_sel_rid2, MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_RID2_OFF);
 #define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CAP_ADDR_BLOCKS_SHIFT 0u /* ide_sel_cap[3:0] */
 #define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CAP_ADDR_BLOCKS_MASK 0xfu
 #define MARROW_PCI_IDE_SEL_STREAM_IDE_SEL_CTRL_STREAM_ID_SHIFT 24u /* ide_sel_ctrl[31:24] */
@@ -2206,10 +2450,13 @@ struct __attribute__((packed)) marrow_pci_ide_addr_assoc {
     uint32_t ide_addr3; /* 0x08 le */
 };
 #define MARROW_PCI_IDE_ADDR_ASSOC_SIZE 12u
+#define MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR1_OFF 0x0u
+#define MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR2_OFF 0x4u
+#define MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR3_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ide_addr_assoc) == 12, "marrow_pci_ide_addr_assoc size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_addr_assoc, ide_addr1, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_addr_assoc, ide_addr2, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ide_addr_assoc, ide_addr3, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_addr_assoc, ide_addr1, MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_addr_assoc, ide_addr2, MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR2_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ide_addr_assoc, ide_addr3, MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR3_OFF);
 #define MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR1_LIMIT_LOW_SHIFT 20u /* ide_addr1[31:20] */
 #define MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR1_LIMIT_LOW_MASK 0xfffu
 #define MARROW_PCI_IDE_ADDR_ASSOC_IDE_ADDR1_BASE_LOW_SHIFT 8u /* ide_addr1[19:8] */
@@ -2224,10 +2471,13 @@ struct __attribute__((packed)) marrow_pci_ea_cap {
     uint16_t ea_num_ent; /* 0x02 le: 5:0 ea_num_ent_count */
 };
 #define MARROW_PCI_EA_CAP_SIZE 4u
+#define MARROW_PCI_EA_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_EA_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_EA_CAP_EA_NUM_ENT_OFF 0x2u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ea_cap) == 4, "marrow_pci_ea_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_cap, ea_num_ent, 2);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_cap, cap_id, MARROW_PCI_EA_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_cap, cap_next, MARROW_PCI_EA_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_cap, ea_num_ent, MARROW_PCI_EA_CAP_EA_NUM_ENT_OFF);
 #define MARROW_PCI_EA_CAP_EA_NUM_ENT_COUNT_SHIFT 0u /* ea_num_ent[5:0] */
 #define MARROW_PCI_EA_CAP_EA_NUM_ENT_COUNT_MASK 0x3fu
 
@@ -2236,8 +2486,9 @@ struct __attribute__((packed)) marrow_pci_ea_bridge {
     uint32_t ea_buses; /* 0x00 le: 15:8 ea_sub_bus, 7:0 ea_sec_bus */
 };
 #define MARROW_PCI_EA_BRIDGE_SIZE 4u
+#define MARROW_PCI_EA_BRIDGE_EA_BUSES_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ea_bridge) == 4, "marrow_pci_ea_bridge size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_bridge, ea_buses, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_bridge, ea_buses, MARROW_PCI_EA_BRIDGE_EA_BUSES_OFF);
 #define MARROW_PCI_EA_BRIDGE_EA_SUB_BUS_SHIFT 8u /* ea_buses[15:8] */
 #define MARROW_PCI_EA_BRIDGE_EA_SUB_BUS_MASK 0xffu
 #define MARROW_PCI_EA_BRIDGE_EA_SEC_BUS_SHIFT 0u /* ea_buses[7:0] */
@@ -2250,10 +2501,13 @@ struct __attribute__((packed)) marrow_pci_ea_entry {
     uint32_t ea_max_offset; /* 0x08 le: 31:2 ea_max_offset_addr, 1:1 ea_max_offset_is_64 */
 };
 #define MARROW_PCI_EA_ENTRY_SIZE 12u
+#define MARROW_PCI_EA_ENTRY_EA_ENTRY_DW0_OFF 0x0u
+#define MARROW_PCI_EA_ENTRY_EA_BASE_OFF 0x4u
+#define MARROW_PCI_EA_ENTRY_EA_MAX_OFFSET_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ea_entry) == 12, "marrow_pci_ea_entry size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_entry, ea_entry_dw0, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_entry, ea_base, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ea_entry, ea_max_offset, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_entry, ea_entry_dw0, MARROW_PCI_EA_ENTRY_EA_ENTRY_DW0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_entry, ea_base, MARROW_PCI_EA_ENTRY_EA_BASE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ea_entry, ea_max_offset, MARROW_PCI_EA_ENTRY_EA_MAX_OFFSET_OFF);
 #define MARROW_PCI_EA_ENTRY_EA_ENABLE_SHIFT 31u /* ea_entry_dw0[31:31] */
 #define MARROW_PCI_EA_ENTRY_EA_ENABLE_MASK 0x1u
 #define MARROW_PCI_EA_ENTRY_EA_WRITABLE_SHIFT 30u /* ea_entry_dw0[30:30] */
@@ -2284,12 +2538,16 @@ struct __attribute__((packed)) marrow_pci_ssvid_cap {
     uint16_t ssvid_device_id; /* 0x06 le */
 };
 #define MARROW_PCI_SSVID_CAP_SIZE 8u
+#define MARROW_PCI_SSVID_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_SSVID_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_SSVID_CAP_SSVID_VENDOR_ID_OFF 0x4u
+#define MARROW_PCI_SSVID_CAP_SSVID_DEVICE_ID_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_ssvid_cap) == 8, "marrow_pci_ssvid_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, cap_next, 1);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, cap_id, MARROW_PCI_SSVID_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, cap_next, MARROW_PCI_SSVID_CAP_CAP_NEXT_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, reserved_at_10, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, ssvid_vendor_id, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, ssvid_device_id, 6);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, ssvid_vendor_id, MARROW_PCI_SSVID_CAP_SSVID_VENDOR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_ssvid_cap, ssvid_device_id, MARROW_PCI_SSVID_CAP_SSVID_DEVICE_ID_OFF);
 
 /* Type 2 configuration header (CardBus bridges): the capability pointer at 0x14 instead of 0x34, the subsystem IDs at 0x40 (PC Card Standard 8.0 Vol. 10 (CardBus bridge); Linux LX PCI_CB_*) */
 struct __attribute__((packed)) marrow_pci_cardbus_header {
@@ -2326,38 +2584,68 @@ struct __attribute__((packed)) marrow_pci_cardbus_header {
     uint32_t cb_legacy_mode_base; /* 0x44 le */
 };
 #define MARROW_PCI_CARDBUS_HEADER_SIZE 72u
+#define MARROW_PCI_CARDBUS_HEADER_VENDOR_ID_OFF 0x0u
+#define MARROW_PCI_CARDBUS_HEADER_DEVICE_ID_OFF 0x2u
+#define MARROW_PCI_CARDBUS_HEADER_COMMAND_OFF 0x4u
+#define MARROW_PCI_CARDBUS_HEADER_STATUS_OFF 0x6u
+#define MARROW_PCI_CARDBUS_HEADER_CLASS_REVISION_OFF 0x8u
+#define MARROW_PCI_CARDBUS_HEADER_CACHE_LINE_SIZE_OFF 0xcu
+#define MARROW_PCI_CARDBUS_HEADER_LATENCY_TIMER_OFF 0xdu
+#define MARROW_PCI_CARDBUS_HEADER_HEADER_TYPE_OFF 0xeu
+#define MARROW_PCI_CARDBUS_HEADER_BIST_OFF 0xfu
+#define MARROW_PCI_CARDBUS_HEADER_CB_SOCKET_BASE_OFF 0x10u
+#define MARROW_PCI_CARDBUS_HEADER_CB_CAPABILITY_LIST_OFF 0x14u
+#define MARROW_PCI_CARDBUS_HEADER_CB_SEC_STATUS_OFF 0x16u
+#define MARROW_PCI_CARDBUS_HEADER_CB_PRIMARY_BUS_OFF 0x18u
+#define MARROW_PCI_CARDBUS_HEADER_CB_CARD_BUS_OFF 0x19u
+#define MARROW_PCI_CARDBUS_HEADER_CB_SUBORDINATE_BUS_OFF 0x1au
+#define MARROW_PCI_CARDBUS_HEADER_CB_LATENCY_TIMER_OFF 0x1bu
+#define MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_BASE_0_OFF 0x1cu
+#define MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_LIMIT_0_OFF 0x20u
+#define MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_BASE_1_OFF 0x24u
+#define MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_LIMIT_1_OFF 0x28u
+#define MARROW_PCI_CARDBUS_HEADER_CB_IO_BASE_0_OFF 0x2cu
+#define MARROW_PCI_CARDBUS_HEADER_CB_IO_LIMIT_0_OFF 0x30u
+#define MARROW_PCI_CARDBUS_HEADER_CB_IO_BASE_1_OFF 0x34u
+#define MARROW_PCI_CARDBUS_HEADER_CB_IO_LIMIT_1_OFF 0x38u
+#define MARROW_PCI_CARDBUS_HEADER_INTERRUPT_LINE_OFF 0x3cu
+#define MARROW_PCI_CARDBUS_HEADER_INTERRUPT_PIN_OFF 0x3du
+#define MARROW_PCI_CARDBUS_HEADER_CB_BRIDGE_CONTROL_OFF 0x3eu
+#define MARROW_PCI_CARDBUS_HEADER_CB_SUBSYSTEM_VENDOR_ID_OFF 0x40u
+#define MARROW_PCI_CARDBUS_HEADER_CB_SUBSYSTEM_ID_OFF 0x42u
+#define MARROW_PCI_CARDBUS_HEADER_CB_LEGACY_MODE_BASE_OFF 0x44u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_cardbus_header) == 72, "marrow_pci_cardbus_header size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, vendor_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, device_id, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, command, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, status, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, class_revision, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cache_line_size, 12);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, latency_timer, 13);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, header_type, 14);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, bist, 15);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_socket_base, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_capability_list, 20);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, vendor_id, MARROW_PCI_CARDBUS_HEADER_VENDOR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, device_id, MARROW_PCI_CARDBUS_HEADER_DEVICE_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, command, MARROW_PCI_CARDBUS_HEADER_COMMAND_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, status, MARROW_PCI_CARDBUS_HEADER_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, class_revision, MARROW_PCI_CARDBUS_HEADER_CLASS_REVISION_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cache_line_size, MARROW_PCI_CARDBUS_HEADER_CACHE_LINE_SIZE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, latency_timer, MARROW_PCI_CARDBUS_HEADER_LATENCY_TIMER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, header_type, MARROW_PCI_CARDBUS_HEADER_HEADER_TYPE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, bist, MARROW_PCI_CARDBUS_HEADER_BIST_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_socket_base, MARROW_PCI_CARDBUS_HEADER_CB_SOCKET_BASE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_capability_list, MARROW_PCI_CARDBUS_HEADER_CB_CAPABILITY_LIST_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, reserved_at_a8, 21);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_sec_status, 22);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_primary_bus, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_card_bus, 25);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_subordinate_bus, 26);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_latency_timer, 27);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_base_0, 28);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_limit_0, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_base_1, 36);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_limit_1, 40);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_base_0, 44);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_limit_0, 48);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_base_1, 52);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_limit_1, 56);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, interrupt_line, 60);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, interrupt_pin, 61);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_bridge_control, 62);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_subsystem_vendor_id, 64);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_subsystem_id, 66);
-MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_legacy_mode_base, 68);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_sec_status, MARROW_PCI_CARDBUS_HEADER_CB_SEC_STATUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_primary_bus, MARROW_PCI_CARDBUS_HEADER_CB_PRIMARY_BUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_card_bus, MARROW_PCI_CARDBUS_HEADER_CB_CARD_BUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_subordinate_bus, MARROW_PCI_CARDBUS_HEADER_CB_SUBORDINATE_BUS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_latency_timer, MARROW_PCI_CARDBUS_HEADER_CB_LATENCY_TIMER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_base_0, MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_BASE_0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_limit_0, MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_LIMIT_0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_base_1, MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_BASE_1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_memory_limit_1, MARROW_PCI_CARDBUS_HEADER_CB_MEMORY_LIMIT_1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_base_0, MARROW_PCI_CARDBUS_HEADER_CB_IO_BASE_0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_limit_0, MARROW_PCI_CARDBUS_HEADER_CB_IO_LIMIT_0_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_base_1, MARROW_PCI_CARDBUS_HEADER_CB_IO_BASE_1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_io_limit_1, MARROW_PCI_CARDBUS_HEADER_CB_IO_LIMIT_1_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, interrupt_line, MARROW_PCI_CARDBUS_HEADER_INTERRUPT_LINE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, interrupt_pin, MARROW_PCI_CARDBUS_HEADER_INTERRUPT_PIN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_bridge_control, MARROW_PCI_CARDBUS_HEADER_CB_BRIDGE_CONTROL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_subsystem_vendor_id, MARROW_PCI_CARDBUS_HEADER_CB_SUBSYSTEM_VENDOR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_subsystem_id, MARROW_PCI_CARDBUS_HEADER_CB_SUBSYSTEM_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_cardbus_header, cb_legacy_mode_base, MARROW_PCI_CARDBUS_HEADER_CB_LEGACY_MODE_BASE_OFF);
 #define MARROW_PCI_CARDBUS_HEADER_COMMAND_IO_SHIFT 0u /* command[0:0] */
 #define MARROW_PCI_CARDBUS_HEADER_COMMAND_IO_MASK 0x1u
 #define MARROW_PCI_CARDBUS_HEADER_COMMAND_MEMORY_SHIFT 1u /* command[1:1] */
@@ -2441,11 +2729,15 @@ struct __attribute__((packed)) marrow_pci_vpd_cap {
     uint32_t vpd_data; /* 0x04 le */
 };
 #define MARROW_PCI_VPD_CAP_SIZE 8u
+#define MARROW_PCI_VPD_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_VPD_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_VPD_CAP_VPD_ADDR_OFF 0x2u
+#define MARROW_PCI_VPD_CAP_VPD_DATA_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_vpd_cap) == 8, "marrow_pci_vpd_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, vpd_addr, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, vpd_data, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, cap_id, MARROW_PCI_VPD_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, cap_next, MARROW_PCI_VPD_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, vpd_addr, MARROW_PCI_VPD_CAP_VPD_ADDR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_vpd_cap, vpd_data, MARROW_PCI_VPD_CAP_VPD_DATA_OFF);
 #define MARROW_PCI_VPD_CAP_VPD_ADDR_F_SHIFT 15u /* vpd_addr[15:15] */
 #define MARROW_PCI_VPD_CAP_VPD_ADDR_F_MASK 0x1u
 #define MARROW_PCI_VPD_CAP_VPD_ADDR_ADDR_SHIFT 0u /* vpd_addr[14:0] */
@@ -2458,10 +2750,13 @@ struct __attribute__((packed)) marrow_pci_dbg_cap {
     uint16_t dbg_port; /* 0x02 le: 15:13 dbg_port_bar, 12:0 dbg_port_offset */
 };
 #define MARROW_PCI_DBG_CAP_SIZE 4u
+#define MARROW_PCI_DBG_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_DBG_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_DBG_CAP_DBG_PORT_OFF 0x2u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_dbg_cap) == 4, "marrow_pci_dbg_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_dbg_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dbg_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_dbg_cap, dbg_port, 2);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dbg_cap, cap_id, MARROW_PCI_DBG_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dbg_cap, cap_next, MARROW_PCI_DBG_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_dbg_cap, dbg_port, MARROW_PCI_DBG_CAP_DBG_PORT_OFF);
 #define MARROW_PCI_DBG_CAP_DBG_PORT_BAR_SHIFT 13u /* dbg_port[15:13] */
 #define MARROW_PCI_DBG_CAP_DBG_PORT_BAR_MASK 0x7u
 #define MARROW_PCI_DBG_CAP_DBG_PORT_OFFSET_SHIFT 0u /* dbg_port[12:0] */
@@ -2476,12 +2771,16 @@ struct __attribute__((packed)) marrow_pci_sata_cap {
     uint32_t sata_cr1; /* 0x04 le: 23:4 sata_cr1_barofst, 3:0 sata_cr1_barloc */
 };
 #define MARROW_PCI_SATA_CAP_SIZE 8u
+#define MARROW_PCI_SATA_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_SATA_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_SATA_CAP_SATA_CR0_REV_OFF 0x2u
+#define MARROW_PCI_SATA_CAP_SATA_CR1_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_sata_cap) == 8, "marrow_pci_sata_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, sata_cr0_rev, 2);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, cap_id, MARROW_PCI_SATA_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, cap_next, MARROW_PCI_SATA_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, sata_cr0_rev, MARROW_PCI_SATA_CAP_SATA_CR0_REV_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, reserved_at_18, 3);
-MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, sata_cr1, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_sata_cap, sata_cr1, MARROW_PCI_SATA_CAP_SATA_CR1_OFF);
 #define MARROW_PCI_SATA_CAP_SATA_CR0_MAJREV_SHIFT 4u /* sata_cr0_rev[7:4] */
 #define MARROW_PCI_SATA_CAP_SATA_CR0_MAJREV_MASK 0xfu
 #define MARROW_PCI_SATA_CAP_SATA_CR0_MINREV_SHIFT 0u /* sata_cr0_rev[3:0] */
@@ -2501,13 +2800,19 @@ struct __attribute__((packed)) marrow_pci_af_cap {
     uint8_t af_status; /* 0x05: 0:0 af_status_tp */
 };
 #define MARROW_PCI_AF_CAP_SIZE 6u
+#define MARROW_PCI_AF_CAP_CAP_ID_OFF 0x0u
+#define MARROW_PCI_AF_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_AF_CAP_AF_LENGTH_OFF 0x2u
+#define MARROW_PCI_AF_CAP_AF_CAP_OFF 0x3u
+#define MARROW_PCI_AF_CAP_AF_CTRL_OFF 0x4u
+#define MARROW_PCI_AF_CAP_AF_STATUS_OFF 0x5u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_af_cap) == 6, "marrow_pci_af_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, cap_id, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_length, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_cap, 3);
-MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_ctrl, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_status, 5);
+MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, cap_id, MARROW_PCI_AF_CAP_CAP_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, cap_next, MARROW_PCI_AF_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_length, MARROW_PCI_AF_CAP_AF_LENGTH_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_cap, MARROW_PCI_AF_CAP_AF_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_ctrl, MARROW_PCI_AF_CAP_AF_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_af_cap, af_status, MARROW_PCI_AF_CAP_AF_STATUS_OFF);
 #define MARROW_PCI_AF_CAP_AF_CAP_FLR_SHIFT 1u /* af_cap[1:1] */
 #define MARROW_PCI_AF_CAP_AF_CAP_FLR_MASK 0x1u
 #define MARROW_PCI_AF_CAP_AF_CAP_TP_SHIFT 0u /* af_cap[0:0] */
@@ -2530,24 +2835,33 @@ struct __attribute__((packed)) marrow_pci_virtio_cap {
     uint32_t length; /* 0x0c le */
 };
 #define MARROW_PCI_VIRTIO_CAP_SIZE 16u
+#define MARROW_PCI_VIRTIO_CAP_CAP_VNDR_OFF 0x0u
+#define MARROW_PCI_VIRTIO_CAP_CAP_NEXT_OFF 0x1u
+#define MARROW_PCI_VIRTIO_CAP_CAP_LEN_OFF 0x2u
+#define MARROW_PCI_VIRTIO_CAP_CFG_TYPE_OFF 0x3u
+#define MARROW_PCI_VIRTIO_CAP_BAR_OFF 0x4u
+#define MARROW_PCI_VIRTIO_CAP_ID_OFF 0x5u
+#define MARROW_PCI_VIRTIO_CAP_OFFSET_OFF 0x8u
+#define MARROW_PCI_VIRTIO_CAP_LENGTH_OFF 0xcu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_virtio_cap) == 16, "marrow_pci_virtio_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cap_vndr, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cap_next, 1);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cap_len, 2);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cfg_type, 3);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, bar, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, id, 5);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cap_vndr, MARROW_PCI_VIRTIO_CAP_CAP_VNDR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cap_next, MARROW_PCI_VIRTIO_CAP_CAP_NEXT_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cap_len, MARROW_PCI_VIRTIO_CAP_CAP_LEN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, cfg_type, MARROW_PCI_VIRTIO_CAP_CFG_TYPE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, bar, MARROW_PCI_VIRTIO_CAP_BAR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, id, MARROW_PCI_VIRTIO_CAP_ID_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, reserved_at_30, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, offset, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, length, 12);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, offset, MARROW_PCI_VIRTIO_CAP_OFFSET_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_cap, length, MARROW_PCI_VIRTIO_CAP_LENGTH_OFF);
 
 /* virtio_pci_notify_cap's notify_off_multiplier, at +16 of a notify (cfg_type 2) capability (VIRTIO §4.1.4.4) */
 struct __attribute__((packed)) marrow_pci_virtio_notify_multiplier {
     uint32_t notify_off_multiplier; /* 0x00 le */
 };
 #define MARROW_PCI_VIRTIO_NOTIFY_MULTIPLIER_SIZE 4u
+#define MARROW_PCI_VIRTIO_NOTIFY_MULTIPLIER_NOTIFY_OFF_MULTIPLIER_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_virtio_notify_multiplier) == 4, "marrow_pci_virtio_notify_multiplier size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_notify_multiplier, notify_off_multiplier, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_virtio_notify_multiplier, notify_off_multiplier, MARROW_PCI_VIRTIO_NOTIFY_MULTIPLIER_NOTIFY_OFF_MULTIPLIER_OFF);
 
 /* Root Complex Link Declaration capability (ID 0x0005) through the Element Self Description; link entries (pci_rcld_link) follow at +0x10 (PCIE §7.9.8) */
 struct __attribute__((packed)) marrow_pci_rcld_cap {
@@ -2556,9 +2870,11 @@ struct __attribute__((packed)) marrow_pci_rcld_cap {
     uint8_t reserved_at_40[8]; /* 0x08 */
 };
 #define MARROW_PCI_RCLD_CAP_SIZE 16u
+#define MARROW_PCI_RCLD_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_RCLD_CAP_RCLD_ESD_OFF 0x4u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_rcld_cap) == 16, "marrow_pci_rcld_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_cap, rcld_esd, 4);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_cap, ext_cap_header, MARROW_PCI_RCLD_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_cap, rcld_esd, MARROW_PCI_RCLD_CAP_RCLD_ESD_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_cap, reserved_at_40, 8);
 #define MARROW_PCI_RCLD_CAP_RCLD_ESD_PORT_NUMBER_SHIFT 24u /* rcld_esd[31:24] */
 #define MARROW_PCI_RCLD_CAP_RCLD_ESD_PORT_NUMBER_MASK 0xffu
@@ -2576,10 +2892,12 @@ struct __attribute__((packed)) marrow_pci_rcld_link {
     uint64_t rcld_link_addr; /* 0x08 le */
 };
 #define MARROW_PCI_RCLD_LINK_SIZE 16u
+#define MARROW_PCI_RCLD_LINK_RCLD_LINK_DESC_OFF 0x0u
+#define MARROW_PCI_RCLD_LINK_RCLD_LINK_ADDR_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_rcld_link) == 16, "marrow_pci_rcld_link size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_link, rcld_link_desc, 0);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_link, rcld_link_desc, MARROW_PCI_RCLD_LINK_RCLD_LINK_DESC_OFF);
 MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_link, reserved_at_20, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_link, rcld_link_addr, 8);
+MARROW_ASSERT_OFFSET(struct marrow_pci_rcld_link, rcld_link_addr, MARROW_PCI_RCLD_LINK_RCLD_LINK_ADDR_OFF);
 #define MARROW_PCI_RCLD_LINK_RCLD_LINK_TARGET_PORT_SHIFT 24u /* rcld_link_desc[31:24] */
 #define MARROW_PCI_RCLD_LINK_RCLD_LINK_TARGET_PORT_MASK 0xffu
 #define MARROW_PCI_RCLD_LINK_RCLD_LINK_TARGET_COMPONENT_SHIFT 16u /* rcld_link_desc[23:16] */
@@ -2603,15 +2921,23 @@ struct __attribute__((packed)) marrow_pci_mcast_cap {
     uint64_t mcast_ovl_bar; /* 0x28 le: 63:6 mcast_ovl_base, 5:0 mcast_ovl_size */
 };
 #define MARROW_PCI_MCAST_CAP_SIZE 48u
+#define MARROW_PCI_MCAST_CAP_EXT_CAP_HEADER_OFF 0x0u
+#define MARROW_PCI_MCAST_CAP_MCAST_CAP_OFF 0x4u
+#define MARROW_PCI_MCAST_CAP_MCAST_CTRL_OFF 0x6u
+#define MARROW_PCI_MCAST_CAP_MCAST_BAR_OFF 0x8u
+#define MARROW_PCI_MCAST_CAP_MCAST_RCV_OFF 0x10u
+#define MARROW_PCI_MCAST_CAP_MCAST_BLOCK_OFF 0x18u
+#define MARROW_PCI_MCAST_CAP_MCAST_BLOCK_UNTRANS_OFF 0x20u
+#define MARROW_PCI_MCAST_CAP_MCAST_OVL_BAR_OFF 0x28u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_pci_mcast_cap) == 48, "marrow_pci_mcast_cap size");
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, ext_cap_header, 0);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_cap, 4);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_ctrl, 6);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_bar, 8);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_rcv, 16);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_block, 24);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_block_untrans, 32);
-MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_ovl_bar, 40);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, ext_cap_header, MARROW_PCI_MCAST_CAP_EXT_CAP_HEADER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_cap, MARROW_PCI_MCAST_CAP_MCAST_CAP_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_ctrl, MARROW_PCI_MCAST_CAP_MCAST_CTRL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_bar, MARROW_PCI_MCAST_CAP_MCAST_BAR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_rcv, MARROW_PCI_MCAST_CAP_MCAST_RCV_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_block, MARROW_PCI_MCAST_CAP_MCAST_BLOCK_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_block_untrans, MARROW_PCI_MCAST_CAP_MCAST_BLOCK_UNTRANS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_pci_mcast_cap, mcast_ovl_bar, MARROW_PCI_MCAST_CAP_MCAST_OVL_BAR_OFF);
 #define MARROW_PCI_MCAST_CAP_MCAST_CAP_ECRC_SHIFT 15u /* mcast_cap[15:15] */
 #define MARROW_PCI_MCAST_CAP_MCAST_CAP_ECRC_MASK 0x1u
 #define MARROW_PCI_MCAST_CAP_MCAST_CAP_WIN_SIZE_SHIFT 8u /* mcast_cap[13:8] */

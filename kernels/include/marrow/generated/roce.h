@@ -104,10 +104,13 @@ struct __attribute__((packed)) marrow_eth_hdr {
     uint16_t ether_type; /* 0x0c be */
 };
 #define MARROW_ETH_HDR_SIZE 14u
+#define MARROW_ETH_HDR_DST_MAC_OFF 0x0u
+#define MARROW_ETH_HDR_SRC_MAC_OFF 0x6u
+#define MARROW_ETH_HDR_ETHER_TYPE_OFF 0xcu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_eth_hdr) == 14, "marrow_eth_hdr size");
-MARROW_ASSERT_OFFSET(struct marrow_eth_hdr, dst_mac, 0);
-MARROW_ASSERT_OFFSET(struct marrow_eth_hdr, src_mac, 6);
-MARROW_ASSERT_OFFSET(struct marrow_eth_hdr, ether_type, 12);
+MARROW_ASSERT_OFFSET(struct marrow_eth_hdr, dst_mac, MARROW_ETH_HDR_DST_MAC_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_eth_hdr, src_mac, MARROW_ETH_HDR_SRC_MAC_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_eth_hdr, ether_type, MARROW_ETH_HDR_ETHER_TYPE_OFF);
 
 /* ARP packet for IPv4 over Ethernet (ARP) */
 struct __attribute__((packed)) marrow_arp_ipv4 {
@@ -122,16 +125,25 @@ struct __attribute__((packed)) marrow_arp_ipv4 {
     uint32_t tpa; /* 0x18 be */
 };
 #define MARROW_ARP_IPV4_SIZE 28u
+#define MARROW_ARP_IPV4_HTYPE_OFF 0x0u
+#define MARROW_ARP_IPV4_PTYPE_OFF 0x2u
+#define MARROW_ARP_IPV4_HLEN_OFF 0x4u
+#define MARROW_ARP_IPV4_PLEN_OFF 0x5u
+#define MARROW_ARP_IPV4_OPER_OFF 0x6u
+#define MARROW_ARP_IPV4_SHA_OFF 0x8u
+#define MARROW_ARP_IPV4_SPA_OFF 0xeu
+#define MARROW_ARP_IPV4_THA_OFF 0x12u
+#define MARROW_ARP_IPV4_TPA_OFF 0x18u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_arp_ipv4) == 28, "marrow_arp_ipv4 size");
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, htype, 0);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, ptype, 2);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, hlen, 4);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, plen, 5);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, oper, 6);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, sha, 8);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, spa, 14);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, tha, 18);
-MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, tpa, 24);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, htype, MARROW_ARP_IPV4_HTYPE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, ptype, MARROW_ARP_IPV4_PTYPE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, hlen, MARROW_ARP_IPV4_HLEN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, plen, MARROW_ARP_IPV4_PLEN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, oper, MARROW_ARP_IPV4_OPER_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, sha, MARROW_ARP_IPV4_SHA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, spa, MARROW_ARP_IPV4_SPA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, tha, MARROW_ARP_IPV4_THA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_arp_ipv4, tpa, MARROW_ARP_IPV4_TPA_OFF);
 #define MARROW_ARP_IPV4_OPER_CODE_SHIFT 0u /* oper[15:0] */
 #define MARROW_ARP_IPV4_OPER_CODE_MASK 0xffffu
 
@@ -149,17 +161,27 @@ struct __attribute__((packed)) marrow_ipv4_hdr {
     uint32_t daddr; /* 0x10 be */
 };
 #define MARROW_IPV4_HDR_SIZE 20u
+#define MARROW_IPV4_HDR_VERSION_IHL_OFF 0x0u
+#define MARROW_IPV4_HDR_TOS_OFF 0x1u
+#define MARROW_IPV4_HDR_TOT_LEN_OFF 0x2u
+#define MARROW_IPV4_HDR_ID_OFF 0x4u
+#define MARROW_IPV4_HDR_FRAG_OFF_OFF 0x6u
+#define MARROW_IPV4_HDR_TTL_OFF 0x8u
+#define MARROW_IPV4_HDR_PROTOCOL_OFF 0x9u
+#define MARROW_IPV4_HDR_CHECK_OFF 0xau
+#define MARROW_IPV4_HDR_SADDR_OFF 0xcu
+#define MARROW_IPV4_HDR_DADDR_OFF 0x10u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_ipv4_hdr) == 20, "marrow_ipv4_hdr size");
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, version_ihl, 0);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, tos, 1);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, tot_len, 2);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, id, 4);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, frag_off, 6);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, ttl, 8);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, protocol, 9);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, check, 10);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, saddr, 12);
-MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, daddr, 16);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, version_ihl, MARROW_IPV4_HDR_VERSION_IHL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, tos, MARROW_IPV4_HDR_TOS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, tot_len, MARROW_IPV4_HDR_TOT_LEN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, id, MARROW_IPV4_HDR_ID_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, frag_off, MARROW_IPV4_HDR_FRAG_OFF_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, ttl, MARROW_IPV4_HDR_TTL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, protocol, MARROW_IPV4_HDR_PROTOCOL_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, check, MARROW_IPV4_HDR_CHECK_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, saddr, MARROW_IPV4_HDR_SADDR_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_ipv4_hdr, daddr, MARROW_IPV4_HDR_DADDR_OFF);
 #define MARROW_IPV4_HDR_VERSION_SHIFT 4u /* version_ihl[7:4] */
 #define MARROW_IPV4_HDR_VERSION_MASK 0xfu
 #define MARROW_IPV4_HDR_IHL_SHIFT 0u /* version_ihl[3:0] */
@@ -183,11 +205,15 @@ struct __attribute__((packed)) marrow_udp_hdr {
     uint16_t check; /* 0x06 be */
 };
 #define MARROW_UDP_HDR_SIZE 8u
+#define MARROW_UDP_HDR_SOURCE_OFF 0x0u
+#define MARROW_UDP_HDR_DEST_OFF 0x2u
+#define MARROW_UDP_HDR_LEN_OFF 0x4u
+#define MARROW_UDP_HDR_CHECK_OFF 0x6u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_udp_hdr) == 8, "marrow_udp_hdr size");
-MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, source, 0);
-MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, dest, 2);
-MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, len, 4);
-MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, check, 6);
+MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, source, MARROW_UDP_HDR_SOURCE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, dest, MARROW_UDP_HDR_DEST_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, len, MARROW_UDP_HDR_LEN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_udp_hdr, check, MARROW_UDP_HDR_CHECK_OFF);
 
 /* Base Transport Header: opens every InfiniBand transport packet (IBA 9.2; RXE struct rxe_bth; WS) */
 struct __attribute__((packed)) marrow_bth {
@@ -198,12 +224,17 @@ struct __attribute__((packed)) marrow_bth {
     uint32_t apsn; /* 0x08 be: 31:31 ack_req, 30:24 reserved_at_41, 23:0 psn */
 };
 #define MARROW_BTH_SIZE 12u
+#define MARROW_BTH_OPCODE_OFF 0x0u
+#define MARROW_BTH_FLAGS_OFF 0x1u
+#define MARROW_BTH_P_KEY_OFF 0x2u
+#define MARROW_BTH_QPN_OFF 0x4u
+#define MARROW_BTH_APSN_OFF 0x8u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_bth) == 12, "marrow_bth size");
-MARROW_ASSERT_OFFSET(struct marrow_bth, opcode, 0);
-MARROW_ASSERT_OFFSET(struct marrow_bth, flags, 1);
-MARROW_ASSERT_OFFSET(struct marrow_bth, p_key, 2);
-MARROW_ASSERT_OFFSET(struct marrow_bth, qpn, 4);
-MARROW_ASSERT_OFFSET(struct marrow_bth, apsn, 8);
+MARROW_ASSERT_OFFSET(struct marrow_bth, opcode, MARROW_BTH_OPCODE_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_bth, flags, MARROW_BTH_FLAGS_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_bth, p_key, MARROW_BTH_P_KEY_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_bth, qpn, MARROW_BTH_QPN_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_bth, apsn, MARROW_BTH_APSN_OFF);
 #define MARROW_BTH_OP_SHIFT 0u /* opcode[7:0] */
 #define MARROW_BTH_OP_MASK 0xffu
 #define MARROW_BTH_SE_SHIFT 7u /* flags[7:7] */
@@ -232,10 +263,13 @@ struct __attribute__((packed)) marrow_reth {
     uint32_t len; /* 0x0c be */
 };
 #define MARROW_RETH_SIZE 16u
+#define MARROW_RETH_VA_OFF 0x0u
+#define MARROW_RETH_RKEY_OFF 0x8u
+#define MARROW_RETH_LEN_OFF 0xcu
 MARROW_STATIC_ASSERT(sizeof(struct marrow_reth) == 16, "marrow_reth size");
-MARROW_ASSERT_OFFSET(struct marrow_reth, va, 0);
-MARROW_ASSERT_OFFSET(struct marrow_reth, rkey, 8);
-MARROW_ASSERT_OFFSET(struct marrow_reth, len, 12);
+MARROW_ASSERT_OFFSET(struct marrow_reth, va, MARROW_RETH_VA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_reth, rkey, MARROW_RETH_RKEY_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_reth, len, MARROW_RETH_LEN_OFF);
 
 /* Atomic Extended Transport Header (COMPARE_SWAP, FETCH_ADD) (IBA 9.3.4; RXE struct rxe_atmeth) */
 struct __attribute__((packed)) marrow_atmeth {
@@ -245,19 +279,24 @@ struct __attribute__((packed)) marrow_atmeth {
     uint64_t comp; /* 0x14 be */
 };
 #define MARROW_ATMETH_SIZE 28u
+#define MARROW_ATMETH_VA_OFF 0x0u
+#define MARROW_ATMETH_RKEY_OFF 0x8u
+#define MARROW_ATMETH_SWAP_ADD_OFF 0xcu
+#define MARROW_ATMETH_COMP_OFF 0x14u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_atmeth) == 28, "marrow_atmeth size");
-MARROW_ASSERT_OFFSET(struct marrow_atmeth, va, 0);
-MARROW_ASSERT_OFFSET(struct marrow_atmeth, rkey, 8);
-MARROW_ASSERT_OFFSET(struct marrow_atmeth, swap_add, 12);
-MARROW_ASSERT_OFFSET(struct marrow_atmeth, comp, 20);
+MARROW_ASSERT_OFFSET(struct marrow_atmeth, va, MARROW_ATMETH_VA_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_atmeth, rkey, MARROW_ATMETH_RKEY_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_atmeth, swap_add, MARROW_ATMETH_SWAP_ADD_OFF);
+MARROW_ASSERT_OFFSET(struct marrow_atmeth, comp, MARROW_ATMETH_COMP_OFF);
 
 /* ACK Extended Transport Header (IBA 9.3.5; RXE struct rxe_aeth) */
 struct __attribute__((packed)) marrow_aeth {
     uint32_t smsn; /* 0x00 be: 31:31 reserved_at_0, 30:29 ack_type, 28:24 syndrome_value, 23:0 msn */
 };
 #define MARROW_AETH_SIZE 4u
+#define MARROW_AETH_SMSN_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_aeth) == 4, "marrow_aeth size");
-MARROW_ASSERT_OFFSET(struct marrow_aeth, smsn, 0);
+MARROW_ASSERT_OFFSET(struct marrow_aeth, smsn, MARROW_AETH_SMSN_OFF);
 #define MARROW_AETH_ACK_TYPE_SHIFT 29u /* smsn[30:29] */
 #define MARROW_AETH_ACK_TYPE_MASK 0x3u
 #define MARROW_AETH_SYNDROME_VALUE_SHIFT 24u /* smsn[28:24] */
@@ -270,24 +309,27 @@ struct __attribute__((packed)) marrow_atmack {
     uint64_t orig; /* 0x00 be */
 };
 #define MARROW_ATMACK_SIZE 8u
+#define MARROW_ATMACK_ORIG_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_atmack) == 8, "marrow_atmack size");
-MARROW_ASSERT_OFFSET(struct marrow_atmack, orig, 0);
+MARROW_ASSERT_OFFSET(struct marrow_atmack, orig, MARROW_ATMACK_ORIG_OFF);
 
 /* Immediate Data Extended Transport Header (IBA 9.3.6; RXE struct rxe_immdt) */
 struct __attribute__((packed)) marrow_immdt {
     uint32_t imm; /* 0x00 be */
 };
 #define MARROW_IMMDT_SIZE 4u
+#define MARROW_IMMDT_IMM_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_immdt) == 4, "marrow_immdt size");
-MARROW_ASSERT_OFFSET(struct marrow_immdt, imm, 0);
+MARROW_ASSERT_OFFSET(struct marrow_immdt, imm, MARROW_IMMDT_IMM_OFF);
 
 /* Invariant CRC: CRC-32 (IEEE 802.3 polynomial, reflected) over 8 bytes of ones, the IP and UDP headers and BTH with their variant fields masked to ones, the rest of the headers and the padded payload; sent least significant byte first, like an Ethernet FCS (A17.8; RXE rxe_icrc.c) */
 struct __attribute__((packed)) marrow_icrc {
     uint32_t icrc; /* 0x00 le */
 };
 #define MARROW_ICRC_SIZE 4u
+#define MARROW_ICRC_ICRC_OFF 0x0u
 MARROW_STATIC_ASSERT(sizeof(struct marrow_icrc) == 4, "marrow_icrc size");
-MARROW_ASSERT_OFFSET(struct marrow_icrc, icrc, 0);
+MARROW_ASSERT_OFFSET(struct marrow_icrc, icrc, MARROW_ICRC_ICRC_OFF);
 
 /* Every (struct, field) pair, for layout tests: X(struct, field). */
 #define MARROW_ROCE_LAYOUT_FIELDS(X) \
