@@ -20,6 +20,9 @@ echo "== cargo doc --workspace --no-deps (warnings are errors)"
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked
 echo "== every repository path the docs and comments name exists"
 python3 scripts/check-paths.py
+echo "== no layout number spelled by hand in the device code or the softnic"
+python3 scripts/check-layout-literals.py --self-test
+python3 scripts/check-layout-literals.py
 echo "== cargo xtask codegen --check"
 cargo xtask codegen --check
 echo "== NVRTC 13.0: the GPU kernels compile for sm_90"

@@ -285,7 +285,7 @@ extern "C" __global__ void marrow_p2p_put_block_kernel(uint8_t *page, uint32_t p
 
 // The byte a P2P check expects at offset i of a message seeded `seed`
 // (the host fills sources with the same formula).
-__device__ __forceinline__ uint8_t marrow_p2p_byte(uint64_t i, uint32_t seed) { return (uint8_t)(i * 7 + seed + (i >> 11)); }
+__device__ __forceinline__ uint8_t marrow_p2p_byte(uint64_t i, uint32_t seed) { return (uint8_t)(i * 7 + seed + (i >> 11)); } // layout-ok: a test pattern
 
 // Wait (one block) until the local word at `sig_loff` reaches `value`, then
 // check `len` bytes at `data_loff` against the seeded pattern: what

@@ -5,7 +5,7 @@
 //! doorbell record.
 
 use marrow_mlx5::cqe::{Completion, CqeError, decode_cqe, sw_owns};
-use marrow_mlx5::raw::{MLX5_CQ_SET_CI, MLX5_CQE_SIZE};
+use marrow_mlx5::raw::{CqeOpcode, MLX5_CQ_SET_CI, MLX5_CQE_SIZE, mlx5_cq_dbrec, mlx5_cqe64};
 use marrow_mmio::{OutOfBounds, Region, barrier};
 
 const CQE: usize = MLX5_CQE_SIZE as usize;
@@ -40,6 +40,10 @@ impl core::fmt::Display for PollError {
 
 impl std::error::Error for PollError {}
 
+/// What `last` holds before any CQE: NVSHMEM's fill of a collapsed CQ,
+/// whose op_own then reads as opcode INVALID.
+const NEVER_WRITTEN: u8 = 0xff;
+
 /// A CQ consumer.
 #[derive(Debug)]
 pub struct CqPoller {
@@ -56,7 +60,7 @@ pub struct CqPoller {
 impl CqPoller {
     /// A poller over `buf` (`ncqe` × 64 bytes) and the CQ doorbell record.
     pub fn new(buf: Region, ncqe: u32, dbrec: Region, mode: CqMode) -> Self {
-        CqPoller { buf, ncqe, dbrec, mode, ci: 0, last: [0xff; CQE] }
+        CqPoller { buf, ncqe, dbrec, mode, ci: 0, last: [NEVER_WRITTEN; CQE] }
     }
 
     /// Consumer index, not reduced.
@@ -86,7 +90,9 @@ impl CqPoller {
         self.ci = self.ci.wrapping_add(1);
         // Return the slot to the device (rdma-core update_cons_index).
         barrier::to_device();
-        self.dbrec.write_be32(4 * MLX5_CQ_SET_CI as usize, self.ci & 0x00ff_ffff).map_err(PollError::Mmio)?;
+        self.dbrec
+            .write_be32(4 * MLX5_CQ_SET_CI as usize, self.ci & mlx5_cq_dbrec::CONS_INDEX_MASK)
+            .map_err(PollError::Mmio)?;
         Ok(Some(c))
     }
 
@@ -97,7 +103,7 @@ impl CqPoller {
         // took a CQE whose payload was half written, then took it again
         // once its op_own landed (seen as a repeated wqe_counter).
         let op_own = self.buf.read_u8(CQE - 1).map_err(PollError::Mmio)?;
-        if op_own == self.last[CQE - 1] || op_own >> 4 == 0xf {
+        if op_own == self.last[CQE - 1] || op_own >> mlx5_cqe64::OPCODE_SHIFT == CqeOpcode::INVALID.0 {
             return Ok(None);
         }
         barrier::from_device();

@@ -3,7 +3,7 @@
 //! `lkey = MLX5_INVALID_LKEY` when it is shorter than the stride; then
 //! `to_device` and the doorbell record's `[MLX5_RCV_DBR]` = new head.
 
-use marrow_mlx5::raw::{MLX5_INVALID_LKEY, MLX5_RCV_DBR, mlx5_wqe_data_seg};
+use marrow_mlx5::raw::{MLX5_INVALID_LKEY, MLX5_RCV_DBR, mlx5_qp_dbrec, mlx5_wqe_data_seg};
 use marrow_mlx5::wqe::Sge;
 use marrow_mmio::{OutOfBounds, Region, barrier};
 use zerocopy::{FromZeros, IntoBytes};
@@ -77,7 +77,9 @@ impl RecvQueue {
         self.head = self.head.wrapping_add(1);
         // The receive WQE must be visible before the new head.
         barrier::to_device();
-        self.dbrec.write_be32(4 * MLX5_RCV_DBR as usize, self.head & 0xffff).map_err(RecvError::Mmio)?;
+        self.dbrec
+            .write_be32(4 * MLX5_RCV_DBR as usize, self.head & mlx5_qp_dbrec::RCV_WQE_COUNTER_MASK)
+            .map_err(RecvError::Mmio)?;
         Ok(index)
     }
 

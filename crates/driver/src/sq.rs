@@ -11,7 +11,7 @@
 
 use marrow_mlx5::doorbell::{uar_doorbell_from_ctrl, uar_doorbell_index_qpn};
 use marrow_mlx5::raw::{
-    MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, mlx5_wqe_ctrl_seg,
+    MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR, mlx5_qp_dbrec, mlx5_wqe_ctrl_seg,
 };
 use marrow_mlx5::wqe::{BuiltWqe, CtrlParams, WqeError, WqeOp, build_wqe};
 use marrow_mmio::{OutOfBounds, Region, barrier};
@@ -181,7 +181,7 @@ impl SendQueue {
         let Some((wqe, len)) = self.last_wqe.take() else { return self.ring() };
         // The WQE stores (ring copy) must be visible before the doorbell record.
         barrier::to_device();
-        self.dbrec.write_be32(4 * MLX5_SND_DBR as usize, self.pi & 0xffff)?;
+        self.dbrec.write_be32(4 * MLX5_SND_DBR as usize, self.pi & mlx5_qp_dbrec::SEND_WQE_COUNTER_MASK)?;
         // The doorbell record before the write-combining register.
         barrier::wc_start();
         self.uar.write_bytes(self.bf_offset + 8, &wqe[8..len])?;
@@ -201,7 +201,7 @@ impl SendQueue {
         // The WQE stores must be visible before the device can see the new
         // doorbell record.
         barrier::to_device();
-        self.dbrec.write_be32(4 * MLX5_SND_DBR as usize, self.pi & 0xffff)?;
+        self.dbrec.write_be32(4 * MLX5_SND_DBR as usize, self.pi & mlx5_qp_dbrec::SEND_WQE_COUNTER_MASK)?;
         let bytes = match (self.index_qpn_doorbell, &self.last_ctrl) {
             (false, Some(c)) => uar_doorbell_from_ctrl(c),
             _ => uar_doorbell_index_qpn(self.pi as u16, self.qpn)

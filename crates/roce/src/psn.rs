@@ -10,6 +10,11 @@ pub fn add(psn: u32, n: u32) -> u32 {
     psn.wrapping_add(n) & BTH_PSN_MASK
 }
 
+/// `psn - 1`, wrapped to 24 bits: the PSN before it.
+pub fn prev(psn: u32) -> u32 {
+    psn.wrapping_sub(1) & BTH_PSN_MASK
+}
+
 /// How far `a` is ahead of `b` (negative: behind), in packets.
 pub fn diff(a: u32, b: u32) -> i32 {
     ((a.wrapping_sub(b) << 8) as i32) >> 8
@@ -22,6 +27,7 @@ mod tests {
     #[test]
     fn psns_wrap_at_24_bits() {
         assert_eq!(add(0xff_fffe, 3), 1);
+        assert_eq!((prev(0), prev(1)), (0xff_ffff, 0));
         assert_eq!(diff(1, 0xff_ffff), 2);
         assert_eq!(diff(0xff_ffff, 1), -2);
         assert_eq!(diff(5, 5), 0);

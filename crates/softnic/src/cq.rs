@@ -12,7 +12,7 @@
 use crate::shm::Shm;
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, encode_cqe, owner_bit_for};
-use marrow_mlx5::raw::{MLX5_CQ_SET_CI, MLX5_CQE_INIT_OP_OWN, MLX5_CQE_SIZE};
+use marrow_mlx5::raw::{MLX5_CQ_SET_CI, MLX5_CQE_INIT_OP_OWN, MLX5_CQE_SIZE, mlx5_cq_dbrec};
 use marrow_mmio::Region;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -56,6 +56,10 @@ pub struct Cq {
     pub shm: Arc<Shm>,
 }
 
+/// The byte NVSHMEM fills a collapsed CQ with before first use
+/// (`memset(cq, 0xff, ...)` in its IBGDA setup).
+const COLLAPSED_FILL: u8 = 0xff;
+
 /// Bytes of the shared mapping of a CQ: the ring, then the doorbell record
 /// at the next 64-byte boundary.
 pub fn cq_layout(ncqe: u32) -> (usize, usize) {
@@ -96,11 +100,11 @@ impl Cq {
         }
         // A fresh memfd is zero already; caller-provided memory may not be.
         dbrec.fill(0, 8, 0).map_err(std::io::Error::other)?;
-        let init = if mode == CqMode::Collapsed { 0xff } else { MLX5_CQE_INIT_OP_OWN as u8 };
+        let init = if mode == CqMode::Collapsed { COLLAPSED_FILL } else { MLX5_CQE_INIT_OP_OWN as u8 };
         for i in 0..ncqe as usize {
-            // NVSHMEM memsets its collapsed CQ to 0xff; rdma-core sets op_own only.
+            // NVSHMEM memsets its collapsed CQ to all ones; rdma-core sets op_own only.
             if mode == CqMode::Collapsed {
-                buf.fill(i * CQE, CQE, 0xff).map_err(std::io::Error::other)?;
+                buf.fill(i * CQE, CQE, COLLAPSED_FILL).map_err(std::io::Error::other)?;
             }
             buf.write_u8(i * CQE + CQE - 1, init).map_err(std::io::Error::other)?;
         }
@@ -110,7 +114,8 @@ impl Cq {
 
     /// The consumer index software last published (24 bits).
     pub fn consumer_index(&self) -> u32 {
-        self.dbrec.read_be32(SET_CI_OFFSET).unwrap_or(0) & 0x00ff_ffff
+        (self.dbrec.read_be32(SET_CI_OFFSET).unwrap_or(0) >> mlx5_cq_dbrec::CONS_INDEX_SHIFT)
+            & mlx5_cq_dbrec::CONS_INDEX_MASK
     }
 
     /// Byte offset in `buf` of the slot the next CQE goes to.
@@ -129,7 +134,8 @@ impl Cq {
         }
         // An overrun-allowed CQ never overflows: no consumer index to read.
         let ci = if self.overrun_ignore { self.pi } else { self.consumer_index() };
-        let outstanding = self.pi.wrapping_sub(ci) & 0x00ff_ffff;
+        // Counted modulo the record's consumer index, as hardware compares them.
+        let outstanding = self.pi.wrapping_sub(ci) & mlx5_cq_dbrec::CONS_INDEX_MASK;
         if self.force_overflow || (!self.overrun_ignore && outstanding >= self.ncqe) {
             self.overflowed = true;
             if let Some(t) = trace {

@@ -7,14 +7,14 @@ use crate::exec::{self, Outcome};
 use crate::fault::Faults;
 use crate::hot::{self, HotSet};
 use crate::mr::{Access, MrTable, Pd};
-use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState, SND_DBR_OFFSET};
+use crate::qp::{DOORBELL_OFFSETS, PendingDoorbell, Qp, QpCaps, QpMemory, QpState, RCV_DBR_OFFSET, SND_DBR_OFFSET};
 use crate::table::Table;
 use crate::trace::{Kind, Recorder};
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
 use marrow_mlx5::raw::{
     CompletionMode, CqeOpcode, MLX5_ADAPTER_PAGE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, Syndrome,
-    WqeOpcode,
+    WqeOpcode, mlx5_wqe_data_seg,
 };
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mlx5::wqe_decode::CtrlFields;
@@ -158,14 +158,18 @@ pub struct Hca {
     hot: HotSet,
 }
 
+/// The first CQ number handed out.
+const FIRST_CQN: u32 = 0x80;
+/// The first QP number: QPN 0 and 1 are the special QPs of IBA; numbering
+/// from 0x100, a doorbell of all zeros can never name a real QP.
+const FIRST_QPN: u32 = 0x100;
+
 impl Default for Hca {
     fn default() -> Self {
         Hca {
             mrs: MrTable::default(),
-            cqs: Table::new(0x80),
-            // QPN 0 and 1 are the special QPs of IBA; numbering from 0x100,
-            // a doorbell of all zeros can never name a real QP.
-            qps: Table::new(0x100),
+            cqs: Table::new(FIRST_CQN),
+            qps: Table::new(FIRST_QPN),
             next_pd: 1,
             trace: None,
             events: std::collections::VecDeque::new(),
@@ -649,7 +653,7 @@ impl Hca {
         let mut wqe = first.to_vec();
         wqe.extend_from_slice(rest);
         let _ = qp.mem.uar.fill(off + 8, len - 8, 0);
-        let index = u16::from_be_bytes([first[1], first[2]]);
+        let index = decode_uar_doorbell(first).wqe_index;
         if let Some(t) = &mut self.trace {
             t.record(Kind::BLUEFLAME, qpn, 0, off as u64, &wqe);
         }
@@ -801,7 +805,8 @@ impl Hca {
     fn flush_one(&mut self, qpn: u32) -> bool {
         let mut wqe = WqeBuf::new();
         let Some(bbs) = self.fetch(qpn, &mut wqe) else { return false };
-        let (opcode, wqe_counter) = (WqeOpcode(wqe[3]), u16::from_be_bytes([wqe[1], wqe[2]]));
+        let ctrl = exec::ctrl_of(&wqe);
+        let (opcode, wqe_counter) = (ctrl.opcode, ctrl.wqe_index);
         let qp = self.qps.get_mut(&qpn).expect("fetched above");
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs as u32);
         self.wqe_flushed(qpn, opcode, wqe_counter);
@@ -955,12 +960,14 @@ impl crate::respond::Target for Hca {
     }
 
     fn has_recv(&self, qpn: u32) -> bool {
-        self.qps.get(&qpn).is_some_and(|qp| qp.mem.dbrec.read_be32(0).is_ok_and(|head| head as u16 != qp.rq_ci as u16))
+        self.qps
+            .get(&qpn)
+            .is_some_and(|qp| qp.mem.dbrec.read_be32(RCV_DBR_OFFSET).is_ok_and(|head| head as u16 != qp.rq_ci as u16))
     }
 
     fn take_recv(&mut self, qpn: u32) -> Option<crate::respond::Recv> {
         let qp = self.qps.get_mut(&qpn)?;
-        let head = qp.mem.dbrec.read_be32(0).ok()? as u16;
+        let head = qp.mem.dbrec.read_be32(RCV_DBR_OFFSET).ok()? as u16;
         if head == qp.rq_ci as u16 {
             return None;
         }
@@ -971,10 +978,9 @@ impl crate::respond::Target for Hca {
         let index = qp.rq_ci as u16;
         qp.rq_ci = qp.rq_ci.wrapping_add(1);
         let mut sges = Vec::new();
-        for seg in raw.chunks_exact(16) {
-            let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
-            let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
-            let addr = u64::from_be_bytes(seg[8..16].try_into().unwrap_or([0; 8]));
+        for seg in raw.chunks_exact(mlx5_wqe_data_seg::SIZE) {
+            let Ok(d) = <mlx5_wqe_data_seg as zerocopy::FromBytes>::read_from_bytes(seg) else { break };
+            let (bc, lkey, addr) = (d.byte_count(), d.lkey(), d.addr());
             if lkey == marrow_mlx5::raw::MLX5_INVALID_LKEY {
                 break;
             }

@@ -10,6 +10,7 @@
 //! registering process uses in WQEs.
 
 use bitflags::bitflags;
+use marrow_mlx5::raw::{MLX5_MKEY_INDEX_SHIFT, MLX5_MKEY_VARIANT_MASK};
 use marrow_mmio::Region;
 use std::sync::Arc;
 
@@ -131,7 +132,14 @@ impl Default for MrTable {
     }
 }
 
-const RKEY_FLIP: u32 = 0x80;
+/// The variant bit that tells an MR's rkey from its lkey (the top bit of
+/// the variant byte).
+const RKEY_FLIP: u32 = (MLX5_MKEY_VARIANT_MASK + 1) >> 1;
+
+/// The MR table index an mkey names.
+fn mkey_index(key: u32) -> usize {
+    (key >> MLX5_MKEY_INDEX_SHIFT) as usize
+}
 
 impl MrTable {
     /// Register host memory `region` at `addr` with `access`; returns (lkey, rkey).
@@ -150,8 +158,8 @@ impl MrTable {
             self.slots.push(None); // index 0 is never a key
         }
         let index = self.slots.iter().skip(1).position(Option::is_none).map_or(self.slots.len(), |i| i + 1);
-        let variant = self.variants.u32(..0x100) & !RKEY_FLIP;
-        let mut lkey = ((index as u32) << 8) | variant;
+        let variant = self.variants.u32(..=MLX5_MKEY_VARIANT_MASK) & !RKEY_FLIP;
+        let mut lkey = ((index as u32) << MLX5_MKEY_INDEX_SHIFT) | variant;
         // Index 1 with variant 0 is MLX5_INVALID_LKEY (mlx5dv.h), the key
         // that ends a receive WQE's scatter list: a buffer with that key
         // would read as an empty list (every SEND into it an invalid
@@ -181,17 +189,17 @@ impl MrTable {
 
     /// Remove a registration.
     pub fn deregister(&mut self, lkey: u32) -> Option<Mr> {
-        let slot = self.slots.get_mut((lkey >> 8) as usize)?;
+        let slot = self.slots.get_mut(mkey_index(lkey))?;
         if slot.as_ref().is_some_and(|m| m.lkey == lkey) { slot.take() } else { None }
     }
 
     /// Look up by lkey.
     pub fn get(&self, lkey: u32) -> Option<&Mr> {
-        self.slots.get((lkey >> 8) as usize)?.as_ref().filter(|m| m.lkey == lkey)
+        self.slots.get(mkey_index(lkey))?.as_ref().filter(|m| m.lkey == lkey)
     }
 
     fn by_rkey(&self, rkey: u32) -> Option<&Mr> {
-        self.slots.get((rkey >> 8) as usize)?.as_ref().filter(|m| m.rkey == rkey)
+        self.slots.get(mkey_index(rkey))?.as_ref().filter(|m| m.rkey == rkey)
     }
 
     fn check(mr: &Mr, pd: Pd, addr: u64, len: u64, need: Access) -> Result<Loc, KeyFault> {
@@ -284,7 +292,7 @@ mod tests {
         let mut t = MrTable::default();
         for _ in 0..10_000 {
             let (lkey, rkey) = t.register(Pd(1), 0x1000, shm.region(), Access::all());
-            assert_eq!(lkey >> 8, 1);
+            assert_eq!(mkey_index(lkey), 1);
             assert_ne!(lkey, marrow_mlx5::raw::MLX5_INVALID_LKEY);
             assert_ne!(rkey, marrow_mlx5::raw::MLX5_INVALID_LKEY);
             assert!(t.get(lkey).is_some() && t.deregister(lkey).is_some());

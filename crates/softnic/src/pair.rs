@@ -55,7 +55,7 @@ impl PairWire {
             attrs: crate::rc::WireAttrs::new(0, ip_b),
             faults: crate::rc::port::WireFaults::default(),
             pcap: None,
-            sq_psn_a: 0xff_fff0,
+            sq_psn_a: 0xff_fff0, // layout-ok: a PSN 16 below the 24-bit wrap, so the wrap is crossed early
             frames: false,
             b_daemon: None,
         }
@@ -332,7 +332,7 @@ impl Pair {
             (PortKind::Udp { bind: sa }, PortKind::Udp { bind: sb })
         };
         let pa = na.attach_port(ka, PortOptions { pcap: w.pcap.clone(), faults: w.faults })?;
-        let sq_psn_b = 0x12_3456;
+        let sq_psn_b = 0x12_3456; // layout-ok: an arbitrary start PSN, unlike A's
         let attrs_a = crate::rc::WireAttrs {
             port: pa,
             dgid: crate::rc::ipv4_mapped(w.ip_b),

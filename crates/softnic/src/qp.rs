@@ -8,7 +8,7 @@ use crate::fault::Faults;
 use crate::mr::Pd;
 use crate::shm::Shm;
 use marrow_mlx5::raw::{
-    MLX5_ADAPTER_PAGE_SIZE, MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
+    MLX5_ADAPTER_PAGE_SIZE, MLX5_BF_OFFSET, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_RCV_DBR, MLX5_SEND_WQE_BB, MLX5_SND_DBR,
 };
 use marrow_mmio::Region;
 use std::sync::Arc;
@@ -194,6 +194,8 @@ pub struct Qp {
 
 /// Byte offset of the send counter in a QP's doorbell record (`[MLX5_SND_DBR]`, BE32).
 pub const SND_DBR_OFFSET: usize = 4 * MLX5_SND_DBR as usize;
+/// Byte offset of the receive counter in the doorbell record.
+pub const RCV_DBR_OFFSET: usize = 4 * MLX5_RCV_DBR as usize;
 
 impl Qp {
     /// Byte offset in the send queue of the WQEBB `k` past the consumer index.

@@ -382,7 +382,13 @@ pub fn fill(page: &Region, s: &P2pSetup) -> Result<(), marrow_mmio::OutOfBounds>
         }
     })?;
     for (pe, (addr, len)) in s.keys.iter().enumerate() {
-        crate::gcrb_page::set_window(page, pe, *addr, 0, u32::try_from(len / 4096).unwrap_or(u32::MAX))?;
+        crate::gcrb_page::set_window(
+            page,
+            pe,
+            *addr,
+            0,
+            u32::try_from(len >> marrow_gcrb::GCRB_WINDOW_PAGE_SHIFT).unwrap_or(u32::MAX),
+        )?;
     }
     Ok(())
 }

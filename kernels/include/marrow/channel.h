@@ -143,7 +143,7 @@ MARROW_FN void trace(const Channel &ch, uint32_t event, uint64_t a0, uint64_t a1
  * for the host. Always traced. */
 MARROW_FN void report_error(const Channel &ch, uint32_t status, uint32_t wait, uint64_t elapsed, const uint8_t *cqe) {
     marrow_gcrb_error *e = ch.err();
-    if (!cas32(&e->status, MARROW_GCRB_STATUS_OK, 0xffffffffu)) return; /* someone else reported first */
+    if (!cas32(&e->status, MARROW_GCRB_STATUS_OK, MARROW_GCRB_STATUS_REPORTING)) return; /* someone else reported first */
     marrow_gcrb_heads *h = ch.heads();
     e->wait = wait;
     e->elapsed_ns = elapsed;
@@ -216,7 +216,7 @@ MARROW_FN int check_config(const Channel &ch) {
 /* An earlier failure sticks: later calls return it instead of going on.
  * A relaxed load: the status only needs to be seen eventually. */
 MARROW_FN int sticky_status(const Channel &ch, uint32_t s) {
-    if (s == MARROW_GCRB_STATUS_OK || s == 0xffffffffu) return OK;
+    if (s == MARROW_GCRB_STATUS_OK || s == MARROW_GCRB_STATUS_REPORTING) return OK;
     if (s == MARROW_GCRB_STATUS_CQE_ERROR) return E_CQE_BASE - (int)ch.err()->syndrome;
     if (s == MARROW_GCRB_STATUS_TIMEOUT) return E_TIMEOUT;
     return E_BAD_CONFIG;
@@ -250,7 +250,7 @@ MARROW_FN bool remote_in(const Channel &ch, uint32_t pe, uint64_t off, uint64_t 
     }
     /* With P2P nothing downstream checks a window (no rkey): the length
      * does. A window of 0 pages is unchecked (the NIC's rkey checks it). */
-    uint64_t lim = pages << 12;
+    uint64_t lim = pages << MARROW_GCRB_WINDOW_PAGE_SHIFT;
     *raddr = base + off;
     *rkey = key;
     return known & ((lim == 0) | ((off <= lim) & (len <= lim - off)));

@@ -30,19 +30,30 @@ constexpr uint32_t POLL_SPINS = MARROW_GPU ? 256 : 16;
  * array would need a loop that NVRTC keeps, and local memory with it. */
 constexpr uint64_t CQ_LOOKAHEAD = 8;
 
-/* The tail word of a CQE (bytes 60..63: wqe_counter, signature, op_own),
- * what a poll reads first: one PCIe read instead of two (DOCA's pre-sm90
- * poll). */
+/* The tail word of a CQE (its last four bytes: wqe_counter, signature,
+ * op_own), what a poll reads first: one PCIe read instead of two (DOCA's
+ * pre-sm90 poll). Read as one little-endian word. */
+constexpr uint32_t CQE_TAIL_OFF = MARROW_MLX5_CQE64_WQE_COUNTER_OFF;
+static_assert(MARROW_MLX5_CQE64_SIGNATURE_OFF == CQE_TAIL_OFF + 2 && MARROW_MLX5_CQE64_OP_OWN_OFF == CQE_TAIL_OFF + 3 &&
+                  MARROW_MLX5_CQE64_SIZE == CQE_TAIL_OFF + 4,
+              "wqe_counter, signature and op_own end the CQE");
+
 MARROW_FN const uint32_t *cqe_tail(const marrow_gcrb_config *c, uint64_t ci) {
     uint8_t *cq = (uint8_t *)c->cq_base;
-    return (const uint32_t *)(cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + 60);
+    return (const uint32_t *)(cq + (c->cq_mode ? 0 : (ci & (c->cq_ncqe - 1)) * MARROW_MLX5_CQE_SIZE) + CQE_TAIL_OFF);
+}
+
+/* op_own and wqe_counter (host order) out of a tail word. */
+MARROW_FN uint8_t tail_op_own(uint32_t tail) { return (uint8_t)(tail >> 8 * (MARROW_MLX5_CQE64_OP_OWN_OFF - CQE_TAIL_OFF)); }
+MARROW_FN uint16_t tail_wqe_counter(uint32_t tail) {
+    return be16((uint16_t)(tail >> 8 * (MARROW_MLX5_CQE64_WQE_COUNTER_OFF - CQE_TAIL_OFF)));
 }
 
 /* Whether a CQE whose op_own is `op_own`, in slot ci of an owner-bit CQ,
  * is software's: its owner bit is this pass over the ring's (the previous
  * pass's bit: hardware still owns it). */
 MARROW_FN bool owner_bit_ours(const marrow_gcrb_config *c, uint8_t op_own, uint64_t ci) {
-    return (op_own & 1) == ((ci & c->cq_ncqe) ? 1 : 0);
+    return ((op_own >> MARROW_MLX5_CQE64_OWNER_SHIFT) & MARROW_MLX5_CQE64_OWNER_MASK) == ((ci & c->cq_ncqe) ? 1u : 0u);
 }
 
 /* A requester's or responder's error CQE (mlx5_err_cqe). */
@@ -98,10 +109,10 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
         for (; got < n; got++) {
             uint32_t tail = w0;
             w0 = w1, w1 = w2, w2 = w3, w3 = w4, w4 = w5, w5 = w6, w6 = w7, w7 = 0;
-            const uint8_t *cqe = (const uint8_t *)cqe_tail(c, ci) - 60;
-            uint8_t op_own = (uint8_t)(tail >> 24);
+            const uint8_t *cqe = (const uint8_t *)cqe_tail(c, ci) - CQE_TAIL_OFF;
+            uint8_t op_own = tail_op_own(tail);
             uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
-            uint16_t counter = be16((uint16_t)tail);
+            uint16_t counter = tail_wqe_counter(tail);
             uint64_t done = 0;
             bool fresh = opcode != MARROW_MLX5_CQE_INVALID;
             if (fresh && c->cq_mode) {
@@ -184,13 +195,13 @@ MARROW_FN FirstCqe fast_first(const Channel &ch, uint32_t tail, uint64_t &cons, 
     const marrow_gcrb_config *c = ch.cfg();
     Deadline d;
     for (uint32_t polls = 1;; polls++) {
-        uint8_t op_own = (uint8_t)(tail >> 24);
+        uint8_t op_own = tail_op_own(tail);
         uint8_t opcode = op_own >> MARROW_MLX5_CQE64_OPCODE_SHIFT;
         if (opcode != MARROW_MLX5_CQE_INVALID && owner_bit_ours(c, op_own, ci)) {
             if (cqe_is_error(opcode)) return FirstCqe::DECODE;
             /* An owner bit was seen: only now is the rest of the CQE ours. */
             from_device();
-            uint64_t done = widen_from(cons, be16((uint16_t)tail)) + 1;
+            uint64_t done = widen_from(cons, tail_wqe_counter(tail)) + 1;
             if (done > cons) cons = done;
             ++ci;
             return FirstCqe::TAKEN;
@@ -214,7 +225,7 @@ MARROW_FN uint64_t poll_state(uint64_t cons, uint64_t ci) {
 MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
     uint32_t lo = (uint32_t)((w >> MARROW_GCRB_HEADS_CONS_SHIFT) & MARROW_GCRB_HEADS_CONS_MASK);
     uint32_t up = lo - (uint32_t)near; /* modulo 2^32: forward, or back when over 2^31 */
-    return up < 0x80000000u ? near + up : near - (uint32_t)(0u - up);
+    return up < (1u << 31) ? near + up : near - (uint32_t)(0u - up);
 }
 
 /* Consume CQEs until WQEBBs below `upto` completed; one poller at a time

@@ -305,7 +305,7 @@ MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, ui
         if (rc != OK) return rc;
         /* TMA bulk stores need 16-byte aligned ends and a multiple of 16
          * bytes; anything else goes through the threads' own stores. */
-        if (tma && (((uint64_t)r | (uint64_t)l | len) & 15) == 0) {
+        if (tma && aligned16((uint64_t)r | (uint64_t)l | len)) {
             copy_block_tma(r, l, len, t, n);
         } else {
             copy_strided(r, l, len, t, n);
@@ -313,7 +313,8 @@ MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, ui
         return OK;
     }
     __syncthreads();
-    if (t == 0) block_rc = len > 0xffffffffull ? E_RANGE : put_nbi(ch, pe, roff, loff, (uint32_t)len);
+    /* A WQE's byte_count is 32 bits wide. */
+    if (t == 0) block_rc = len != (uint32_t)len ? E_RANGE : put_nbi(ch, pe, roff, loff, (uint32_t)len);
     __syncthreads();
     return block_rc;
 }
@@ -323,7 +324,7 @@ MARROW_FN int putmem_nbi_block(const Channel &ch, uint32_t pe, uint64_t roff, ui
  * put_nbi does the same for whichever lanes call it together; this entry
  * point first reconverges the warp so the group is the whole warp. */
 MARROW_FN int put_nbi_warp(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len) {
-    __syncwarp(0xffffffffu);
+    __syncwarp(WHOLE_WARP);
     return put_nbi(ch, pe, roff, loff, len);
 }
 #endif

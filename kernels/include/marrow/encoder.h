@@ -29,6 +29,23 @@ struct Op {
 /* MLX5_WQE_CTRL_CQ_UPDATE: this WQE gets a CQE (fm_ce_se.ce = CQE_ALWAYS). */
 constexpr uint8_t CQ_UPDATE = MARROW_MLX5_WQE_CTRL_CE_CQE_ALWAYS << MARROW_MLX5_WQE_CTRL_SEG_CE_SHIFT;
 
+/* Where the field at byte `off` of a segment lies in the little-endian
+ * 64-bit word that holds it: word off / 8, shifted by word_shift(off). */
+MARROW_FN constexpr uint32_t word_shift(uint32_t off) { return 8 * (off % 8); }
+
+/* The words write_wqe fills, each field in the word the generated layout
+ * puts it in (the segments are 16 bytes: two words each). */
+static_assert(MARROW_MLX5_WQE_CTRL_SEG_OPMOD_IDX_OPCODE_OFF / 8 == 0 && MARROW_MLX5_WQE_CTRL_SEG_QPN_DS_OFF / 8 == 0 &&
+                  MARROW_MLX5_WQE_CTRL_SEG_FM_CE_SE_OFF / 8 == 1,
+              "ctrl: opmod_idx_opcode and qpn_ds in word 0, fm_ce_se in word 1");
+static_assert(MARROW_MLX5_WQE_RADDR_SEG_RADDR_OFF == 0 && MARROW_MLX5_WQE_RADDR_SEG_RKEY_OFF == 8,
+              "raddr: raddr the first word, rkey the low half of the second");
+static_assert(MARROW_MLX5_WQE_DATA_SEG_BYTE_COUNT_OFF / 8 == 0 && MARROW_MLX5_WQE_DATA_SEG_LKEY_OFF / 8 == 0 &&
+                  MARROW_MLX5_WQE_DATA_SEG_ADDR_OFF == 8,
+              "data: byte_count and lkey in word 0, addr word 1");
+static_assert(MARROW_MLX5_WQE_ATOMIC_SEG_SWAP_ADD_OFF == 0 && MARROW_MLX5_WQE_ATOMIC_SEG_COMPARE_OFF == 8,
+              "atomic: swap_add word 0, compare word 1");
+
 /* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. Returns
  * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value.
  * Untraced: write_wqe below adds the trace entry; a fast path that has seen
@@ -45,20 +62,25 @@ MARROW_FN uint64_t write_wqe_untraced(const Channel &ch, uint64_t idx, const Op 
                       MARROW_MLX5_WQE_DATA_SEG_SIZE == 16 && MARROW_MLX5_WQE_ATOMIC_SEG_SIZE == 16,
                   "16-byte segments");
     uint64_t seg[8];
-    /* ctrl: opmod_idx_opcode @0, qpn_ds @4, signature @8, dci_stream_channel_id @9, fm_ce_se @11, imm @12 */
+    /* ctrl: opmod_idx_opcode and qpn_ds; signature, dci_stream_channel_id
+     * and imm stay 0 */
     uint32_t opmod_idx_opcode = ((uint32_t)op.opmod << MARROW_MLX5_WQE_CTRL_SEG_OPMOD_SHIFT) |
                                 ((uint32_t)(idx & MARROW_MLX5_WQE_CTRL_SEG_WQE_INDEX_MASK) << MARROW_MLX5_WQE_CTRL_SEG_WQE_INDEX_SHIFT) |
                                 op.opcode;
     uint32_t qpn_ds = (c->qpn << MARROW_MLX5_WQE_CTRL_SEG_QPN_SHIFT) | ds;
-    seg[0] = (uint64_t)be32(opmod_idx_opcode) | ((uint64_t)be32(qpn_ds) << 32);
-    seg[1] = ((uint64_t)(signaled ? op.fm_ce_se : op.fm_ce_se & ~CQ_UPDATE) << 24);
-    /* raddr: raddr @0 (be64), rkey @8, reserved @12 */
+    seg[0] = ((uint64_t)be32(opmod_idx_opcode) << word_shift(MARROW_MLX5_WQE_CTRL_SEG_OPMOD_IDX_OPCODE_OFF)) |
+             ((uint64_t)be32(qpn_ds) << word_shift(MARROW_MLX5_WQE_CTRL_SEG_QPN_DS_OFF));
+    seg[1] = (uint64_t)(signaled ? op.fm_ce_se : op.fm_ce_se & ~CQ_UPDATE)
+             << word_shift(MARROW_MLX5_WQE_CTRL_SEG_FM_CE_SE_OFF);
+    /* raddr: raddr, rkey (the rest reserved) */
     seg[2] = be64(op.raddr);
-    seg[3] = (uint64_t)be32(op.rkey);
-    /* data: byte_count @0, lkey @4, addr @8 */
-    uint64_t d0 = (uint64_t)be32(op.len) | ((uint64_t)be32(op.lkey) << 32), d1 = be64(op.laddr);
+    seg[3] = (uint64_t)be32(op.rkey) << word_shift(MARROW_MLX5_WQE_RADDR_SEG_RKEY_OFF);
+    /* data: byte_count, lkey, addr */
+    uint64_t d0 = ((uint64_t)be32(op.len) << word_shift(MARROW_MLX5_WQE_DATA_SEG_BYTE_COUNT_OFF)) |
+                  ((uint64_t)be32(op.lkey) << word_shift(MARROW_MLX5_WQE_DATA_SEG_LKEY_OFF)),
+             d1 = be64(op.laddr);
     if (atomic) {
-        /* atomic: swap_add @0, compare @8 */
+        /* atomic: swap_add, compare */
         seg[4] = be64(op.swap_add);
         seg[5] = be64(op.compare);
         seg[6] = d0;
@@ -94,8 +116,9 @@ MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl
     uint32_t *dbrec = (uint32_t *)ch.c.dbrec_addr;
     uint64_t db = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT)
                       ? last_ctrl
-                      : (uint64_t)be32((uint32_t)(end & MARROW_MLX5_UAR_DB_WQE_INDEX_MASK) << MARROW_MLX5_UAR_DB_WQE_INDEX_SHIFT) |
-                            ((uint64_t)be32(ch.c.qpn << MARROW_MLX5_UAR_DB_QPN_SHIFT) << 32);
+                      : ((uint64_t)be32((uint32_t)(end & MARROW_MLX5_UAR_DB_WQE_INDEX_MASK) << MARROW_MLX5_UAR_DB_WQE_INDEX_SHIFT)
+                         << word_shift(MARROW_MLX5_UAR_DB_OPMOD_IDX_OPCODE_OFF)) |
+                            ((uint64_t)be32(ch.c.qpn << MARROW_MLX5_UAR_DB_QPN_SHIFT) << word_shift(MARROW_MLX5_UAR_DB_QPN_DS_OFF));
     bool early = waited_for && ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT);
     if (early) {
         /* DOCA's early ringing (doca_gpu_dev_verbs_submit_db): the WQEs are

@@ -43,7 +43,7 @@ MARROW_FN int p2p_ends(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t l
  * bytes; it is on these puts' control path. Blocking puts, put_signal,
  * fence and quiet wait for the count, under the channel's timeout. */
 MARROW_FN bool relayed(const Channel &ch, uint64_t len) {
-    return ch.c.relay_ring != 0 && len >= ((uint64_t)ch.c.relay_min_kib << 10);
+    return ch.c.relay_ring != 0 && len >= (uint64_t)ch.c.relay_min_kib * 1024;
 }
 
 /* Wait until the relay has made `upto` copies. */

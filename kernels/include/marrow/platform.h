@@ -48,13 +48,13 @@ MARROW_FN void sched_yield_hook() { sched_yield(); }
 
 MARROW_FN uint32_t be32(uint32_t v) {
 #if MARROW_GPU
-    return __byte_perm(v, 0, 0x0123);
+    return __byte_perm(v, 0, 0x0123); /* layout-ok: the byte swap's selector */
 #else
     return __builtin_bswap32(v);
 #endif
 }
 
-MARROW_FN uint16_t be16(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); }
+MARROW_FN uint16_t be16(uint16_t v) { return (uint16_t)((v >> 8) | (v << 8)); } /* layout-ok: a byte swap */
 
 /* The largest power of two not above x (x > 0). */
 MARROW_FN uint64_t floor_pow2(uint64_t x) {
@@ -65,7 +65,9 @@ MARROW_FN uint64_t floor_pow2(uint64_t x) {
 #endif
 }
 
-MARROW_FN uint64_t be64(uint64_t v) { return ((uint64_t)be32((uint32_t)v) << 32) | be32((uint32_t)(v >> 32)); }
+MARROW_FN uint64_t be64(uint64_t v) {
+    return ((uint64_t)be32((uint32_t)v) << 32) | be32((uint32_t)(v >> 32)); /* layout-ok: the halves swapped */
+}
 
 /* ------------------------------------------------------------ clock */
 
@@ -472,9 +474,13 @@ struct alignas(16) V16 {
     uint64_t lo, hi;
 };
 
+/* Whether every address or length in `bits` (or-ed together) is a multiple
+ * of 16: what 16-byte vectors and TMA bulk copies need. */
+MARROW_FN bool aligned16(uint64_t bits) { return bits % sizeof(V16) == 0; }
+
 MARROW_FN void copy_strided(uint8_t *dst, const uint8_t *src, uint64_t len, uint32_t rank, uint32_t n) {
     uint64_t i = rank, step = n;
-    if ((((uint64_t)dst | (uint64_t)src) & 15) == 0) {
+    if (aligned16((uint64_t)dst | (uint64_t)src)) {
         uint64_t nvec = len / 16;
         const V16 *s = (const V16 *)src;
         V16 *d = (V16 *)dst;
@@ -539,6 +545,9 @@ MARROW_FN void copy_block_tma(uint8_t *dst, const uint8_t *src, uint64_t len, ui
  * active here and name the same key (the channel), found with
  * __match_any_sync as cooperative_groups::coalesced_threads() does. On the
  * CPU: the calling thread alone. */
+/* Every lane of a warp, as a lane mask. */
+constexpr uint32_t WHOLE_WARP = ~0u;
+
 struct Group {
 #if MARROW_GPU
     unsigned mask;
@@ -554,7 +563,7 @@ struct Group {
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return solo() ? v : __shfl_sync(mask, (unsigned long long)v, last_lane); }
     MARROW_MEMBER bool any(bool p) const { return solo() ? p : __any_sync(mask, p) != 0; }
     MARROW_MEMBER uint32_t or32(uint32_t v) const { return solo() ? v : __reduce_or_sync(mask, v); }
-    MARROW_MEMBER bool whole_warp() const { return mask == 0xffffffffu; }
+    MARROW_MEMBER bool whole_warp() const { return mask == WHOLE_WARP; }
     /* Every lane of the group is active here (others may be too). */
     MARROW_MEMBER bool all_here() const { return (__activemask() & mask) == mask; }
     /* Memory ordering among the group: the leader acts after everyone's stores and fences. */

@@ -181,15 +181,16 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
      * and whether the leader has news (an error, or heads moved by its
      * wait); its words follow only then. A shuffle and a vote each time
      * cost a warp's post 80 ns (scripts/gpu_probe/exclusive_post.cu). */
-    uint32_t news = g.or32((force_ring ? 1u : 0u) | (g.leader() && (rc != OK || waited) ? 2u : 0u));
-    if (news & 2u) {
+    constexpr uint32_t FORCE = 1u, LEADER_NEWS = 2u;
+    uint32_t news = g.or32((force_ring ? FORCE : 0u) | (g.leader() && (rc != OK || waited) ? LEADER_NEWS : 0u));
+    if (news & LEADER_NEWS) {
         rc = g.from_leader32(rc);
         own_from_leader(ch, g);
     }
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     o.resv = end;
-    bool ring_now = ring_due((news & 1u) != 0, lazy, base, end, o.cons, ch.c.sq_wqebbs);
+    bool ring_now = ring_due((news & FORCE) != 0, lazy, base, end, o.cons, ch.c.sq_wqebbs);
     /* Only the WQEs of a ring get CQEs (selective signaling, rdma-core's
      * sq_sig_all = 0): an RC QP completes in order, so a CQE covers every
      * WQE before it, and unrung lazy posts cost the NIC and the poller no

@@ -94,10 +94,9 @@ impl WireAttrs {
     /// The destination's IPv4 address, or why the GID is not IPv4-mapped.
     pub fn dest_ip(&self) -> Result<Ipv4Addr, String> {
         let g = self.dgid;
-        if g[..10] == [0; 10] && g[10..12] == [0xff, 0xff] {
-            Ok(Ipv4Addr::new(g[12], g[13], g[14], g[15]))
-        } else {
-            Err(format!("destination GID {g:02x?} is not an IPv4-mapped address (::ffff:a.b.c.d)"))
+        match std::net::Ipv6Addr::from(g).to_ipv4_mapped() {
+            Some(ip) => Ok(ip),
+            None => Err(format!("destination GID {g:02x?} is not an IPv4-mapped address (::ffff:a.b.c.d)")),
         }
     }
 
@@ -146,7 +145,7 @@ pub fn rnr_timer(code: u8) -> Duration {
         655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840, 5120, 7680, 10_240,
         15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840, 245_760, 327_680, 491_520,
     ];
-    Duration::from_micros(MICROS[(code & 31) as usize])
+    Duration::from_micros(MICROS[usize::from(code) % MICROS.len()])
 }
 
 /// Where this end of a wire QP sits and what it is connected to.

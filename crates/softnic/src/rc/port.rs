@@ -214,11 +214,15 @@ pub struct PortOptions {
     pub faults: WireFaults,
 }
 
+/// A MAC's first two bytes here: unicast, locally administered (IEEE 802's
+/// U/L bit set), so no vendor's address is taken.
+const LOCAL_MAC_PREFIX: [u8; 2] = [0x02, 0x00];
+
 /// The MAC a UDP port's frames show in a capture: locally administered,
 /// from the IPv4 address.
 pub fn udp_mac(ip: Ipv4Addr) -> Mac {
     let o = ip.octets();
-    [0x02, 0x00, o[0], o[1], o[2], o[3]]
+    [LOCAL_MAC_PREFIX[0], LOCAL_MAC_PREFIX[1], o[0], o[1], o[2], o[3]]
 }
 
 /// The frame's addresses for a packet from `src_qpn` at `src_ip` to `dst_qpn` at `dst_ip`.
@@ -490,7 +494,10 @@ pub fn receive<'a>(
             };
             // The BTH names the QP, whose peer gives the flow label; both are
             // checked again once the ICRC verifies.
-            let dest_qp = buf.get(5..8).map(|b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+            let dest_qp = buf
+                .get(..marrow_roce::raw::bth::SIZE)
+                .and_then(|b| <marrow_roce::raw::bth as zerocopy::FromBytes>::read_from_bytes(b).ok())
+                .map(|b| b.dest_qp());
             let Some(src_qpn) = dest_qp.and_then(&peer_qpn) else {
                 stats.rx_no_qp.fetch_add(1, Ordering::Relaxed);
                 return None;

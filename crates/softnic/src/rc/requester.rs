@@ -199,7 +199,7 @@ impl Requester {
             rnr_left: attrs.rnr_retry,
             deadline: None,
             rnr_until: None,
-            acked: psn::add(attrs.sq_psn, 0xff_ffff),
+            acked: psn::prev(attrs.sq_psn),
             sent_upto: attrs.sq_psn,
             sent: 0,
             spare: Vec::new(),
@@ -211,7 +211,7 @@ impl Requester {
     pub fn update(&mut self, attrs: &WireAttrs) {
         if self.outstanding.is_empty() {
             self.next_psn = attrs.sq_psn;
-            self.acked = psn::add(attrs.sq_psn, 0xff_ffff);
+            self.acked = psn::prev(attrs.sq_psn);
             self.sent_upto = attrs.sq_psn;
         }
         self.timeout = attrs.ack_timeout();
@@ -367,7 +367,7 @@ impl Requester {
 
     /// A NAK at `p` says the responder has everything before `p`.
     fn note_received_before(&mut self, p: u32) {
-        let before = psn::add(p, 0xff_ffff);
+        let before = psn::prev(p);
         if psn::diff(before, self.acked) > 0 && psn::diff(self.next_psn, before) > 0 {
             self.acked = before;
         }
@@ -409,7 +409,7 @@ impl Requester {
             }
             AethType::RNR_NAK => {
                 self.note_received_before(p.psn);
-                let any = self.complete_through(psn::add(p.psn, 0xff_ffff), out);
+                let any = self.complete_through(psn::prev(p.psn), out);
                 if self.rnr_retry != 7 && self.rnr_left == 0 {
                     self.fail_front(
                         Syndrome::RNR_RETRY_EXC_ERR,
@@ -426,7 +426,7 @@ impl Requester {
             }
             AethType::NAK => {
                 self.note_received_before(p.psn);
-                let any = self.complete_through(psn::add(p.psn, 0xff_ffff), out);
+                let any = self.complete_through(psn::prev(p.psn), out);
                 let (syndrome, what) = match AethNakCode(aeth.value) {
                     AethNakCode::PSN_SEQUENCE_ERROR => {
                         self.resend_all(dest_qp, out);
@@ -450,7 +450,7 @@ impl Requester {
             return false;
         };
         let first = self.outstanding[i].first_psn;
-        let mut any = self.complete_through(psn::add(first, 0xff_ffff), out);
+        let mut any = self.complete_through(psn::prev(first), out);
         let Some(o) = self.outstanding.front_mut() else { return any };
         if o.first_psn != first || psn::add(o.first_psn, o.got) != p.psn {
             return any; // a duplicate, or one after a lost response: the timer resends
@@ -489,7 +489,7 @@ impl Requester {
             return false;
         };
         let first = self.outstanding[i].first_psn;
-        self.complete_through(psn::add(first, 0xff_ffff), out);
+        self.complete_through(psn::prev(first), out);
         if self.outstanding.front().is_none_or(|o| o.first_psn != first) {
             return true;
         }

@@ -274,7 +274,7 @@ impl Responder {
     fn duplicate(&mut self, target: &mut impl Target, qpn: u32, op: Operation, p: &Packet<'_>, reply: &mut Reply<'_>) {
         match op {
             Operation::Write | Operation::Send if p.ack_req => {
-                reply.ack(psn::add(self.epsn, 0xff_ffff), Aeth::ack(self.msn));
+                reply.ack(psn::prev(self.epsn), Aeth::ack(self.msn));
             }
             Operation::ReadRequest => {
                 // A READ has no side effect: execute it again (IBA 9.7.5.1.1).
