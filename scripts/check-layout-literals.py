@@ -109,7 +109,7 @@ def check_file(path: str, text: str):
 
 def files():
     device = ["kernels/include/marrow/*.h", "kernels/gpu/*.cu", "kernels/cpu/*.cpp"]
-    rust = ["crates/softnic/src/**/*.rs", "crates/driver/src/**/*.rs"]
+    rust = [os.path.join(d, "**", "*.rs") for d in ("crates/softnic/src", "crates/driver/src")]
     return [f for g in device + rust for f in sorted(glob.glob(os.path.join(ROOT, g), recursive=True))]
 
 
