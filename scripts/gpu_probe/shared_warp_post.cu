@@ -31,6 +31,14 @@ const char *names[] = {
     "S8 an exclusive channel's warp put_nbi (the same warp, heads in registers): the twin",
     "S9 the floor with one fence for the warp: each lane its WQE, syncwarp, lane 0 fences, dbrec, fence, doorbell",
     "S10 S6 with one fence for the warp: the lanes' WQE stores, syncwarp, the leader fences before it rings",
+    "S11 S10 without the sticky status load beside the add (status taken as OK)",
+    "S12 S10 without the cons_idx load beside the add (room taken as there)",
+    "S13 S10 without either load beside the add",
+    "S14 S10 without the leader's chain loads (its own last turn taken as the chain's end), the loads beside the add kept",
+    "S15 S10 with the add alone before the shuffle: S13 and S14 together",
+    "S16 S10 with view_at's test instead of the chain loads, and turn_ended (post_shared's leader with the shortcut)",
+    "S17 S10 with nothing stored to the heads' line after the doorbell (no prod_idx, no ready_head store)",
+    "S18 S10 with the add alone, and the status loaded beside the chain loads, tested before the ring",
 };
 
 // post_shared's group path taken apart.
@@ -41,13 +49,31 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
     uint64_t base = 0;
     int rc = OK;
     ChainView view{0, 0, 0};
+    uint32_t late_status = 0;
+    /* The loads beside the add: both (S4 on), cons_idx only (S11), the
+     * status only (S12), neither (S13, S15, S18). */
+    bool with_cons = mode >= 4 && mode != 7 && mode != 12 && mode != 13 && mode != 15 && mode != 18;
+    bool with_status = mode >= 4 && mode != 7 && mode != 11 && mode != 13 && mode != 15 && mode != 18;
     if (g.leader()) {
-        if (mode >= 4 && mode != 7) {
-            rc = reserve(ch, g.size, &base);
+        if (with_cons || with_status) {
+            uint64_t cons = with_cons ? load_relaxed(&h->cons_idx) : ~0ull >> 1;
+            uint32_t status = with_status ? load_relaxed32(&ch.err()->status) : 0u;
+            Reserved r{atomic_add(&h->resv_head, g.size), cons, status};
+            base = r.idx;
+            rc = reserve_check(ch, r, g.size);
         } else {
             base = atomic_add(&h->resv_head, g.size);
         }
-        if (mode >= 5 && mode != 7) view = chain_view(ch);
+        /* The chain: loaded (S5 on), taken as the leader's own end (S14,
+         * S15), view_at's test (S16), loaded with the status (S18). */
+        if (mode == 14 || mode == 15) {
+            view = ChainView{base, base + g.size, base + g.size};
+        } else if (mode == 16) {
+            view = view_at(ch, base, false);
+        } else if (mode >= 5 && mode != 7) {
+            view = chain_view(ch);
+            if (mode == 18) late_status = load_relaxed32(&ch.err()->status);
+        }
     }
     if (mode >= 6 && mode != 7) rc = g.from_leader32(rc);
     base = g.from_leader64(base);
@@ -55,14 +81,25 @@ __device__ __forceinline__ int steps(const marrow::Channel &ch, const marrow::Op
     uint64_t ctrl = write_wqe(ch, base + g.rank, op, true);
     /* S10: the warp barrier, then the leader's fence (cumulative), order
      * every lane's WQE stores before the doorbell record. */
-    if (mode != 10) to_device();
+    if (mode < 10) to_device();
     bool force = mode >= 6 && mode != 7 ? g.any(false) : false;
     g.sync();
     uint64_t end = base + g.size;
     if (g.leader()) {
-        if (mode == 10) to_device();
-        ring(ch, end, ctrl + force + (view.ready == ~0ull), false);
-        if (mode >= 5 && mode != 7) store_relaxed(&h->ready_head, end);
+        if (mode >= 10) to_device();
+        if (mode == 18 && late_status != 0) {
+            rc = sticky_status(ch, late_status);
+        } else if (mode == 17) {
+            /* ring() without its store of prod_idx, and no ready_head store:
+             * nothing stored to the heads' line. */
+            store_device_u32((uint32_t *)ch.c.dbrec_addr + MARROW_MLX5_SND_DBR, be32((uint32_t)end));
+            wc_start();
+            mmio_store64((uint64_t *)ch.c.db_addr, ctrl + force + (view.ready == ~0ull));
+        } else {
+            ring(ch, end, ctrl + force + (view.ready == ~0ull), false);
+            if (mode >= 5 && mode != 7) store_relaxed(&h->ready_head, end);
+            if (mode == 16) turn_ended(ch, end);
+        }
     }
     if (mode >= 6 && mode != 7) rc = g.from_leader32(rc);
     return rc;
@@ -126,7 +163,7 @@ int main() {
     CK(cudaMalloc(&ns, 8));
     CK(cudaMalloc(&rc, 4));
     printf("# scripts/gpu_probe/shared_warp_post.cu: one warp, %u posts per lane ringing each, best of 5, ns per warp-wide post (32 WQEs)\n", N);
-    for (int mode = 0; mode < 11; mode++) {
+    for (int mode = 0; mode < 19; mode++) {
         uint64_t best = ~0ull;
         int worst = 0;
         for (int rep = 0; rep < 5; rep++) {
