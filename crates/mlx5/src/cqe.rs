@@ -147,8 +147,9 @@ pub enum CqePoll {
 /// Whether software owns CQE number `n` (the consumer index, not reduced
 /// modulo the ring) of a ring of `ncqe` entries, given its `op_own` byte.
 pub fn sw_owns(op_own: u8, n: u32, ncqe: u32) -> bool {
-    let opcode = op_own >> 4;
-    opcode != CqeOpcode::INVALID.0 && (op_own & 1 != 0) == (n & ncqe != 0)
+    let opcode = (op_own >> mlx5_cqe64::OPCODE_SHIFT) & mlx5_cqe64::OPCODE_MASK;
+    let owner = (op_own >> mlx5_cqe64::OWNER_SHIFT) & mlx5_cqe64::OWNER_MASK;
+    opcode != CqeOpcode::INVALID.0 && (owner != 0) == (n & ncqe != 0)
 }
 
 /// The owner bit the device writes into CQE number `n` of a ring of `ncqe`.

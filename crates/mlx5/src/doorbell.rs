@@ -29,7 +29,7 @@ pub fn qp_dbrec_send_word(next_wqebb: u16) -> [u8; 4] {
 
 /// The CQ doorbell record's consumer-index word (24 bits).
 pub fn cq_dbrec_set_ci(cons_index: u32) -> [u8; 4] {
-    (cons_index & 0x00ff_ffff).to_be_bytes()
+    (cons_index & mlx5_cq_dbrec::CONS_INDEX_MASK).to_be_bytes()
 }
 
 /// The CQ arm word `sn<<28 | cmd<<24 | ci`; refuses values wider than their fields.

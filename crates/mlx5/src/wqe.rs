@@ -295,7 +295,7 @@ pub const fn wqebbs_for_ds(ds: usize) -> usize {
 /// end of its last WQEBB, are left as they were, as rdma-core leaves them).
 /// Nothing is written when an error is returned.
 pub fn build_wqe(ctrl: &CtrlParams, op: &WqeOp<'_>, out: &mut [u8]) -> Result<BuiltWqe, WqeError> {
-    if ctrl.qpn > 0x00ff_ffff {
+    if ctrl.qpn > mlx5_wqe_ctrl_seg::QPN_MASK {
         return Err(WqeError::QpnOutOfRange { qpn: ctrl.qpn });
     }
     let atomic = op.atomic_segments();

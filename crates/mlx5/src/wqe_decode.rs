@@ -423,15 +423,15 @@ fn plan_for(opcode: WqeOpcode, opmod: u8) -> Result<(&'static [Fixed], bool), Wq
         WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM | WqeOpcode::RDMA_READ => (&[Raddr], true),
         WqeOpcode::SEND | WqeOpcode::SEND_IMM | WqeOpcode::SEND_INVAL => (&[], true),
         WqeOpcode::ATOMIC_CS | WqeOpcode::ATOMIC_FA => (&[Raddr, Atomic], true),
-        WqeOpcode::ATOMIC_MASKED_CS => match opmod {
-            0x08 => (&[Raddr, Cs32], true),
-            0x09 => (&[Raddr, Cs64Data, Cs64Mask], true),
-            opmod => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
+        WqeOpcode::ATOMIC_MASKED_CS => match u32::from(opmod) {
+            MLX5_ATOMIC_OPMOD_EXT_4B => (&[Raddr, Cs32], true),
+            MLX5_ATOMIC_OPMOD_EXT_8B => (&[Raddr, Cs64Data, Cs64Mask], true),
+            _ => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
         },
-        WqeOpcode::ATOMIC_MASKED_FA => match opmod {
-            0x08 => (&[Raddr, Fa32], true),
-            0x09 => (&[Raddr, Fa64], true),
-            opmod => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
+        WqeOpcode::ATOMIC_MASKED_FA => match u32::from(opmod) {
+            MLX5_ATOMIC_OPMOD_EXT_4B => (&[Raddr, Fa32], true),
+            MLX5_ATOMIC_OPMOD_EXT_8B => (&[Raddr, Fa64], true),
+            _ => return Err(WqeDecodeError::BadAtomicOpmod { opmod }),
         },
         _ => (&[], false),
     })
