@@ -118,8 +118,9 @@ pub fn inet_checksum(bytes: &[u8]) -> u16 {
     for c in bytes.chunks(2) {
         sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
     }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
+    // Carries folded back in: ones' complement arithmetic on 16-bit words.
+    while sum > u32::from(u16::MAX) {
+        sum = (sum & u32::from(u16::MAX)) + (sum >> u16::BITS);
     }
     !(sum as u16)
 }
@@ -129,10 +130,11 @@ pub fn inet_checksum(bytes: &[u8]) -> u16 {
 /// 14 bits above `ROCE_UDP_SPORT_MIN` (`rdma_flow_label_to_udp_sport`).
 pub fn udp_sport(lqpn: u32, rqpn: u32) -> u16 {
     let mut fl = u64::from(lqpn) * u64::from(rqpn);
-    fl ^= fl >> 20;
-    fl ^= fl >> 40;
-    let fl = (fl & 0xf_ffff) as u32;
-    let low = (fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14);
+    // Linux's arithmetic, step for step: a 20-bit flow label, folded to 14 bits.
+    fl ^= fl >> 20; // layout-ok: rdma_calc_flow_label
+    fl ^= fl >> 40; // layout-ok: rdma_calc_flow_label
+    let fl = (fl & 0xf_ffff) as u32; // layout-ok: IPv6's 20-bit flow label
+    let low = (fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14); // layout-ok: rdma_flow_label_to_udp_sport
     (low | ROCE_UDP_SPORT_MIN) as u16
 }
 

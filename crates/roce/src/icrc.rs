@@ -24,20 +24,23 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 /// whose transport part from the BTH to the end of the pad is `transport`
 /// (at least the 12 bytes of a BTH; shorter input is hashed as it is).
 pub fn icrc(ip: &[u8; ipv4_hdr::SIZE], udp: &[u8; udp_hdr::SIZE], transport: &[u8]) -> u32 {
+    // The fields a router may change are hashed as all ones.
     let mut ip = *ip;
-    ip[1] = 0xff; // tos
-    ip[8] = 0xff; // ttl
-    ip[10..12].copy_from_slice(&[0xff, 0xff]); // check
+    ip[ipv4_hdr::TOS_OFF] = !0;
+    ip[ipv4_hdr::TTL_OFF] = !0;
+    ip[ipv4_hdr::CHECK_OFF..][..2].fill(!0);
     let mut udp = *udp;
-    udp[6..8].copy_from_slice(&[0xff, 0xff]); // check
+    udp[udp_hdr::CHECK_OFF..][..2].fill(!0);
     let split = transport.len().min(bth::SIZE);
     let mut head = [0u8; bth::SIZE];
     head[..split].copy_from_slice(&transport[..split]);
-    if split > 4 {
-        head[4] = 0xff; // FECN, BECN, resv6
+    // FECN, BECN and resv6: the top byte of the BTH's QPN word.
+    if split > bth::QPN_OFF {
+        head[bth::QPN_OFF] = !0;
     }
     let mut h = crc32fast::Hasher::new();
-    h.update(&[0xff; 8]);
+    // In place of the LRH that RoCEv2 does not carry: eight bytes of ones.
+    h.update(&[!0u8; 8]);
     h.update(&ip);
     h.update(&udp);
     h.update(&head[..split]);

@@ -56,7 +56,7 @@ impl Aeth {
 
     /// An RNR NAK asking the requester to wait `timer` (an IBA timer code).
     pub fn rnr(timer: u8, msn: u32) -> Aeth {
-        Aeth { ack_type: AethType::RNR_NAK, value: timer & 0x1f, msn }
+        Aeth { ack_type: AethType::RNR_NAK, value: timer & aeth::SYNDROME_VALUE_MASK as u8, msn }
     }
 }
 
@@ -267,8 +267,8 @@ impl<'a> Packet<'a> {
             let a = self.aeth.unwrap_or(Aeth::ack(0));
             let mut h = aeth::new_zeroed();
             // Each fits its field once masked: 2, 5 and 24 bits.
-            let _ = h.set_ack_type(AethType(a.ack_type.0 & 3));
-            let _ = h.set_syndrome_value(a.value & 0x1f);
+            let _ = h.set_ack_type(AethType(a.ack_type.0 & aeth::ACK_TYPE_MASK as u8));
+            let _ = h.set_syndrome_value(a.value & aeth::SYNDROME_VALUE_MASK as u8);
             let _ = h.set_msn(a.msn & crate::raw::BTH_PSN_MASK);
             out.extend_from_slice(h.as_bytes());
         }

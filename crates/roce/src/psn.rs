@@ -15,9 +15,13 @@ pub fn prev(psn: u32) -> u32 {
     psn.wrapping_sub(1) & BTH_PSN_MASK
 }
 
-/// How far `a` is ahead of `b` (negative: behind), in packets.
+/// The bits of a 32-bit word above a PSN.
+const ABOVE: u32 = BTH_PSN_MASK.leading_zeros();
+
+/// How far `a` is ahead of `b` (negative: behind), in packets: the 24-bit
+/// distance, sign-extended.
 pub fn diff(a: u32, b: u32) -> i32 {
-    ((a.wrapping_sub(b) << 8) as i32) >> 8
+    ((a.wrapping_sub(b) << ABOVE) as i32) >> ABOVE
 }
 
 #[cfg(test)]
