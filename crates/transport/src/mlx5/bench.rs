@@ -119,7 +119,7 @@ pub fn run(o: &BenchOpts, say: &mut dyn FnMut(&str)) -> Result<Run, Mlx5Error> {
         qp.dv.cqe_cnt,
         qp.dv.cqe_size
     ));
-    let psn = (std::process::id() ^ 0x5a5a) & 0xff_ffff;
+    let psn = (std::process::id() ^ 0x5a5a) & marrow_mlx5::raw::qpc::NEXT_SEND_PSN_MASK; // layout-ok: a per-process first PSN
     let me = RcEndpoint {
         qpn: qp.dv.qpn,
         lid: ctx.port_attr.lid,

@@ -16,6 +16,7 @@
 
 use super::Mlx5Error;
 use cudarc::driver::sys as cu;
+use marrow_mlx5::raw::MLX5_ADAPTER_PAGE_SIZE;
 use marrow_verbs::probe::DoorbellMode;
 
 /// Map `len` bytes of the UAR at `uar` into the current CUDA context;
@@ -93,11 +94,12 @@ pub fn choose_doorbell(
     mailbox: u64,
 ) -> (super::setup::Doorbell, DoorbellMode, String) {
     use super::setup::Doorbell;
-    let page = dv.bf_reg & !0xfff;
-    let m = map_uar(gpu, page as *mut u8, 4096);
+    let uar_page = u64::from(MLX5_ADAPTER_PAGE_SIZE);
+    let page = dv.bf_reg - dv.bf_reg % uar_page;
+    let m = map_uar(gpu, page as *mut u8, uar_page as usize);
     let (mode, why) = mode_after(&m);
     match m {
-        Ok(d) => (Doorbell::GpuUar(d + (dv.bf_reg & 0xfff)), mode, why),
+        Ok(d) => (Doorbell::GpuUar(d + dv.bf_reg % uar_page), mode, why),
         Err(_) => (Doorbell::Mailbox(mailbox), mode, why),
     }
 }
@@ -150,8 +152,12 @@ pub fn unregister_host(gpu: &crate::gpu::Gpu, pages: &[(u64, usize)]) {
 
 /// The 4 KiB pages covering `ranges`, merged where they touch or overlap.
 fn page_ranges(ranges: &[(u64, usize)]) -> Vec<(u64, usize)> {
-    let mut v: Vec<(u64, u64)> =
-        ranges.iter().filter(|r| r.1 > 0).map(|&(a, l)| (a & !0xfff, (a + l as u64 + 0xfff) & !0xfff)).collect();
+    const PAGE: u64 = 4096;
+    let mut v: Vec<(u64, u64)> = ranges
+        .iter()
+        .filter(|r| r.1 > 0)
+        .map(|&(a, l)| (a - a % PAGE, (a + l as u64).next_multiple_of(PAGE)))
+        .collect();
     v.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::new();
     for (s, e) in v {

@@ -15,7 +15,9 @@
 
 use super::Mlx5Error;
 use crate::gcrb_page::GcrbSetup;
-use marrow_mlx5::raw::{MLX5_BF_OFFSET, MLX5_CQE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB};
+use marrow_mlx5::raw::{
+    MLX5_ADAPTER_PAGE_SIZE, MLX5_BF_OFFSET, MLX5_CQE_SIZE, MLX5_DB_BLUEFLAME_BUFFER_SIZE, MLX5_SEND_WQE_BB,
+};
 use marrow_verbs::device::DvQueues;
 
 /// Where the device code's doorbell store goes.
@@ -71,7 +73,7 @@ pub fn gcrb_setup(
     // rdma-core places doorbell/BlueFlame registers at UAR + 0x800 + k * 0x100
     // (providers/mlx5/mlx5.c, verbs.c mlx5_insert_dyn_uuars); anything else
     // is not a doorbell register.
-    let off = (dv.bf_reg & 0xfff) as u32;
+    let off = (dv.bf_reg % u64::from(MLX5_ADAPTER_PAGE_SIZE)) as u32;
     if off < MLX5_BF_OFFSET || !(off - MLX5_BF_OFFSET).is_multiple_of(MLX5_DB_BLUEFLAME_BUFFER_SIZE) {
         return bad(format!(
             "BlueFlame register at UAR offset {off:#x}: expected {MLX5_BF_OFFSET:#x} + k*{MLX5_DB_BLUEFLAME_BUFFER_SIZE:#x}"

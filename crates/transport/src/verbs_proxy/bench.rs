@@ -108,11 +108,11 @@ const SIZES: [usize; 7] = [8, 64, 512, 4096, 32768, 262_144, MIB];
 const ATOMICS: u64 = 32;
 
 fn get_pattern(i: usize) -> u8 {
-    (i as u8).wrapping_mul(13).wrapping_add((i >> 8) as u8).wrapping_add(5)
+    (i as u8).wrapping_mul(13).wrapping_add((i >> 8) as u8).wrapping_add(5) // layout-ok: a byte pattern
 }
 
 fn send_pattern(size: usize, i: usize) -> u8 {
-    (i as u8).wrapping_mul(7).wrapping_add((i >> 8) as u8).wrapping_add(size as u8).wrapping_add(0x40)
+    (i as u8).wrapping_mul(7).wrapping_add((i >> 8) as u8).wrapping_add(size as u8).wrapping_add(0x40) // layout-ok: a byte pattern
 }
 
 /// The next CQE of `cq`, or an error after `timeout`.
@@ -147,7 +147,7 @@ fn post_wait(c: &mut CpuChannel, op: &WqeOp<'_>, timeout: Duration, what: &str) 
 }
 
 fn put_pattern(size: usize, i: usize) -> u8 {
-    (i as u8).wrapping_mul(31).wrapping_add((i >> 8) as u8).wrapping_add(size.trailing_zeros() as u8)
+    (i as u8).wrapping_mul(31).wrapping_add((i >> 8) as u8).wrapping_add(size.trailing_zeros() as u8) // layout-ok: a byte pattern
 }
 
 /// Run one rank.
@@ -428,13 +428,13 @@ fn rank0_fault(o: &BenchOpts, r: &ProxyRank, run: &mut Run, want: Syndrome) -> R
     let page = r.page.region();
     if want == Syndrome::REMOTE_ACCESS_ERR {
         // A key rank 1 never registered: rxe's keys are index << 8 | key byte.
-        gcrb_page::set_key(&page, 1, r.peer.addr, r.peer.rkey ^ 0x00ab_cd00)?;
+        gcrb_page::set_key(&page, 1, r.peer.addr, r.peer.rkey ^ 0x00ab_cd00)?; // layout-ok: a wrong rkey on purpose
     } else {
         // Give rank 1 time to leave: its QP is gone, nothing answers.
         std::thread::sleep(Duration::from_secs(2));
     }
     let _ = o;
-    r.buf.write_bytes(0, &[0x5a; 64])?;
+    r.buf.write_bytes(0, &[0x5a; 64])?; // layout-ok: a fill pattern
     match d.put(1, 0, 0, 64) {
         Ok(()) => Err(ProxyError::Check(format!("the put completed; {want:?} was expected"))),
         Err(e) if e.syndrome() == Some(want) => {

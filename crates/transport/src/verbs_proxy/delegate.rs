@@ -146,11 +146,12 @@ impl VerbsDelegate {
         self.ep.post_recv(&mut wr)
     }
 
-    /// `len` bytes of staging, contiguous, or `None` while the ring is full.
-    fn alloc(&mut self, len: usize) -> Option<usize> {
+    /// `len` bytes of staging, contiguous, or `None` while the ring is full:
+    /// where they start, and how much of the ring's tail was skipped for it.
+    fn alloc(&mut self, len: usize) -> Option<(usize, usize)> {
         let cap = self.sizes.staging;
         if len == 0 {
-            return Some(self.head);
+            return Some((self.head, 0));
         }
         if len > cap {
             return None;
@@ -164,7 +165,7 @@ impl VerbsDelegate {
         self.used += skip + len;
         self.head = (at + len) % cap;
         // The skipped tail is charged to this message: freed with it.
-        Some(at | (skip << 32))
+        Some((at, skip))
     }
 
     fn free(&mut self, stage: (usize, usize)) {
@@ -192,8 +193,7 @@ impl Delegate for VerbsDelegate {
                 format!("message of {len} bytes exceeds the proxy's staging buffer ({} bytes)", self.sizes.staging),
             ));
         }
-        let Some(packed) = self.alloc(len) else { return Err(Refused::Busy) };
-        let (at, skip) = (packed & 0xffff_ffff, packed >> 32);
+        let Some((at, skip)) = self.alloc(len) else { return Err(Refused::Busy) };
         let stage = (at, len + skip);
         let mut sge =
             ibv_sge { addr: self.stage.base_addr() as u64 + at as u64, length: len as u32, lkey: self.stage_lkey };

@@ -457,7 +457,7 @@ fn symmetric_buffer(o: &RankOpts) -> Result<(Shm, Region), ProxyError> {
 
 /// A first PSN that differs between processes (24 bits).
 fn first_psn() -> u32 {
-    (std::process::id().wrapping_mul(2654435761)) & 0xff_ffff
+    (std::process::id().wrapping_mul(2654435761)) & marrow_mlx5::raw::qpc::NEXT_SEND_PSN_MASK
 }
 
 /// The two ranks' endpoints, by the exchange `o` names: this rank, the
