@@ -130,6 +130,9 @@ pub fn report(page: &Region) -> String {
     let Some(e) = error(page) else { return "GCRB unreadable".into() };
     let status = GcrbStatus(e.status());
     let _ = write!(o, "GCRB status {status}");
+    if status == GcrbStatus::REPORTING {
+        let _ = write!(o, ": a device thread is recording a failure now; read the block again for what it was");
+    }
     if status == GcrbStatus::TIMEOUT {
         let _ = write!(o, ": wait {} gave up after {} ns", GcrbWait(e.wait()), e.elapsed_ns());
     }
@@ -144,7 +147,8 @@ pub fn report(page: &Region) -> String {
             e.wqe_counter()
         );
     }
-    if status != GcrbStatus::OK {
+    // While REPORTING, the block's heads are being written: not shown.
+    if status != GcrbStatus::OK && status != GcrbStatus::REPORTING {
         let _ = write!(
             o,
             "\n  heads then: resv_head {} ready_head {} prod_idx {} cons_idx {} cq_ci {}",
@@ -193,4 +197,30 @@ pub fn report(page: &Region) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use marrow_softnic::shm::Shm;
+
+    /// A GCRB page whose error block holds `status` and resv_head 7.
+    fn page_with_status(status: GcrbStatus) -> Shm {
+        let shm = Shm::create("gcrb-report-test", GCRB_PAGE_SIZE as usize).unwrap();
+        let mut e = gcrb_error::new_zeroed();
+        e.set_status(status.0).set_resv_head(7);
+        shm.region().write_bytes(GCRB_OFF_ERROR as usize, e.as_bytes()).unwrap();
+        shm
+    }
+
+    #[test]
+    fn a_block_being_written_says_so_and_shows_no_heads_yet() {
+        let page = page_with_status(GcrbStatus::REPORTING);
+        let r = report(&page.region());
+        assert!(r.starts_with("GCRB status REPORTING: a device thread is recording a failure now"), "{r}");
+        assert!(!r.contains("heads then"), "{r}");
+        let page = page_with_status(GcrbStatus::TIMEOUT);
+        let r = report(&page.region());
+        assert!(r.contains("heads then: resv_head 7"), "{r}");
+    }
 }
