@@ -142,7 +142,7 @@ pub fn init2rtr_qp_in(qpn: u32, p: &RcParams, r: &RcEndpoint, rmac: [u8; 6]) -> 
     fit(q.set_mtu(p.mtu as u8), "mtu")?;
     fit(q.set_log_msg_max(30), "log_msg_max")?;
     fit(q.set_remote_qpn(r.qpn), "remote_qpn")?;
-    fit(q.set_next_rcv_psn(r.psn & 0xff_ffff), "next_rcv_psn")?;
+    fit(q.set_next_rcv_psn(r.psn & qpc::NEXT_RCV_PSN_MASK), "next_rcv_psn")?;
     fit(q.set_log_rra_max(log2_ceil(p.rd_atomic)), "log_rra_max")?;
     fit(q.set_min_rnr_nak(p.min_rnr_timer), "min_rnr_nak")?;
     q.set_primary_address_path(path(p, Some(r), rmac)?.as_bytes().try_into().expect("ads size"));
@@ -158,7 +158,7 @@ pub fn rtr2rts_qp_in(qpn: u32, p: &RcParams, psn: u32) -> Result<Vec<u8>, VerbsE
     let mut q = qpc::new_zeroed();
     fit(q.set_retry_count(p.retry_cnt), "retry_count")?;
     fit(q.set_rnr_retry(p.rnr_retry), "rnr_retry")?;
-    fit(q.set_next_send_psn(psn & 0xff_ffff), "next_send_psn")?;
+    fit(q.set_next_send_psn(psn & qpc::NEXT_SEND_PSN_MASK), "next_send_psn")?;
     fit(q.set_log_sra_max(log2_ceil(p.rd_atomic)), "log_sra_max")?;
     let mut a = ads::new_zeroed();
     fit(a.set_ack_timeout(p.timeout), "ack_timeout")?;

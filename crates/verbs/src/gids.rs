@@ -67,8 +67,7 @@ pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
 
 /// The IPv4 address of an IPv4-mapped GID (RFC 4291 §2.5.5.2), as RoCE v2 builds them from the netdev's addresses.
 pub fn ipv4_of(gid: &[u8; 16]) -> Option<std::net::Ipv4Addr> {
-    (gid[..10].iter().all(|&b| b == 0) && gid[10..12] == [0xff, 0xff])
-        .then(|| std::net::Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]))
+    std::net::Ipv6Addr::from(*gid).to_ipv4_mapped()
 }
 
 /// The index to use: on RoCE, the RoCE v2 GID of an IPv4 address first

@@ -146,7 +146,7 @@ pub fn init_to_rtr(p: &RcParams, remote: &RcEndpoint) -> (ibv_qp_attr, u32) {
         qp_state: IBV_QPS_RTR,
         path_mtu: p.mtu,
         dest_qp_num: remote.qpn,
-        rq_psn: remote.psn & 0x00ff_ffff,
+        rq_psn: remote.psn & marrow_mlx5::raw::qpc::NEXT_RCV_PSN_MASK,
         max_dest_rd_atomic: p.rd_atomic,
         min_rnr_timer: p.min_rnr_timer,
         ah_attr: ah,
@@ -169,7 +169,7 @@ pub fn rtr_to_rts(p: &RcParams, local_psn: u32) -> (ibv_qp_attr, u32) {
         timeout: p.timeout,
         retry_cnt: p.retry_cnt,
         rnr_retry: p.rnr_retry,
-        sq_psn: local_psn & 0x00ff_ffff,
+        sq_psn: local_psn & marrow_mlx5::raw::qpc::NEXT_SEND_PSN_MASK,
         max_rd_atomic: p.rd_atomic,
         ..Default::default()
     };
