@@ -7,7 +7,7 @@ use super::{CQ_DEPTH, RenderRecord, Res, Rig, check, check_rc, checked_config, r
 use crate::error::{BenchError, same_bytes};
 use marrow_softnic::Faults;
 use marrow_transport::gpu::{Gpu, Grid, RwKernel};
-use marrow_transport::{DeviceError, World, WorldConfig};
+use marrow_transport::{DeviceError, DeviceStatus, World, WorldConfig};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -206,8 +206,8 @@ pub(super) fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write, render:
     a.write_bytes(0, &data)?;
     b.fill(0, 8, 0)?;
     let rc = r.launch_rw(RwKernel::Put, 1, 1, 8, 1)?;
-    match rc[0] {
-        0 => {
+    match DeviceStatus(rc[0]) {
+        DeviceStatus::OK => {
             let mut got = [0u8; 8];
             b.read_bytes(0, &mut got)?;
             if got[..] != data[..] {
@@ -220,7 +220,7 @@ pub(super) fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write, render:
                 "  first doorbell dropped: the second ring carried the put, which completed; the 8 bytes checked"
             )?;
         }
-        -110 => {
+        DeviceStatus::TIMEOUT => {
             writeln!(
                 o,
                 "  first doorbell dropped: the engine found one doorbell (both rings landed between two of its scans; an idle engine sleeps 50 us) and dropped it; host decoded:"
@@ -232,7 +232,7 @@ pub(super) fn early_doorbell_covers_a_drop(gpu: &Gpu, o: &mut dyn Write, render:
         other => {
             return check(format!(
                 "early doorbell with the first dropped: kernel returned {other} ({})\n{}",
-                DeviceError(other),
+                DeviceError::of(other),
                 r.report()
             ));
         }
@@ -345,11 +345,16 @@ pub(super) fn exclusive_checks(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     lone_lane_check(gpu, o)?;
     // 20 lanes of one warp: a group that is not the whole warp.
     let rc = r.launch_rw(RwKernel::Put, 1, 20, 8, 1)?;
-    if rc.iter().any(|c| *c != -22) {
-        return check(format!("part of a warp on an exclusive channel: expected -22 on every lane, got {rc:?}"));
+    if rc.iter().any(|c| DeviceStatus(*c) != DeviceStatus::BAD_CONFIG) {
+        return check(format!(
+            "part of a warp on an exclusive channel: expected E_BAD_CONFIG on every lane, got {rc:?}"
+        ));
     }
     let report = bad_config_report(&r, "part of a warp on an exclusive channel")?;
-    writeln!(o, "  20 lanes of a warp posting together: refused on every lane with -22 (EINVAL); host decoded:")?;
+    writeln!(
+        o,
+        "  20 lanes of a warp posting together: refused on every lane with E_BAD_CONFIG (-EINVAL); host decoded:"
+    )?;
     for line in report.lines() {
         writeln!(o, "      {line}")?;
     }
@@ -367,9 +372,9 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     a.write_bytes(0, &data)?;
     b.fill(0, data.len(), 0)?;
     let rc = r.gpu.lone_lane(r.page(0), 1)?;
-    if rc[32] != -22 {
+    if DeviceStatus(rc[32]) != DeviceStatus::BAD_CONFIG {
         return check(format!(
-            "lane 0 alone on a warp's exclusive channel: expected -22, got {}\n{}",
+            "lane 0 alone on a warp's exclusive channel: expected E_BAD_CONFIG, got {}\n{}",
             rc[32],
             r.report()
         ));
@@ -381,7 +386,7 @@ fn lone_lane_check(gpu: &Gpu, o: &mut dyn Write) -> Res<()> {
     bad_config_report(&r, "lane 0 alone on a warp's exclusive channel")?;
     writeln!(
         o,
-        "  lane 0 alone on its warp's channel: refused with -22 (EINVAL), nothing written; the warp's 32 puts after it: every byte checked"
+        "  lane 0 alone on its warp's channel: refused with E_BAD_CONFIG (-EINVAL), nothing written; the warp's 32 puts after it: every byte checked"
     )?;
     Ok(())
 }
