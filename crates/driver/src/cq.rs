@@ -4,7 +4,7 @@
 //! decode the copy, advance the consumer index and publish it in the CQ
 //! doorbell record.
 
-use marrow_mlx5::cqe::{Completion, CqeError, decode_cqe, sw_owns};
+use marrow_mlx5::cqe::{COLLAPSED_CQ_FILL, Completion, CqeError, decode_cqe, sw_owns};
 use marrow_mlx5::raw::{CqeOpcode, MLX5_CQ_SET_CI, MLX5_CQE_SIZE, mlx5_cq_dbrec, mlx5_cqe64};
 use marrow_mmio::{OutOfBounds, Region, barrier};
 
@@ -40,10 +40,6 @@ impl core::fmt::Display for PollError {
 
 impl std::error::Error for PollError {}
 
-/// What `last` holds before any CQE: NVSHMEM's fill of a collapsed CQ,
-/// whose op_own then reads as opcode INVALID.
-const NEVER_WRITTEN: u8 = 0xff;
-
 /// A CQ consumer.
 #[derive(Debug)]
 pub struct CqPoller {
@@ -60,7 +56,7 @@ pub struct CqPoller {
 impl CqPoller {
     /// A poller over `buf` (`ncqe` × 64 bytes) and the CQ doorbell record.
     pub fn new(buf: Region, ncqe: u32, dbrec: Region, mode: CqMode) -> Self {
-        CqPoller { buf, ncqe, dbrec, mode, ci: 0, last: [NEVER_WRITTEN; CQE] }
+        CqPoller { buf, ncqe, dbrec, mode, ci: 0, last: [COLLAPSED_CQ_FILL; CQE] }
     }
 
     /// Consumer index, not reduced.

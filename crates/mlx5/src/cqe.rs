@@ -144,6 +144,11 @@ pub enum CqePoll {
     Ready(Completion),
 }
 
+/// The byte NVSHMEM fills a collapsed CQ with before first use (`memset`
+/// of 0xff in its IBGDA setup): every op_own then reads as opcode INVALID,
+/// so a poller can tell the slot was never written.
+pub const COLLAPSED_CQ_FILL: u8 = 0xff;
+
 /// Whether software owns CQE number `n` (the consumer index, not reduced
 /// modulo the ring) of a ring of `ncqe` entries, given its `op_own` byte.
 pub fn sw_owns(op_own: u8, n: u32, ncqe: u32) -> bool {

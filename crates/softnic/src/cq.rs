@@ -11,7 +11,7 @@
 
 use crate::shm::Shm;
 use crate::trace::{Kind, Recorder};
-use marrow_mlx5::cqe::{Completion, encode_cqe, owner_bit_for};
+use marrow_mlx5::cqe::{COLLAPSED_CQ_FILL, Completion, encode_cqe, owner_bit_for};
 use marrow_mlx5::raw::{MLX5_CQ_SET_CI, MLX5_CQE_INIT_OP_OWN, MLX5_CQE_SIZE, mlx5_cq_dbrec};
 use marrow_mmio::Region;
 use std::sync::Arc;
@@ -56,10 +56,6 @@ pub struct Cq {
     pub shm: Arc<Shm>,
 }
 
-/// The byte NVSHMEM fills a collapsed CQ with before first use
-/// (`memset(cq, 0xff, ...)` in its IBGDA setup).
-const COLLAPSED_FILL: u8 = 0xff;
-
 /// Bytes of the shared mapping of a CQ: the ring, then the doorbell record
 /// at the next 64-byte boundary.
 pub fn cq_layout(ncqe: u32) -> (usize, usize) {
@@ -100,11 +96,11 @@ impl Cq {
         }
         // A fresh memfd is zero already; caller-provided memory may not be.
         dbrec.fill(0, 8, 0).map_err(std::io::Error::other)?;
-        let init = if mode == CqMode::Collapsed { COLLAPSED_FILL } else { MLX5_CQE_INIT_OP_OWN as u8 };
+        let init = if mode == CqMode::Collapsed { COLLAPSED_CQ_FILL } else { MLX5_CQE_INIT_OP_OWN as u8 };
         for i in 0..ncqe as usize {
             // NVSHMEM memsets its collapsed CQ to all ones; rdma-core sets op_own only.
             if mode == CqMode::Collapsed {
-                buf.fill(i * CQE, CQE, COLLAPSED_FILL).map_err(std::io::Error::other)?;
+                buf.fill(i * CQE, CQE, COLLAPSED_CQ_FILL).map_err(std::io::Error::other)?;
             }
             buf.write_u8(i * CQE + CQE - 1, init).map_err(std::io::Error::other)?;
         }
