@@ -11,9 +11,38 @@
 //! ```
 //!
 //! T9/T8 are tag bits 9 and 8 (10-bit tags, §2.2.6.2).
+//!
+//! Every field's place is the generated `SHIFT`/`MASK` of its dword in
+//! `hw-specs/pcie.toml` (`tlp_dw0`, `tlp_request_dw1`, `tlp_address_dw`,
+//! `tlp_config_dw2`, `tlp_completion_dw1`/`dw2`, `tlp_message_dw1`).
 
+use crate::generated::pcie::{
+    tlp_address_dw as Addr, tlp_completion_dw1 as CplDw1, tlp_completion_dw2 as CplDw2, tlp_config_dw2 as CfgDw2,
+    tlp_dw0 as Dw0, tlp_message_dw1 as MsgDw1, tlp_request_dw1 as ReqDw1,
+};
 use bitflags::bitflags;
 use core::fmt;
+
+/// A field of a header dword, shifted down.
+const fn field(dw: u32, shift: u32, mask: u32) -> u32 {
+    (dw >> shift) & mask
+}
+
+/// `v` in its field's place, truncated to the field.
+const fn place(v: u32, shift: u32, mask: u32) -> u32 {
+    (v & mask) << shift
+}
+
+/// A field left where it sits in the dword (an address's or a register's
+/// low bits, which are the dword's own).
+const fn in_place(dw: u32, shift: u32, mask: u32) -> u32 {
+    dw & (mask << shift)
+}
+
+/// Where T9 and T8 sit in the 10-bit tag (§2.2.6.2); `Tag[7:0]` is the
+/// rest, carried in DW1 (DW2 of completions).
+const TAG_T9_BIT: u32 = 9;
+const TAG_T8_BIT: u32 = 8;
 
 /// Fmt field: header size and whether data follows (§2.2.1, Table 2-2).
 pub const FMT_3DW: u8 = 0b000;
@@ -21,6 +50,21 @@ pub const FMT_4DW: u8 = 0b001;
 pub const FMT_3DW_DATA: u8 = 0b010;
 pub const FMT_4DW_DATA: u8 = 0b011;
 pub const FMT_PREFIX: u8 = 0b100;
+/// The Fmt bit that says data follows the header.
+const FMT_WITH_DATA: u8 = 0b010;
+
+/// Message types are `10rrr` (§2.2.1, Table 2-3), `rrr` the routing.
+const MSG_TYPE_MASK: u8 = 0b11000;
+const MSG_TYPE: u8 = 0b10000;
+const MSG_ROUTING_MASK: u8 = 0b00111;
+
+/// A prefix's Type: bit 4 end-end (1) or local (0), bits 3:0 which prefix
+/// (§2.2.1.1).
+const PREFIX_END_END: u8 = 0b1_0000;
+const PREFIX_WHICH: u8 = 0b0_1111;
+
+/// The 4 KB boundary memory requests must not cross (§2.2.7).
+const BOUNDARY_4K: u64 = 0x1000;
 
 bitflags! {
     /// The Attr bits, in the positions cocotbext-pcie and the spec's
@@ -79,8 +123,8 @@ impl TlpKind {
             (FMT_3DW_DATA, 0b00100) => Self::CfgWrite0,
             (FMT_3DW, 0b00101) => Self::CfgRead1,
             (FMT_3DW_DATA, 0b00101) => Self::CfgWrite1,
-            (FMT_4DW, t) if t & 0b11000 == 0b10000 => Self::Msg { routing: t & 0b111 },
-            (FMT_4DW_DATA, t) if t & 0b11000 == 0b10000 => Self::MsgData { routing: t & 0b111 },
+            (FMT_4DW, t) if t & MSG_TYPE_MASK == MSG_TYPE => Self::Msg { routing: t & MSG_ROUTING_MASK },
+            (FMT_4DW_DATA, t) if t & MSG_TYPE_MASK == MSG_TYPE => Self::MsgData { routing: t & MSG_ROUTING_MASK },
             (FMT_3DW, 0b01010) => Self::Cpl,
             (FMT_3DW_DATA, 0b01010) => Self::CplData,
             (FMT_3DW, 0b01011) => Self::CplLocked,
@@ -122,11 +166,11 @@ impl TlpKind {
 /// What a TLP prefix (Fmt 100b) is, by its Type field (§2.2.1.1, Table
 /// 2-3): bit 4 says local (0) or end-end (1), bits 3:0 the prefix.
 pub fn prefix_name(ty: u8) -> &'static str {
-    match (ty >> 4 & 1, ty & 0xf) {
-        (0, 0b0000) => "local MR-IOV",
-        (0, 0b1110) => "local VendPrefixL0",
-        (0, 0b1111) => "local VendPrefixL1",
-        (0, _) => "local, type not named here",
+    match (ty & PREFIX_END_END != 0, ty & PREFIX_WHICH) {
+        (false, 0b0000) => "local MR-IOV",
+        (false, 0b1110) => "local VendPrefixL0",
+        (false, 0b1111) => "local VendPrefixL1",
+        (false, _) => "local, type not named here",
         (_, 0b0000) => "end-end ExtTPH",
         (_, 0b0001) => "end-end PASID",
         (_, 0b1110) => "end-end VendPrefixE0",
@@ -281,7 +325,7 @@ impl TlpHeader {
         }
     }
     pub fn has_data(&self) -> bool {
-        self.fmt & 0b010 != 0 && self.fmt != FMT_PREFIX
+        self.fmt & FMT_WITH_DATA != 0 && self.fmt != FMT_PREFIX
     }
     /// Payload length in dwords (the field's 0 means 1024).
     pub fn length_dw(&self) -> u16 {
@@ -291,14 +335,16 @@ impl TlpHeader {
     /// Decodes header dwords (as the kernel prints them).
     pub fn decode(dws: &[u32]) -> Result<Self, TlpError> {
         let dw0 = *dws.first().ok_or(TlpError::Truncated { have: 0, need: 1 })?;
-        let fmt = (dw0 >> 29) as u8;
+        let fmt = field(dw0, Dw0::FMT_SHIFT, Dw0::FMT_MASK) as u8;
         let need = Self::header_dws(fmt);
         if dws.len() < need {
             return Err(TlpError::Truncated { have: dws.len(), need });
         }
-        let ty = ((dw0 >> 24) & 0x1f) as u8;
-        let attr = Attr::from_bits_truncate((((dw0 >> 12) & 0b11) | ((dw0 >> 16) & 0b100)) as u8);
-        let tag_hi = (((dw0 >> 23) & 1) << 9 | ((dw0 >> 19) & 1) << 8) as u16;
+        let ty = field(dw0, Dw0::TLP_TYPE_SHIFT, Dw0::TLP_TYPE_MASK) as u8;
+        let mut attr = Attr::from_bits_truncate(field(dw0, Dw0::ATTR_SHIFT, Dw0::ATTR_MASK) as u8);
+        attr.set(Attr::IDO, field(dw0, Dw0::ATTR2_SHIFT, Dw0::ATTR2_MASK) != 0);
+        let tag_hi = field(dw0, Dw0::T9_SHIFT, Dw0::T9_MASK) << TAG_T9_BIT
+            | field(dw0, Dw0::T8_SHIFT, Dw0::T8_MASK) << TAG_T8_BIT;
         let dw = |i: usize| dws.get(i).copied().unwrap_or(0);
         let kind = TlpKind::from_fmt_type(fmt, ty);
         let (tag_lo, body) = match kind {
@@ -310,49 +356,51 @@ impl TlpHeader {
             | TlpKind::FetchAdd
             | TlpKind::Swap
             | TlpKind::Cas => {
-                let (address, ph) = if need == 4 {
-                    ((u64::from(dw(2)) << 32) | u64::from(dw(3) & !3), (dw(3) & 3) as u8)
-                } else {
-                    (u64::from(dw(2) & !3), (dw(2) & 3) as u8)
-                };
+                // A 4DW header carries Address[63:32] in DW2, the low
+                // dword with PH in DW3; a 3DW header the low dword in DW2.
+                let (high, low) = if need == 4 { (dw(2), dw(3)) } else { (0, dw(2)) };
                 let b = Body::Request {
-                    requester_id: (dw(1) >> 16) as u16,
-                    last_be: ((dw(1) >> 4) & 0xf) as u8,
-                    first_be: (dw(1) & 0xf) as u8,
-                    address,
-                    ph,
+                    requester_id: field(dw(1), ReqDw1::REQUESTER_ID_SHIFT, ReqDw1::REQUESTER_ID_MASK) as u16,
+                    last_be: field(dw(1), ReqDw1::LAST_BE_SHIFT, ReqDw1::LAST_BE_MASK) as u8,
+                    first_be: field(dw(1), ReqDw1::FIRST_BE_SHIFT, ReqDw1::FIRST_BE_MASK) as u8,
+                    address: u64::from(high) << u32::BITS
+                        | u64::from(in_place(low, Addr::ADDRESS_LO_SHIFT, Addr::ADDRESS_LO_MASK)),
+                    ph: field(low, Addr::PH_SHIFT, Addr::PH_MASK) as u8,
                 };
-                (((dw(1) >> 8) & 0xff) as u16, b)
+                (field(dw(1), ReqDw1::TAG_SHIFT, ReqDw1::TAG_MASK), b)
             }
             TlpKind::CfgRead0 | TlpKind::CfgWrite0 | TlpKind::CfgRead1 | TlpKind::CfgWrite1 => {
+                // The register's byte address is DW2's bits 11:2 as they stand.
+                let register = in_place(dw(2), CfgDw2::EXT_REGISTER_SHIFT, CfgDw2::EXT_REGISTER_MASK)
+                    | in_place(dw(2), CfgDw2::REGISTER_SHIFT, CfgDw2::REGISTER_MASK);
                 let b = Body::Config {
-                    requester_id: (dw(1) >> 16) as u16,
-                    last_be: ((dw(1) >> 4) & 0xf) as u8,
-                    first_be: (dw(1) & 0xf) as u8,
-                    target_id: (dw(2) >> 16) as u16,
-                    register: (dw(2) & 0xffc) as u16,
+                    requester_id: field(dw(1), ReqDw1::REQUESTER_ID_SHIFT, ReqDw1::REQUESTER_ID_MASK) as u16,
+                    last_be: field(dw(1), ReqDw1::LAST_BE_SHIFT, ReqDw1::LAST_BE_MASK) as u8,
+                    first_be: field(dw(1), ReqDw1::FIRST_BE_SHIFT, ReqDw1::FIRST_BE_MASK) as u8,
+                    target_id: field(dw(2), CfgDw2::TARGET_ID_SHIFT, CfgDw2::TARGET_ID_MASK) as u16,
+                    register: register as u16,
                 };
-                (((dw(1) >> 8) & 0xff) as u16, b)
+                (field(dw(1), ReqDw1::TAG_SHIFT, ReqDw1::TAG_MASK), b)
             }
             TlpKind::Cpl | TlpKind::CplData | TlpKind::CplLocked | TlpKind::CplLockedData => {
                 let b = Body::Completion {
-                    completer_id: (dw(1) >> 16) as u16,
-                    status: CplStatus(((dw(1) >> 13) & 0b111) as u8),
-                    bcm: dw(1) & (1 << 12) != 0,
-                    byte_count: (dw(1) & 0xfff) as u16,
-                    requester_id: (dw(2) >> 16) as u16,
-                    lower_address: (dw(2) & 0x7f) as u8,
+                    completer_id: field(dw(1), CplDw1::COMPLETER_ID_SHIFT, CplDw1::COMPLETER_ID_MASK) as u16,
+                    status: CplStatus(field(dw(1), CplDw1::CPL_STATUS_SHIFT, CplDw1::CPL_STATUS_MASK) as u8),
+                    bcm: field(dw(1), CplDw1::BCM_SHIFT, CplDw1::BCM_MASK) != 0,
+                    byte_count: field(dw(1), CplDw1::BYTE_COUNT_SHIFT, CplDw1::BYTE_COUNT_MASK) as u16,
+                    requester_id: field(dw(2), CplDw2::REQUESTER_ID_SHIFT, CplDw2::REQUESTER_ID_MASK) as u16,
+                    lower_address: field(dw(2), CplDw2::LOWER_ADDRESS_SHIFT, CplDw2::LOWER_ADDRESS_MASK) as u8,
                 };
-                (((dw(2) >> 8) & 0xff) as u16, b)
+                (field(dw(2), CplDw2::TAG_SHIFT, CplDw2::TAG_MASK), b)
             }
             TlpKind::Msg { .. } | TlpKind::MsgData { .. } => {
                 let b = Body::Message {
-                    requester_id: (dw(1) >> 16) as u16,
-                    code: (dw(1) & 0xff) as u8,
+                    requester_id: field(dw(1), MsgDw1::REQUESTER_ID_SHIFT, MsgDw1::REQUESTER_ID_MASK) as u16,
+                    code: field(dw(1), MsgDw1::MESSAGE_CODE_SHIFT, MsgDw1::MESSAGE_CODE_MASK) as u8,
                     dw2: dw(2),
                     dw3: dw(3),
                 };
-                (((dw(1) >> 8) & 0xff) as u16, b)
+                (field(dw(1), MsgDw1::TAG_SHIFT, MsgDw1::TAG_MASK), b)
             }
             TlpKind::Prefix | TlpKind::Reserved => {
                 // Only the dwords the Fmt field makes part of the header.
@@ -363,15 +411,15 @@ impl TlpHeader {
         Ok(Self {
             fmt,
             ty,
-            tc: ((dw0 >> 20) & 0b111) as u8,
+            tc: field(dw0, Dw0::TC_SHIFT, Dw0::TC_MASK) as u8,
             attr,
-            ln: dw0 & (1 << 17) != 0,
-            th: dw0 & (1 << 16) != 0,
-            td: dw0 & (1 << 15) != 0,
-            ep: dw0 & (1 << 14) != 0,
-            at: ((dw0 >> 10) & 0b11) as u8,
-            length: (dw0 & 0x3ff) as u16,
-            tag: tag_hi | tag_lo,
+            ln: field(dw0, Dw0::LN_SHIFT, Dw0::LN_MASK) != 0,
+            th: field(dw0, Dw0::TH_SHIFT, Dw0::TH_MASK) != 0,
+            td: field(dw0, Dw0::TD_SHIFT, Dw0::TD_MASK) != 0,
+            ep: field(dw0, Dw0::EP_SHIFT, Dw0::EP_MASK) != 0,
+            at: field(dw0, Dw0::AT_SHIFT, Dw0::AT_MASK) as u8,
+            length: field(dw0, Dw0::LENGTH_SHIFT, Dw0::LENGTH_MASK) as u16,
+            tag: (tag_hi | tag_lo) as u16,
             body,
         })
     }
@@ -381,51 +429,59 @@ impl TlpHeader {
     pub fn encode(&self, out: &mut [u32; 4]) -> usize {
         let attr = u32::from(self.attr.bits());
         let tag = u32::from(self.tag);
-        let dw0 = (u32::from(self.fmt & 0b111) << 29)
-            | (u32::from(self.ty & 0x1f) << 24)
-            | (((tag >> 9) & 1) << 23)
-            | (u32::from(self.tc & 0b111) << 20)
-            | (((tag >> 8) & 1) << 19)
-            | ((attr & 0b100) << 16)
-            | (u32::from(self.ln) << 17)
-            | (u32::from(self.th) << 16)
-            | (u32::from(self.td) << 15)
-            | (u32::from(self.ep) << 14)
-            | ((attr & 0b11) << 12)
-            | (u32::from(self.at & 0b11) << 10)
-            | u32::from(self.length & 0x3ff);
+        let dw0 = place(u32::from(self.fmt), Dw0::FMT_SHIFT, Dw0::FMT_MASK)
+            | place(u32::from(self.ty), Dw0::TLP_TYPE_SHIFT, Dw0::TLP_TYPE_MASK)
+            | place(tag >> TAG_T9_BIT, Dw0::T9_SHIFT, Dw0::T9_MASK)
+            | place(u32::from(self.tc), Dw0::TC_SHIFT, Dw0::TC_MASK)
+            | place(tag >> TAG_T8_BIT, Dw0::T8_SHIFT, Dw0::T8_MASK)
+            | place(u32::from(self.attr.contains(Attr::IDO)), Dw0::ATTR2_SHIFT, Dw0::ATTR2_MASK)
+            | place(u32::from(self.ln), Dw0::LN_SHIFT, Dw0::LN_MASK)
+            | place(u32::from(self.th), Dw0::TH_SHIFT, Dw0::TH_MASK)
+            | place(u32::from(self.td), Dw0::TD_SHIFT, Dw0::TD_MASK)
+            | place(u32::from(self.ep), Dw0::EP_SHIFT, Dw0::EP_MASK)
+            | place(attr, Dw0::ATTR_SHIFT, Dw0::ATTR_MASK)
+            | place(u32::from(self.at), Dw0::AT_SHIFT, Dw0::AT_MASK)
+            | place(u32::from(self.length), Dw0::LENGTH_SHIFT, Dw0::LENGTH_MASK);
         let n = Self::header_dws(self.fmt);
         *out = [dw0, 0, 0, 0];
-        let tag_lo = (tag & 0xff) << 8;
+        let request_dw1 = |requester_id: u16, last_be: u8, first_be: u8| {
+            place(u32::from(requester_id), ReqDw1::REQUESTER_ID_SHIFT, ReqDw1::REQUESTER_ID_MASK)
+                | place(tag, ReqDw1::TAG_SHIFT, ReqDw1::TAG_MASK)
+                | place(u32::from(last_be), ReqDw1::LAST_BE_SHIFT, ReqDw1::LAST_BE_MASK)
+                | place(u32::from(first_be), ReqDw1::FIRST_BE_SHIFT, ReqDw1::FIRST_BE_MASK)
+        };
         match self.body {
             Body::Request { requester_id, last_be, first_be, address, ph } => {
-                out[1] = (u32::from(requester_id) << 16)
-                    | tag_lo
-                    | (u32::from(last_be & 0xf) << 4)
-                    | u32::from(first_be & 0xf);
+                out[1] = request_dw1(requester_id, last_be, first_be);
+                let low = in_place(address as u32, Addr::ADDRESS_LO_SHIFT, Addr::ADDRESS_LO_MASK)
+                    | place(u32::from(ph), Addr::PH_SHIFT, Addr::PH_MASK);
                 if n == 4 {
-                    out[2] = (address >> 32) as u32;
-                    out[3] = (address as u32 & !3) | u32::from(ph & 3);
+                    out[2] = (address >> u32::BITS) as u32;
+                    out[3] = low;
                 } else {
-                    out[2] = (address as u32 & !3) | u32::from(ph & 3);
+                    out[2] = low;
                 }
             }
             Body::Config { requester_id, last_be, first_be, target_id, register } => {
-                out[1] = (u32::from(requester_id) << 16)
-                    | tag_lo
-                    | (u32::from(last_be & 0xf) << 4)
-                    | u32::from(first_be & 0xf);
-                out[2] = (u32::from(target_id) << 16) | u32::from(register & 0xffc);
+                out[1] = request_dw1(requester_id, last_be, first_be);
+                let register = u32::from(register);
+                out[2] = place(u32::from(target_id), CfgDw2::TARGET_ID_SHIFT, CfgDw2::TARGET_ID_MASK)
+                    | in_place(register, CfgDw2::EXT_REGISTER_SHIFT, CfgDw2::EXT_REGISTER_MASK)
+                    | in_place(register, CfgDw2::REGISTER_SHIFT, CfgDw2::REGISTER_MASK);
             }
             Body::Completion { completer_id, status, bcm, byte_count, requester_id, lower_address } => {
-                out[1] = (u32::from(completer_id) << 16)
-                    | (u32::from(status.0 & 0b111) << 13)
-                    | (u32::from(bcm) << 12)
-                    | u32::from(byte_count & 0xfff);
-                out[2] = (u32::from(requester_id) << 16) | tag_lo | u32::from(lower_address & 0x7f);
+                out[1] = place(u32::from(completer_id), CplDw1::COMPLETER_ID_SHIFT, CplDw1::COMPLETER_ID_MASK)
+                    | place(u32::from(status.0), CplDw1::CPL_STATUS_SHIFT, CplDw1::CPL_STATUS_MASK)
+                    | place(u32::from(bcm), CplDw1::BCM_SHIFT, CplDw1::BCM_MASK)
+                    | place(u32::from(byte_count), CplDw1::BYTE_COUNT_SHIFT, CplDw1::BYTE_COUNT_MASK);
+                out[2] = place(u32::from(requester_id), CplDw2::REQUESTER_ID_SHIFT, CplDw2::REQUESTER_ID_MASK)
+                    | place(tag, CplDw2::TAG_SHIFT, CplDw2::TAG_MASK)
+                    | place(u32::from(lower_address), CplDw2::LOWER_ADDRESS_SHIFT, CplDw2::LOWER_ADDRESS_MASK);
             }
             Body::Message { requester_id, code, dw2, dw3 } => {
-                out[1] = (u32::from(requester_id) << 16) | tag_lo | u32::from(code);
+                out[1] = place(u32::from(requester_id), MsgDw1::REQUESTER_ID_SHIFT, MsgDw1::REQUESTER_ID_MASK)
+                    | place(tag, MsgDw1::TAG_SHIFT, MsgDw1::TAG_MASK)
+                    | place(u32::from(code), MsgDw1::MESSAGE_CODE_SHIFT, MsgDw1::MESSAGE_CODE_MASK);
                 out[2] = dw2;
                 out[3] = dw3;
             }
@@ -462,7 +518,7 @@ impl TlpHeader {
                     m |= be_rules(self.length_dw(), last_be, first_be);
                 }
                 let memory = matches!(kind, TlpKind::MemRead | TlpKind::MemReadLocked | TlpKind::MemWrite);
-                if memory && (address & 0xfff) + 4 * u64::from(self.length_dw()) > 0x1000 {
+                if memory && address % BOUNDARY_4K + 4 * u64::from(self.length_dw()) > BOUNDARY_4K {
                     m |= Malformed::CROSSES_4K;
                 }
             }

@@ -29,6 +29,20 @@ pub struct BridgeWindows {
     pub prefetchable: Window,
 }
 
+/// An I/O window's granule: its base and limit registers carry address
+/// bits 15:12 (§3.2.5.6), so it opens and closes on 4 KiB.
+const IO_GRANULE_SHIFT: u32 = 12;
+/// A memory window's granule, prefetchable or not: address bits 31:20 (§3.2.5.8).
+const MEMORY_GRANULE_SHIFT: u32 = 20;
+/// The addressing-capability nibble's code for 32-bit I/O and 64-bit
+/// prefetchable windows, whose upper registers then count (§3.2.5.6, §3.2.5.9).
+const WIDE_ADDRESSING: u8 = 1;
+
+/// The last byte of a granule that starts at `base`.
+const fn granule_end(base: u64, shift: u32) -> u64 {
+    base | ((1 << shift) - 1)
+}
+
 impl Config<'_> {
     /// The windows of a type 1 header; `None` for other headers.
     pub fn bridge_windows(&self) -> Option<BridgeWindows> {
@@ -36,23 +50,29 @@ impl Config<'_> {
             return None;
         }
         let h: pci_type1_header = self.view(0, 0).ok()?;
-        let io_wide = h.io_range_type() == 1;
-        let upper_io = |v: u16| if io_wide { u64::from(v) << 16 } else { 0 };
+        let io_wide = h.io_range_type() == WIDE_ADDRESSING;
+        let upper_io = |v: u16| if io_wide { u64::from(v) << u16::BITS } else { 0 };
         let io = Window {
-            base: upper_io(h.io_base_upper16()) | (u64::from(h.io_range_addr()) << 12),
-            limit: upper_io(h.io_limit_upper16()) | (u64::from(h.io_limit_addr()) << 12) | 0xfff,
+            base: upper_io(h.io_base_upper16()) | (u64::from(h.io_range_addr()) << IO_GRANULE_SHIFT),
+            limit: granule_end(
+                upper_io(h.io_limit_upper16()) | (u64::from(h.io_limit_addr()) << IO_GRANULE_SHIFT),
+                IO_GRANULE_SHIFT,
+            ),
             wide: io_wide,
         };
         let memory = Window {
-            base: u64::from(h.memory_range_addr()) << 20,
-            limit: (u64::from(h.memory_limit_addr()) << 20) | 0xf_ffff,
+            base: u64::from(h.memory_range_addr()) << MEMORY_GRANULE_SHIFT,
+            limit: granule_end(u64::from(h.memory_limit_addr()) << MEMORY_GRANULE_SHIFT, MEMORY_GRANULE_SHIFT),
             wide: false,
         };
-        let pref_wide = h.pref_range_type() == 1;
-        let upper = |v: u32| if pref_wide { u64::from(v) << 32 } else { 0 };
+        let pref_wide = h.pref_range_type() == WIDE_ADDRESSING;
+        let upper = |v: u32| if pref_wide { u64::from(v) << u32::BITS } else { 0 };
         let prefetchable = Window {
-            base: upper(h.pref_base_upper32()) | (u64::from(h.pref_range_addr()) << 20),
-            limit: upper(h.pref_limit_upper32()) | (u64::from(h.pref_limit_addr()) << 20) | 0xf_ffff,
+            base: upper(h.pref_base_upper32()) | (u64::from(h.pref_range_addr()) << MEMORY_GRANULE_SHIFT),
+            limit: granule_end(
+                upper(h.pref_limit_upper32()) | (u64::from(h.pref_limit_addr()) << MEMORY_GRANULE_SHIFT),
+                MEMORY_GRANULE_SHIFT,
+            ),
             wide: pref_wide,
         };
         Some(BridgeWindows { io, memory, prefetchable })
