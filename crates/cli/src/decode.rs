@@ -672,19 +672,20 @@ fn completion_notes(d: &mut Decoded, full: &[u8], cqe64: &[u8], cqe64_off: usize
         Err(e) => d.errors.push(ErrorAt { error: e.to_string(), offset: Some(d.offset) }),
     }
     let Some((n, ncqe)) = own else { return };
-    let op_own = cqe64.last().copied().unwrap_or(0);
+    let (owner, opcode) =
+        mlx5_cqe64::ref_from_bytes(cqe64).map_or((0, CqeOpcode(0)), |c| (u8::from(c.owner()), c.opcode()));
     let expected = owner_bit_for(n, ncqe);
     match poll_cqe(cqe64, n, ncqe) {
         Ok(CqePoll::Ready(_)) => d.notes.push(format!(
             "Ownership: software owns this CQE at consumer index {n} (CQ of {ncqe}, slot {}: owner bit {}, expected {expected})",
             n % ncqe,
-            op_own & 1
+            owner
         )),
         Ok(CqePoll::NotReady) => {
-            let why = if op_own >> 4 == CqeOpcode::INVALID.0 {
+            let why = if opcode == CqeOpcode::INVALID {
                 "opcode INVALID".to_owned()
             } else {
-                format!("owner bit {}, software expects {expected}", op_own & 1)
+                format!("owner bit {owner}, software expects {expected}")
             };
             d.notes.push(format!(
                 "Ownership: hardware owns it at consumer index {n} (CQ of {ncqe}, slot {}: {why})",

@@ -225,13 +225,11 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
                 if d.triggered {
                     let _ = writeln!(
                         o,
-                        "    TRIGGERED: {} (reason {}, ext {}), source {:02x}:{:02x}.{}{}; the link stays down until software clears DPC Trigger Status",
+                        "    TRIGGERED: {} (reason {}, ext {}), source {}{}; the link stays down until software clears DPC Trigger Status",
                         d.trigger_reason_text(),
                         d.trigger_reason,
                         d.trigger_reason_ext,
-                        d.source_id >> 8,
-                        (d.source_id >> 3) & 0x1f,
-                        d.source_id & 7,
+                        marrow_pcie::routing_id::RoutingId(d.source_id),
                         if d.rp_busy { ", RP busy" } else { "" }
                     );
                 } else {

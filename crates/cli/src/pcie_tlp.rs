@@ -5,7 +5,8 @@
 //! header are reported, not dropped.
 
 use crate::pcie_decode::PcieReport;
-use marrow_pcie::tlp::{Body, FMT_PREFIX, TlpHeader, TlpKind, prefix_name, routing_name};
+use marrow_pcie::routing_id::RoutingId;
+use marrow_pcie::tlp::{Body, Prefix, TlpHeader, TlpKind, prefix_name, routing_name};
 use serde_json::json;
 use std::fmt::Write;
 
@@ -45,13 +46,12 @@ pub fn tlp_dwords(text: &str) -> Option<Result<Vec<u32>, String>> {
 
 pub fn tlp(dws: &[u32]) -> Result<PcieReport, String> {
     let mut o = String::new();
-    let prefixes = dws.iter().take_while(|d| (*d >> 29) as u8 == FMT_PREFIX).count();
+    let prefixes = dws.iter().take_while(|d| Prefix::of(**d).is_some()).count();
     if prefixes > MAX_PREFIXES {
         return Err(format!("{prefixes} TLP prefixes in a row, more than a TLP carries ({MAX_PREFIXES})"));
     }
-    for p in &dws[..prefixes] {
-        let ty = ((p >> 24) & 0x1f) as u8;
-        let _ = writeln!(o, "TLP prefix {p:08x}: Type {ty:05b} ({}), contents {:06x}", prefix_name(ty), p & 0xff_ffff);
+    for (p, Prefix { ty, contents }) in dws[..prefixes].iter().filter_map(|&p| Some((p, Prefix::of(p)?))) {
+        let _ = writeln!(o, "TLP prefix {p:08x}: Type {ty:05b} ({}), contents {contents:06x}", prefix_name(ty));
     }
     let rest = &dws[prefixes..];
     if rest.is_empty() {
@@ -190,5 +190,5 @@ fn body_json(b: &Body) -> serde_json::Value {
 
 /// A Requester/Completer ID as `bus:device.function`.
 fn bdf(id: u16) -> String {
-    format!("{:02x}:{:02x}.{}", id >> 8, (id >> 3) & 0x1f, id & 7)
+    RoutingId(id).to_string()
 }

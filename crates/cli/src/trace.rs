@@ -11,7 +11,7 @@ use crate::model::{Decoded, Kind as DecodeKind, hex_string};
 use crate::print::{render_item, render_node};
 use marrow_mlx5::cqe::{Completion, decode_cqe};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
-use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, WqeOpcode, mlx5_qp_dbrec, mlx5_wqe_data_seg};
+use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, WqeOpcode, mlx5_cqe64, mlx5_qp_dbrec, mlx5_wqe_data_seg};
 use marrow_softnic::QpState;
 use marrow_softnic::trace::{self as st, Kind, Record, TraceError};
 use serde_json::{Value as Json, json};
@@ -128,9 +128,8 @@ impl Filter {
 fn may_be_error(r: &Record) -> bool {
     match r.kind {
         Kind::DOORBELL_DROPPED | Kind::QP_STATE | Kind::CQ_OVERFLOW | Kind::FAULT | Kind::WQE_ERROR => true,
-        Kind::CQE_WRITE => {
-            r.bytes.len() == 64 && matches!(CqeOpcode(r.bytes[63] >> 4), CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR)
-        }
+        Kind::CQE_WRITE => mlx5_cqe64::ref_from_bytes(&r.bytes)
+            .is_ok_and(|c| matches!(c.opcode(), CqeOpcode::REQ_ERR | CqeOpcode::RESP_ERR)),
         _ => false,
     }
 }
@@ -385,10 +384,10 @@ fn cqe_view(r: &Record, detail: Detail, tree: bool) -> View {
     if tree && d.is_none() {
         return not_a_cqe();
     }
-    let op_own = r.bytes[63];
-    let owner = op_own & 1;
+    let Ok(cqe) = mlx5_cqe64::ref_from_bytes(&r.bytes) else { return not_a_cqe() };
+    let owner = u8::from(cqe.owner());
     let mut v = View::new(d.as_ref().map(|d| d.summary.clone()).unwrap_or_default());
-    v.cqe_opcode = Some(CqeOpcode(op_own >> 4));
+    v.cqe_opcode = Some(cqe.opcode());
     let op8 = |o: WqeOpcode| enum_text(o.name(), u64::from(o.0), 2);
     match decode_cqe(&r.bytes) {
         Ok(Completion::Requester { wqe_opcode, wqe_counter, byte_cnt, .. }) => {
@@ -477,15 +476,13 @@ fn cq_overflow_view(r: &Record) -> View {
 fn recv_view(r: &Record, detail: Detail) -> View {
     let mut entries = Vec::new();
     let mut total = 0u64;
-    for (i, seg) in r.bytes.chunks_exact(16).enumerate() {
-        let bc = u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]);
-        let lkey = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
-        let addr = u64::from_be_bytes([seg[8], seg[9], seg[10], seg[11], seg[12], seg[13], seg[14], seg[15]]);
-        if lkey == MLX5_INVALID_LKEY {
+    for (i, seg) in r.bytes.chunks_exact(mlx5_wqe_data_seg::SIZE).enumerate() {
+        let Ok(d) = mlx5_wqe_data_seg::ref_from_bytes(seg) else { break };
+        if d.lkey() == MLX5_INVALID_LKEY {
             break;
         }
-        total += u64::from(bc);
-        entries.push((i * 16, seg, bc, lkey, addr));
+        total += u64::from(d.byte_count());
+        entries.push((i * mlx5_wqe_data_seg::SIZE, seg, d.byte_count(), d.lkey(), d.addr()));
     }
     let mut v = View::new(format!(
         "receive WQE: {} scatter entr{}, {total} bytes",
@@ -686,7 +683,7 @@ pub fn show(src: impl std::io::BufRead, opts: &ShowOptions, out: &mut dyn Write)
     let mut ring: std::collections::VecDeque<(usize, Record)> = std::collections::VecDeque::new();
     // Records are written into `buf` and it into `out` in blocks: one call
     // through `out` per block instead of one per record.
-    let mut buf: Vec<u8> = Vec::with_capacity(OUT_BLOCK + (OUT_BLOCK >> 2));
+    let mut buf: Vec<u8> = Vec::with_capacity(OUT_BLOCK + OUT_BLOCK / 4);
     let mut text = String::new();
     let mut r = Record { t_ns: 0, kind: Kind(0), qpn: 0, obj: 0, addr: 0, bytes: Vec::new() };
     while f.limit.is_none_or(|l| s.shown < l) {

@@ -13,7 +13,11 @@ use crate::trace::{Damage, damage_of, view_line};
 use hdrhistogram::Histogram;
 use marrow_mlx5::cqe::{Completion, decode_cqe};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
-use marrow_mlx5::raw::{CqeOpcode, WqeOpcode};
+use marrow_mlx5::raw::{CqeOpcode, MLX5_SEND_WQE_BB, MLX5_SEND_WQE_DS, WqeOpcode, mlx5_wqe_ctrl_seg};
+use zerocopy::FromBytes;
+
+/// 16-byte units (a control segment's `ds`) in a 64-byte WQEBB.
+const DS_PER_WQEBB: u16 = (MLX5_SEND_WQE_BB / MLX5_SEND_WQE_DS) as u16;
 use marrow_softnic::trace::{self as st, Kind, Record};
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -205,8 +209,8 @@ impl Stats {
         let Some((qpn, end)) = Self::doorbell_range(r) else { return };
         let t = self.qp(qpn);
         // The first doorbell of a QP announces everything posted before it:
-        // take half the index space as "before".
-        let start = t.announced_end.unwrap_or(end.wrapping_sub(0x8000));
+        // take half the 16-bit index space as "before".
+        let start = t.announced_end.unwrap_or(end.wrapping_sub(1 << 15));
         if t.doorbells.len() == MAX_PENDING_DOORBELLS {
             t.doorbells.pop_front();
         }
@@ -242,15 +246,15 @@ impl Stats {
     }
 
     fn fetch(&mut self, index: usize, r: &Record) {
-        let Some(&[_, hi, lo, op]) = r.bytes.get(..4) else { return };
-        let ds = r.bytes.get(7).map_or(0, |b| b & 0x3f);
+        // A fetch shorter than a control segment is no WQE to count.
+        let Ok((ctrl, _)) = mlx5_wqe_ctrl_seg::ref_from_prefix(&r.bytes) else { return };
         let f = FetchRef {
             record: index,
-            wqe_index: u16::from_be_bytes([hi, lo]),
-            wqebbs: u16::from(ds).div_ceil(4).max(1),
-            opcode: WqeOpcode(op),
+            wqe_index: ctrl.wqe_index(),
+            wqebbs: u16::from(ctrl.ds()).div_ceil(DS_PER_WQEBB).max(1),
+            opcode: ctrl.opcode(),
         };
-        *self.wqe_opcodes.entry(op).or_default() += 1;
+        *self.wqe_opcodes.entry(ctrl.opcode().0).or_default() += 1;
         let t = self.qp(r.qpn);
         t.fetches.insert(f.wqe_index, f);
         t.last_fetch = Some(f);

@@ -26,9 +26,11 @@ use marrow_mlx5::wqe_decode::{CtrlFields, Segment, WqeDecodeError, WqeView};
 use marrow_softnic::trace::{Kind, Record};
 use zerocopy::FromBytes;
 
+mod numbers;
+use numbers::{dec, dec_left, dec_right, enum_text, hex, hex_byte, opcode_name, pad, tabs};
+
 const BB: usize = MLX5_SEND_WQE_BB as usize;
 const DS: usize = MLX5_SEND_WQE_DS as usize;
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Append record `index` as `trace show` prints it at `detail` to `o` and
 /// return what the filter needs to know of it; `None`, with `o` as it was,
@@ -91,185 +93,6 @@ fn write_inner(o: &mut Vec<u8>, index: usize, r: &Record, detail: Detail) -> Opt
         }
         _ => None,
     }
-}
-
-// ------------------------------------------------------------- numbers
-
-// The number writers below work out all digits at once in a register (no
-// loop of dependent divisions), copy a fixed 16 bytes and cut the vector
-// back to the digits: a copy of a few bytes of unknown length is a call to
-// memmove, pushing byte by byte re-checks the capacity each time, and
-// digits stored byte by byte into an array then copied wide stall on store
-// forwarding.
-
-const BYTES_01: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
-
-/// `v` as `{:#0w$x}` formats it with `w = digits + 2`: `0x`, then at least `digits` hex digits.
-// Inlined into every caller: most calls have a constant `digits` and a
-// value of 32 bits or less, so what is left is the short path below.
-#[inline(always)]
-fn hex(o: &mut Vec<u8>, v: u64, digits: usize) {
-    let n = ((64 - v.leading_zeros()).div_ceil(4).max(1) as usize).max(digits);
-    if n <= 8 {
-        hex_short(o, v, n);
-    } else {
-        hex_long(o, v, n);
-    }
-}
-
-/// [`hex`] of `n <= 8` digits: the same steps as [`hex_long`] in one register.
-#[inline(always)]
-fn hex_short(o: &mut Vec<u8>, v: u64, n: usize) {
-    let mut x = v;
-    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
-    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
-    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
-    x = x.swap_bytes();
-    let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
-    x += 0x3030_3030_3030_3030 + letters * 0x27;
-    // "0x", then the digits: one 16-byte copy.
-    let text = u128::from(u16::from_le_bytes(*b"0x")) | (u128::from(x >> (8 * (8 - n))) << 16);
-    let at = o.len();
-    o.extend_from_slice(&text.to_le_bytes());
-    o.truncate(at + 2 + n);
-}
-
-/// [`hex`] of more than 8 digits.
-#[inline(never)]
-fn hex_long(o: &mut Vec<u8>, v: u64, n: usize) {
-    if n > 16 {
-        o.extend_from_slice(b"0x");
-        o.extend(std::iter::repeat_n(b'0', n - 16));
-        let at = o.len();
-        hex(o, v, 16);
-        o.drain(at..at + 2);
-        return;
-    }
-    // Nibble i of `v` to byte i, in four spreading steps.
-    let mut x = u128::from(v);
-    x = (x | (x << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
-    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff_0000_ffff_0000_ffff;
-    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff_00ff_00ff_00ff_00ff;
-    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f;
-    // Most significant digit first in memory, then each nibble to its
-    // character: '0' + d, and 'a' - 10 + d for d >= 10 (d + 6 carries into bit 4).
-    x = x.swap_bytes();
-    let letters = ((x + 6 * BYTES_01) >> 4) & BYTES_01;
-    x += 0x30 * BYTES_01 + letters * 0x27;
-    let at = o.len();
-    o.extend_from_slice(b"0x");
-    o.extend_from_slice(&(x >> (8 * (16 - n))).to_le_bytes());
-    o.truncate(at + 2 + n);
-}
-
-/// The 8 decimal digits of `y < 10^8` (leading zeros included), one a
-/// byte, most significant first in memory, as numbers 0 to 9.
-#[inline(always)]
-fn digits8(y: u64) -> u64 {
-    // Halves of 4 digits in the two 32-bit lanes, then pairs in 16-bit
-    // lanes, then digits in bytes; each step divides every lane at once by
-    // a multiplication that is exact for the lane's range.
-    let mut x = (y / 10_000) | ((y % 10_000) << 32);
-    let q = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
-    x = q | ((x - q * 100) << 16);
-    let q = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
-    q | ((x - q * 10) << 8)
-}
-
-/// The decimal digits of `v` as characters, most significant first in
-/// memory, and how many; `None` past 16 digits.
-#[inline(always)]
-fn dec_digits(v: u64) -> Option<(u128, usize)> {
-    if v >= 10_000_000_000_000_000 {
-        return None;
-    }
-    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
-    if n <= 8 {
-        let x = digits8(v) + 0x3030_3030_3030_3030;
-        return Some((u128::from(x >> (8 * (8 - n))), n));
-    }
-    let x = u128::from(digits8(v / 100_000_000)) | (u128::from(digits8(v % 100_000_000)) << 64);
-    Some(((x + 0x30 * BYTES_01) >> (8 * (16 - n)), n))
-}
-
-/// `v` as `{}` formats it.
-#[inline(always)]
-fn dec(o: &mut Vec<u8>, v: u64) {
-    if v < 10 {
-        o.push(b'0' + v as u8);
-        return;
-    }
-    match dec_digits(v) {
-        Some((w, n)) => {
-            let at = o.len();
-            o.extend_from_slice(&w.to_le_bytes());
-            o.truncate(at + n);
-        }
-        None => o.extend_from_slice(v.to_string().as_bytes()),
-    }
-}
-
-/// `v` as `{:<width}` formats it.
-fn dec_left(o: &mut Vec<u8>, v: u64, width: usize) {
-    let at = o.len();
-    dec(o, v);
-    spaces(o, width.saturating_sub(o.len() - at));
-}
-
-/// `v` as `{:>width}` formats it.
-fn dec_right(o: &mut Vec<u8>, v: u64, width: usize) {
-    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
-    spaces(o, width.saturating_sub(n));
-    dec(o, v);
-}
-
-/// `n` spaces.
-#[inline(always)]
-fn spaces(o: &mut Vec<u8>, n: usize) {
-    if n <= 16 {
-        let at = o.len();
-        o.extend_from_slice(&[b' '; 16]);
-        o.truncate(at + n);
-    } else {
-        o.extend(std::iter::repeat_n(b' ', n));
-    }
-}
-
-/// [`crate::fields::enum_text`]: `NAME (0x08)`, or `unknown 0x42`.
-fn enum_text(o: &mut Vec<u8>, name: Option<&str>, v: u64, digits: usize) {
-    match name {
-        Some(n) => {
-            o.extend_from_slice(n.as_bytes());
-            o.extend_from_slice(b" (");
-            hex(o, v, digits);
-            o.push(b')');
-        }
-        None => {
-            o.extend_from_slice(b"unknown ");
-            hex(o, v, 2);
-        }
-    }
-}
-
-/// An opcode as its `Display` writes it: the name, or `unknown 0x42`.
-fn opcode_name(o: &mut Vec<u8>, name: Option<&str>, v: u8) {
-    match name {
-        Some(n) => o.extend_from_slice(n.as_bytes()),
-        None => {
-            o.extend_from_slice(b"unknown ");
-            hex(o, u64::from(v), 2);
-        }
-    }
-}
-
-/// Spaces after what was appended since `from`, up to `width` bytes (the
-/// columns hold ASCII only, so bytes are characters).
-fn pad(o: &mut Vec<u8>, from: usize, width: usize) {
-    spaces(o, width.saturating_sub(o.len() - from));
-}
-
-fn tabs(o: &mut Vec<u8>, depth: usize) {
-    o.extend(std::iter::repeat_n(b'\t', depth));
 }
 
 // -------------------------------------------------------------- columns
@@ -619,8 +442,7 @@ fn dump(o: &mut Vec<u8>, depth: usize, start: usize, bytes: &[u8]) {
             if j > 0 {
                 o.push(b' ');
             }
-            o.push(HEX[usize::from(b >> 4)]);
-            o.push(HEX[usize::from(b & 0xf)]);
+            hex_byte(o, *b);
         }
         pad(o, at, 47);
         o.extend_from_slice(b"  ");
@@ -706,9 +528,9 @@ fn struct_fields(
 /// A CQE's line and, at [`Detail::Normal`], the decoder's summary and
 /// completion line. `None` for CQEs without a completion to word them by.
 fn cqe(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<Facts> {
-    let op_own = bytes[63];
-    let owner = u64::from(op_own & 1);
-    let cqe_opcode = CqeOpcode(op_own >> 4);
+    let op_own = *bytes.get(mlx5_cqe64::OP_OWN_OFF)?;
+    let owner = u64::from((op_own >> mlx5_cqe64::OWNER_SHIFT) & mlx5_cqe64::OWNER_MASK);
+    let cqe_opcode = CqeOpcode((op_own >> mlx5_cqe64::OPCODE_SHIFT) & mlx5_cqe64::OPCODE_MASK);
     let c = decode_cqe(bytes).ok()?;
     let mut facts = Facts { cqe_opcode: Some(cqe_opcode), ..Facts::default() };
     match c {
@@ -830,9 +652,13 @@ fn completion(o: &mut Vec<u8>, c: &Completion) {
 /// A receive WQE's line and, at [`Detail::Normal`], its scatter entries
 /// (at [`Detail::Full`], field by field).
 fn recv(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<()> {
-    let field = |seg: &[u8], at: usize| u32::from_be_bytes([seg[at], seg[at + 1], seg[at + 2], seg[at + 3]]);
-    let entries = || bytes.chunks_exact(16).take_while(|seg| field(seg, 4) != MLX5_INVALID_LKEY);
-    let (n, total) = entries().fold((0u64, 0u64), |(n, t), seg| (n + 1, t + u64::from(field(seg, 0))));
+    let entries = || {
+        bytes
+            .chunks_exact(mlx5_wqe_data_seg::SIZE)
+            .map_while(|seg| mlx5_wqe_data_seg::ref_from_bytes(seg).ok().map(|d| (seg, d)))
+            .take_while(|(_, d)| d.lkey() != MLX5_INVALID_LKEY)
+    };
+    let (n, total) = entries().fold((0u64, 0u64), |(n, t), (_, d)| (n + 1, t + u64::from(d.byte_count())));
     o.extend_from_slice(b"receive WQE: ");
     dec(o, n);
     o.extend_from_slice(if n == 1 { b" scatter entry, " } else { b" scatter entries, " });
@@ -841,22 +667,22 @@ fn recv(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<()> {
     if detail == Detail::Brief {
         return Some(());
     }
-    for (i, seg) in entries().enumerate() {
+    for (i, (seg, d)) in entries().enumerate() {
+        let at = i * mlx5_wqe_data_seg::SIZE;
         if detail == Detail::Full {
             let layout = &mlx5_wqe_data_seg::LAYOUT;
-            node_line(o, 1, i * 16, layout.name);
-            struct_fields(o, 2, layout, seg, i * 16)?;
+            node_line(o, 1, at, layout.name);
+            struct_fields(o, 2, layout, seg, at)?;
             continue;
         }
-        let addr = (u64::from(field(seg, 8)) << 32) | u64::from(field(seg, 12));
         o.extend_from_slice(b"\t[");
-        hex(o, (i * 16) as u64, 3);
+        hex(o, at as u64, 3);
         o.extend_from_slice(b"] addr ");
-        hex(o, addr, 16);
+        hex(o, d.addr(), 16);
         o.extend_from_slice(b", byte_count ");
-        dec(o, u64::from(field(seg, 0)));
+        dec(o, u64::from(d.byte_count()));
         o.extend_from_slice(b", lkey ");
-        hex(o, u64::from(field(seg, 4)), 8);
+        hex(o, u64::from(d.lkey()), 8);
         o.push(b'\n');
     }
     Some(())
@@ -865,45 +691,6 @@ fn recv(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_as_format_writes_them() {
-        let edges = [9_999_999_999_999_999, 10_000_000_000_000_000, 10_000_000_000_000_001];
-        for v in [0u64, 1, 9, 10, 15, 16, 255, 256, 0xfff, 0x1000, 99_999, 1 << 40, u64::MAX - 1, u64::MAX]
-            .into_iter()
-            .chain(edges)
-        {
-            for digits in [1usize, 2, 3, 4, 6, 8, 16, 18] {
-                let mut o = b"x".to_vec();
-                hex(&mut o, v, digits);
-                assert_eq!(String::from_utf8(o).unwrap(), format!("x{v:#0w$x}", w = digits + 2));
-            }
-            for width in [0usize, 6, 12, 25] {
-                let (mut l, mut r, mut d) = (Vec::new(), Vec::new(), Vec::new());
-                dec_left(&mut l, v, width);
-                dec_right(&mut r, v, width);
-                dec(&mut d, v);
-                assert_eq!(String::from_utf8(l).unwrap(), format!("{v:<width$}"));
-                assert_eq!(String::from_utf8(r).unwrap(), format!("{v:>width$}"));
-                assert_eq!(String::from_utf8(d).unwrap(), format!("{v}"));
-            }
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn any_number_as_format_writes_it(v in proptest::num::u64::ANY, small in 0u64..100_000_000, digits in 1usize..17, width in 0usize..20) {
-            for v in [v, small, v >> (v % 64)] {
-                let (mut h, mut l, mut r) = (Vec::new(), Vec::new(), Vec::new());
-                hex(&mut h, v, digits);
-                dec_left(&mut l, v, width);
-                dec_right(&mut r, v, width);
-                proptest::prop_assert_eq!(String::from_utf8(h).unwrap(), format!("{v:#0w$x}", w = digits + 2));
-                proptest::prop_assert_eq!(String::from_utf8(l).unwrap(), format!("{v:<width$}"));
-                proptest::prop_assert_eq!(String::from_utf8(r).unwrap(), format!("{v:>width$}"));
-            }
-        }
-    }
 
     #[test]
     fn every_kind_name_fits_its_column() {

@@ -67,6 +67,7 @@ pub mod rebar;
 pub mod registers;
 pub mod regs;
 pub mod rom;
+pub mod routing_id;
 pub mod sata;
 pub mod secpci;
 pub mod sriov;

@@ -179,6 +179,24 @@ pub fn prefix_name(ty: u8) -> &'static str {
     }
 }
 
+/// A TLP prefix dword (§2.2.1.1): Fmt 100b, a Type, and 24 bits of the
+/// prefix's own below the Type (where a header's DW0 carries T9 to Length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    pub ty: u8,
+    pub contents: u32,
+}
+
+impl Prefix {
+    /// The prefix `dw` is, or `None` when its Fmt is not 100b.
+    pub fn of(dw: u32) -> Option<Self> {
+        (field(dw, Dw0::FMT_SHIFT, Dw0::FMT_MASK) as u8 == FMT_PREFIX).then(|| Self {
+            ty: field(dw, Dw0::TLP_TYPE_SHIFT, Dw0::TLP_TYPE_MASK) as u8,
+            contents: dw & ((1 << Dw0::TLP_TYPE_SHIFT) - 1),
+        })
+    }
+}
+
 /// Message routing `r[2:0]` (§2.2.8, Table 2-20).
 pub fn routing_name(r: u8) -> &'static str {
     match r {

@@ -96,3 +96,12 @@ const struct marrow_pci_reg *marrow_pci_regs(size_t *count) {
     *count = sizeof(table) / sizeof(table[0]);
     return table;
 }
+
+/* Linux's split of a routing ID (devfn in the low byte), for the test that
+ * holds marrow_pcie::routing_id::RoutingId to it. */
+#include <linux/pci.h>
+void marrow_pci_split_id(unsigned id, unsigned *bus, unsigned *slot, unsigned *func) {
+    *bus = id >> 8;
+    *slot = PCI_SLOT(id & 0xff);
+    *func = PCI_FUNC(id & 0xff);
+}

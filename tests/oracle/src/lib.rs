@@ -389,6 +389,16 @@ struct PciReg {
 
 unsafe extern "C" {
     fn marrow_pci_regs(count: *mut usize) -> *const PciReg;
+    fn marrow_pci_split_id(id: u32, bus: *mut u32, slot: *mut u32, func: *mut u32);
+}
+
+/// A routing ID split as Linux's `PCI_SLOT`/`PCI_FUNC` split its low byte
+/// (c/pci_regs_harness.c): (bus, device, function).
+pub fn linux_split_id(id: u16) -> (u32, u32, u32) {
+    let (mut bus, mut slot, mut func) = (0, 0, 0);
+    // SAFETY: the harness writes the three u32s it is given and keeps no pointer.
+    unsafe { marrow_pci_split_id(u32::from(id), &mut bus, &mut slot, &mut func) };
+    (bus, slot, func)
 }
 
 /// Linux `<linux/pci_regs.h>` constants by name (c/pci_regs_harness.c).

@@ -305,3 +305,18 @@ fn constants_match_linux_pci_regs_h() {
     let unchecked: Vec<&String> = linux.keys().filter(|k| !checked.contains(*k)).collect();
     assert!(unchecked.is_empty(), "harness entries without a Rust counterpart: {unchecked:?}");
 }
+
+#[test]
+fn routing_ids_split_as_linux_pci_slot_and_pci_func() {
+    use marrow_pcie::routing_id::RoutingId;
+    for id in 0..=u16::MAX {
+        let r = RoutingId(id);
+        let (bus, slot, func) = marrow_oracle::linux_split_id(id);
+        assert_eq!(
+            (u32::from(r.bus()), u32::from(r.device()), u32::from(r.function())),
+            (bus, slot, func),
+            "routing ID {id:#06x}"
+        );
+        assert_eq!(r.to_string(), format!("{bus:02x}:{slot:02x}.{func}"), "routing ID {id:#06x}");
+    }
+}

@@ -40,10 +40,6 @@ pub struct DeviceLine {
     pub notes: Vec<String>,
 }
 
-fn bdf_of(id: u16) -> String {
-    format!("{:02x}:{:02x}.{}", id >> 8, (id >> 3) & 0x1f, id & 7)
-}
-
 /// What a function's own registers say about its link: a triggered DPC
 /// (PCIe 6.0 §7.9.14: the port has taken the link down), lanes with errors
 /// (§7.7.3.3) or data parity mismatches at 16 GT/s (§7.7.5.5-7), and how
@@ -54,7 +50,7 @@ pub fn notes(cfg: &marrow_pcie::Config) -> Vec<String> {
         Some(Ok(d)) if d.triggered => v.push(format!(
             "DPC triggered ({}, source {}): the link below this port is contained (down) until the port is recovered",
             d.trigger_reason_text(),
-            bdf_of(d.source_id)
+            marrow_pcie::routing_id::RoutingId(d.source_id)
         )),
         Some(Err(e)) => v.push(format!("DPC capability unreadable: {e}")),
         _ => {}

@@ -136,13 +136,7 @@ pub fn assess(g: &Function, n: &Function, all: &[Function]) -> Pair {
                 .and_then(Result::ok)
                 .filter(|d| d.triggered)
                 .map(|d| {
-                    format!(
-                        "{}, source {:02x}:{:02x}.{}",
-                        d.trigger_reason_text(),
-                        d.source_id >> 8,
-                        (d.source_id >> 3) & 0x1f,
-                        d.source_id & 7
-                    )
+                    format!("{}, source {}", d.trigger_reason_text(), marrow_pcie::routing_id::RoutingId(d.source_id))
                 }),
         });
     }
