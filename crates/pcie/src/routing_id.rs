@@ -1,6 +1,6 @@
 //! Routing IDs: PCI Express Base 6.0 §2.2.4.2 (ID-based routing). A
-//! Requester, Completer or DPC Error Source ID is Bus Number[15:8], Device
-//! Number[7:3] and Function Number[2:0]; Linux splits its `devfn` the same
+//! Requester, Completer or DPC Error Source ID is the Bus Number in bits
+//! 15:8, the Device Number in 7:3 and the Function Number in 2:0; Linux splits its `devfn` the same
 //! way (`PCI_SLOT`, `PCI_FUNC` in `<linux/pci.h>`). With ARI (§6.13) the
 //! device bits join the function's, but lspci and the kernel still print
 //! such an ID as `bb:dd.f`, and so does [`RoutingId`]'s `Display`.
