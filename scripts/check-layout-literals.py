@@ -23,10 +23,11 @@ the kernels of kernels/gpu and kernels/cpu) and the non-test code of the
 softnic, the CPU initiator, the host side and the mlx5 and RoCE crates
 they build on (crates/softnic/src, crates/driver/src, crates/transport/src,
 crates/mlx5/src, crates/roce/src; not generated/), and the PCIe crate's TLP
-codec, bridge windows and routing IDs (crates/pcie/src/tlp.rs, windows.rs,
-routing_id.rs), and the command's decoders of mlx5 records and TLPs
+codec, bridge windows, routing IDs and configuration header
+(crates/pcie/src/tlp.rs, windows.rs, routing_id.rs, header.rs), and the
+command's decoders of mlx5 records, TLPs and the header block
 (crates/cli/src/decode.rs, trace.rs, trace_stats.rs, trace_text.rs,
-pcie_tlp.rs). A line that must keep a number says why, in a comment
+pcie_tlp.rs, pcie_header.rs, pcie_titles.rs). A line that must keep a number says why, in a comment
 holding `layout-ok:`. `--self-test` runs the check on samples, each of
 which must be flagged or must pass, so that the check itself can fail.
 """
@@ -118,11 +119,14 @@ def files():
     # The PCIe crate's codecs whose every field has a generated place; its
     # capability tables list codes and bit names, which the check's shapes
     # cannot tell from layout numbers, so they stay outside.
-    pcie = ["crates/pcie/src/tlp.rs", "crates/pcie/src/windows.rs", "crates/pcie/src/routing_id.rs"]
+    pcie = [f"crates/pcie/src/{f}.rs" for f in ("tlp", "windows", "routing_id", "header")]
     # The command's decoders of mlx5 records and TLPs; the rest of the
     # command formats numbers and draws random ones, arithmetic the check's
     # shapes would flag.
-    cli = [f"crates/cli/src/{f}.rs" for f in ("decode", "trace", "trace_stats", "trace_text", "pcie_tlp")]
+    cli = [
+        f"crates/cli/src/{f}.rs"
+        for f in ("decode", "trace", "trace_stats", "trace_text", "pcie_tlp", "pcie_header", "pcie_titles")
+    ]
     rust = [os.path.join(d, "**", "*.rs") for d in ("crates/softnic/src", "crates/driver/src", "crates/mlx5/src", "crates/roce/src", "crates/transport/src")]
     found = [f for g in device + pcie + cli + rust for f in sorted(glob.glob(os.path.join(ROOT, g), recursive=True))]
     return [f for f in found if f"{os.sep}generated{os.sep}" not in f]

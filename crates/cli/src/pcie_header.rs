@@ -10,15 +10,19 @@
 
 use crate::pcie_caps::{Out, flags, pm};
 use marrow_pcie::Config;
-use marrow_pcie::generated::pcie::{pci_bar_io, pci_bar_mem, pci_type1_header};
-use marrow_pcie::header::{PCI_HEADER_TYPE_BRIDGE, PCI_HEADER_TYPE_CARDBUS, PCI_HEADER_TYPE_NORMAL};
+use marrow_pcie::generated::pcie::{pci_bar_io, pci_bar_mem, pci_type0_header as T0, pci_type1_header};
+use marrow_pcie::header::{
+    PCI_BASE_ADDRESS_0, PCI_HEADER_TYPE_BRIDGE, PCI_HEADER_TYPE_CARDBUS, PCI_HEADER_TYPE_NORMAL,
+};
 use marrow_pcie::registers::Block;
 use serde_json::{Value, json};
 use zerocopy::FromBytes;
 
 /// PCI Code and ID Assignment §1.7: class 06 (bridge), subclass 04 (PCI-to-PCI).
-const CLASS_BRIDGE: u32 = 0x06;
-const CLASS_BRIDGE_PCI: u32 = 0x0604;
+const CLASS_BRIDGE: u8 = 0x06;
+const CLASS_BRIDGE_PCI: u16 = 0x0604;
+/// lspci prints an interrupt pin as the byte `'A' + pin - 1` (INTA is 1).
+const PIN_BEFORE_A: u64 = b'A' as u64 - 1;
 /// `bar_mem_type` values (PCI 3.0 §6.2.5.1).
 const MEM_TYPE_32: u8 = 0;
 const MEM_TYPE_1M: u8 = 1;
@@ -41,11 +45,11 @@ pub fn header(o: &mut Out, cfg: &Config, j: &mut Value) -> bool {
     let h = cfg.header_block();
     j["header"] = crate::pcie_json::block(&h);
     let htype = cfg.header_type();
-    let class = cfg.class() >> 8;
+    let class = cfg.class_subclass();
     subsystem(o, cfg, j);
     let invalid = match htype {
         PCI_HEADER_TYPE_NORMAL => class == CLASS_BRIDGE_PCI,
-        PCI_HEADER_TYPE_BRIDGE | PCI_HEADER_TYPE_CARDBUS => class >> 8 != CLASS_BRIDGE,
+        PCI_HEADER_TYPE_BRIDGE | PCI_HEADER_TYPE_CARDBUS => cfg.base_class() != CLASS_BRIDGE,
         _ => {
             // lspci reads nothing of a header it does not know but the
             // Interrupt Line libpci filled in (its pin unread: `?`).
@@ -79,7 +83,7 @@ fn subsystem(o: &mut Out, cfg: &Config, j: &mut Value) {
         _ => cfg.subsystem(),
     };
     if let Some((v, d)) = ids {
-        if v != 0 && v != 0xffff {
+        if v != 0 && v != u16::MAX {
             o.line(1, format!("Subsystem: {v:04x}:{d:04x}"));
         }
         j["subsystem"] = json!({ "vendor_id": v, "device_id": d });
@@ -111,29 +115,34 @@ fn control_status(o: &mut Out, cfg: &Config, h: &Block) {
     );
     // The CardBus layout names no Status bits: read them as type 0's.
     let st = cfg.status();
-    let sb = |bit: u32| pm(st >> bit & 1 != 0);
+    let sb = |shift: u32| pm(st >> shift & 1 != 0);
     o.line(
         1,
         format!(
             "Status: Cap{} 66MHz{} UDF{} FastB2B{} ParErr{} DEVSEL={} >TAbort{} <TAbort{} <MAbort{} >SERR{} <PERR{} INTx{}",
-            sb(4),
-            sb(5),
-            sb(6),
-            sb(7),
-            sb(8),
-            devsel(u64::from(st >> 9 & 3)),
-            sb(11),
-            sb(12),
-            sb(13),
-            sb(14),
-            sb(15),
-            sb(3)
+            sb(T0::STATUS_CAP_LIST_SHIFT),
+            sb(T0::STATUS_66MHZ_SHIFT),
+            sb(T0::STATUS_UDF_SHIFT),
+            sb(T0::STATUS_FAST_BACK_SHIFT),
+            sb(T0::STATUS_PARITY_SHIFT),
+            devsel(u64::from(st >> T0::STATUS_DEVSEL_SHIFT & T0::STATUS_DEVSEL_MASK)),
+            sb(T0::STATUS_SIG_TARGET_ABORT_SHIFT),
+            sb(T0::STATUS_REC_TARGET_ABORT_SHIFT),
+            sb(T0::STATUS_REC_MASTER_ABORT_SHIFT),
+            sb(T0::STATUS_SIG_SYSTEM_ERROR_SHIFT),
+            sb(T0::STATUS_DETECTED_PARITY_SHIFT),
+            sb(T0::STATUS_INTX_SHIFT)
         ),
     );
 }
 
 pub fn devsel(v: u64) -> &'static str {
-    ["fast", "medium", "slow", "??"][(v & 3) as usize]
+    match v {
+        0 => "fast",
+        1 => "medium",
+        2 => "slow",
+        _ => "??",
+    }
 }
 
 /// `Latency:` only for a bus master; MIN_GNT and MAX_LAT (type 0 only) in
@@ -163,7 +172,7 @@ fn latency_interrupt_bist(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
         // lspci prints the byte 'A' + pin - 1; past '~' that is not text.
         let c = match pin {
             0 => '?',
-            p => char::from((0x40 + p) as u8),
+            p => char::from((PIN_BEFORE_A + p) as u8),
         };
         if c.is_ascii_graphic() {
             o.line(1, format!("Interrupt: pin {c} routed to IRQ {line}"));
@@ -173,7 +182,7 @@ fn latency_interrupt_bist(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
                 1,
                 format!(
                     "marrow: interrupt pin {pin:#04x} is not INTA-INTD (lspci prints the byte {:#04x})",
-                    0x40 + pin
+                    PIN_BEFORE_A + pin
                 ),
             );
         }
@@ -191,7 +200,7 @@ fn latency_interrupt_bist(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
 
 /// The BAR registers as read, `None` past the dump.
 fn bar_raws(cfg: &Config) -> Vec<u32> {
-    (0..cfg.bar_slots()).map(|i| cfg.read_u32(0x10 + 4 * i).unwrap_or(0)).collect()
+    (0..cfg.bar_slots()).map(|i| cfg.read_u32(PCI_BASE_ADDRESS_0 + 4 * i).unwrap_or(0)).collect()
 }
 
 /// libpci's generic fill (lib/generic.c) from the BAR registers: the
@@ -209,7 +218,7 @@ fn libpci_bases(raws: &[u32]) -> (Vec<u64>, Vec<Option<usize>>) {
             if m.bar_space_io() || m.bar_mem_type() != MEM_TYPE_64 {
                 pos[i] = x.into();
             } else if i + 1 < raws.len() {
-                pos[i] = u64::from(x) | u64::from(raws[i + 1]) << 32;
+                pos[i] = u64::from(x) | u64::from(raws[i + 1]) << u32::BITS;
                 upper[i + 1] = Some(i);
                 i += 1;
             }
@@ -246,13 +255,14 @@ fn regions(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
             continue;
         }
         let text = if io(flg).bar_space_io() {
-            let a = u64::from(io(pos[i] as u32).bar_io_address()) << 2;
+            let a = u64::from(io(pos[i] as u32).bar_io_address()) << pci_bar_io::BAR_IO_ADDRESS_SHIFT;
             let at = if a != 0 || io_on { format!("{a:04x}") } else { "<unassigned>".into() };
             format!("I/O ports at {at}{}", if io_on { "" } else { " [disabled]" })
         } else {
             let m = mem(flg);
             // The lower dword's address bits and, for a 64-bit pair, the upper dword.
-            let a = (pos[i] >> 32 << 32) | u64::from(mem(pos[i] as u32).bar_mem_address()) << 4;
+            let a = (pos[i] & !u64::from(u32::MAX))
+                | u64::from(mem(pos[i] as u32).bar_mem_address()) << pci_bar_mem::BAR_MEM_ADDRESS_SHIFT;
             let at = if a != 0 { format!("{a:08x}") } else { "<unassigned>".into() };
             let width = match m.bar_mem_type() {
                 MEM_TYPE_32 => "32-bit",
@@ -270,7 +280,7 @@ fn regions(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
     }
     let mut bars = Vec::new();
     for bar in cfg.bars() {
-        let at = 0x10 + 4 * u64::from(bar.index());
+        let at = PCI_BASE_ADDRESS_0 as u64 + 4 * u64::from(bar.index());
         let problem = match bar {
             marrow_pcie::Bar::Mem64InLastSlot { .. } => {
                 Some("64-bit BAR in the last slot (no room for its upper half)".to_string())

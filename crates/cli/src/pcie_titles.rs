@@ -5,7 +5,9 @@
 //! (`marrow: …`), as it does every line lspci has no counterpart for.
 
 use marrow_pcie::cap_id::ExtCapId;
+use marrow_pcie::generated::pcie::{pci_dvsec_cap, pci_vsec_cap};
 use marrow_pcie::{Config, ExtCap};
+use zerocopy::FromZeros;
 
 /// The title of `c`, and the spec's name where lspci 3.9 has none.
 pub fn extended(cfg: &Config, c: &ExtCap) -> (String, Option<String>) {
@@ -48,26 +50,27 @@ pub fn extended(cfg: &Config, c: &ExtCap) -> (String, Option<String>) {
                 dw(8).to_be_bytes().iter().chain(dw(4).to_be_bytes().iter()).map(|b| format!("{b:02x}")).collect();
             return (format!("Device Serial Number {}", b.join("-")), None);
         }
-        // §7.9.5: VSEC ID 15:0, Rev 19:16, Length 31:20 of the dword after the header.
+        // §7.9.5: the Vendor-Specific Header after the capability header.
+        // A dump that ends inside it reads as zeros, as lspci's does.
         ExtCapId::VNDR => {
-            let h = dw(4);
+            let v: pci_vsec_cap = cfg.view(c.offset, at).unwrap_or_else(|_| FromZeros::new_zeroed());
             let title = format!(
                 "Vendor Specific Information: ID={:04x} Rev={} Len={:03x} <?>",
-                h & 0xffff,
-                h >> 16 & 0xf,
-                h >> 20
+                v.vsec_id(),
+                v.vsec_rev(),
+                v.vsec_len()
             );
             return (title, None);
         }
-        // §7.9.6: DVSEC Vendor 15:0, Revision 19:16, Length 31:20; ID 15:0 of the next dword.
+        // §7.9.6: DVSEC Headers 1 and 2.
         ExtCapId::DVSEC => {
-            let (h1, h2) = (dw(4), dw(8));
+            let d: pci_dvsec_cap = cfg.view(c.offset, at).unwrap_or_else(|_| FromZeros::new_zeroed());
             let title = format!(
                 "Designated Vendor-Specific: Vendor={:04x} ID={:04x} Rev={} Len={} <?>",
-                h1 & 0xffff,
-                h2 & 0xffff,
-                h1 >> 16 & 0xf,
-                h1 >> 20
+                d.dvsec_vendor_id(),
+                d.dvsec_id(),
+                d.dvsec_rev(),
+                d.dvsec_len()
             );
             return (title, None);
         }

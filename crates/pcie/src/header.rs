@@ -2,6 +2,7 @@
 //! Bridge Architecture 1.2 §3.2 (type 1). Offsets are Linux's `PCI_*` names
 //! from `<linux/pci_regs.h>`, checked by `tests/oracle`.
 
+use crate::generated::pcie::pci_type0_header;
 use core::fmt;
 
 pub const PCI_VENDOR_ID: usize = 0x00;
@@ -179,13 +180,24 @@ impl<'a> Config<'a> {
     }
     /// Base class, subclass and programming interface (24 bits).
     pub fn class(&self) -> u32 {
-        self.hdr_u32(PCI_CLASS_REVISION) >> 8
+        self.hdr_u32(PCI_CLASS_REVISION) >> pci_type0_header::CLASS_CODE_SHIFT
+    }
+    /// Base class and subclass, without the programming interface: what
+    /// Linux's `PCI_CLASS_*` names (`PCI_CLASS_BRIDGE_PCI` 0x0604).
+    pub fn class_subclass(&self) -> u16 {
+        (self.class() >> u8::BITS) as u16
+    }
+    /// The base class alone (`PCI_BASE_CLASS_*`: 0x02 network, 0x06 bridge).
+    pub fn base_class(&self) -> u8 {
+        (self.class_subclass() >> u8::BITS) as u8
     }
     pub fn header_type(&self) -> u8 {
         self.hdr_u8(PCI_HEADER_TYPE) & PCI_HEADER_TYPE_MASK
     }
     pub fn is_multifunction(&self) -> bool {
-        self.hdr_u8(PCI_HEADER_TYPE) & 0x80 != 0
+        (self.hdr_u8(PCI_HEADER_TYPE) >> pci_type0_header::HEADER_MULTIFUNCTION_SHIFT)
+            & pci_type0_header::HEADER_MULTIFUNCTION_MASK
+            != 0
     }
     pub fn is_bridge(&self) -> bool {
         self.header_type() == PCI_HEADER_TYPE_BRIDGE
@@ -314,7 +326,7 @@ pub fn decode_bar(raws: &[u32], slot: usize) -> Option<(Bar, usize)> {
         PCI_BASE_ADDRESS_MEM_TYPE_64 => match raws.get(slot + 1) {
             None => (Bar::Mem64InLastSlot { index }, 1),
             Some(&high) => {
-                (Bar::Mem64 { index, address: (u64::from(high) << 32) | u64::from(address), prefetchable }, 2)
+                (Bar::Mem64 { index, address: (u64::from(high) << u32::BITS) | u64::from(address), prefetchable }, 2)
             }
         },
         0b110 => (Bar::ReservedType { index, raw }, 1),
