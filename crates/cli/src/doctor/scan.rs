@@ -10,6 +10,15 @@ use marrow_pcie::Config;
 use marrow_verbs::hostfile::{self, ATTRIBUTE_MAX, CONFIG_MAX};
 use std::path::{Path, PathBuf};
 
+/// PCI vendor IDs (the PCI-SIG's register, as in Linux's `pci_ids.h`).
+const VENDOR_NVIDIA: u16 = 0x10de;
+const VENDOR_MELLANOX: u16 = 0x15b3;
+/// Class codes (PCI Code and ID Assignment §1.3 and §1.4; Linux's
+/// `PCI_CLASS_DISPLAY_VGA`, `PCI_CLASS_DISPLAY_3D`, `PCI_BASE_CLASS_NETWORK`).
+const CLASS_DISPLAY_VGA: u16 = 0x0300;
+const CLASS_DISPLAY_3D: u16 = 0x0302;
+const BASE_CLASS_NETWORK: u8 = 0x02;
+
 /// The bytes of a PCI configuration space header: less is not a config space.
 const CONFIG_HEADER: usize = 64;
 
@@ -119,7 +128,7 @@ impl Function {
         Config::new(&self.config).ok()
     }
     pub fn vendor_device(&self) -> (u16, u16) {
-        self.cfg().map(|c| (c.vendor_id(), c.device_id())).unwrap_or((0xffff, 0xffff))
+        self.cfg().map(|c| (c.vendor_id(), c.device_id())).unwrap_or((u16::MAX, u16::MAX))
     }
     pub fn class(&self) -> u32 {
         self.cfg().map(|c| c.class()).unwrap_or(0)
@@ -127,12 +136,14 @@ impl Function {
     /// An NVIDIA display (0x0300) or 3D (0x0302) controller.
     pub fn is_gpu(&self) -> bool {
         let (v, _) = self.vendor_device();
-        v == 0x10de && matches!(self.class() >> 8, 0x0300 | 0x0302)
+        v == VENDOR_NVIDIA
+            && self.cfg().is_some_and(|c| matches!(c.class_subclass(), CLASS_DISPLAY_VGA | CLASS_DISPLAY_3D))
     }
     /// A Mellanox/NVIDIA networking function, or anything with an RDMA device.
     pub fn is_rdma_nic(&self) -> bool {
         let (v, _) = self.vendor_device();
-        self.infiniband.is_some() || (v == 0x15b3 && self.class() >> 16 == 0x02)
+        self.infiniband.is_some()
+            || (v == VENDOR_MELLANOX && self.cfg().is_some_and(|c| c.base_class() == BASE_CLASS_NETWORK))
     }
 }
 
