@@ -6,6 +6,7 @@
 //! `marrow doctor` looks for.
 
 use crate::cap_id::ExtCapId;
+use crate::generated::pcie::pci_acs_cap;
 use crate::header::Config;
 use bitflags::bitflags;
 
@@ -70,11 +71,13 @@ impl Config<'_> {
         let base = usize::from(cap.offset);
         let cap_raw = self.read_u16(base + PCI_ACS_CAP)?;
         let control_raw = self.read_u16(base + PCI_ACS_CTRL)?;
-        let vector = (cap_raw >> 8) & 0xff;
+        let vector = (cap_raw >> pci_acs_cap::ACS_CAP_EGRESS_BITS_SHIFT) & pci_acs_cap::ACS_CAP_EGRESS_BITS_MASK;
         Some(Acs {
             offset: cap.offset,
-            capability: AcsBits::from_bits_truncate(cap_raw & 0xff),
-            control: AcsBits::from_bits_truncate(control_raw & 0x7f),
+            // The flags name every capability and control bit below the
+            // egress vector size; truncating keeps them alone.
+            capability: AcsBits::from_bits_truncate(cap_raw),
+            control: AcsBits::from_bits_truncate(control_raw),
             egress_vector_bits: if vector == 0 { 256 } else { vector },
             control_raw,
         })

@@ -3,6 +3,7 @@
 //! caused the first error, which `tlp::TlpHeader::decode` reads.
 
 use crate::cap_id::ExtCapId;
+use crate::generated::pcie::pci_aer_cap;
 use crate::header::Config;
 use bitflags::bitflags;
 
@@ -77,7 +78,7 @@ pub struct Aer {
 
 impl Aer {
     pub fn first_error_pointer(&self) -> u8 {
-        (self.cap_control & 0x1f) as u8
+        ((self.cap_control >> pci_aer_cap::ERR_CAP_FEP_SHIFT) & pci_aer_cap::ERR_CAP_FEP_MASK) as u8
     }
 }
 

@@ -5,6 +5,7 @@
 //! Translated P2P on the bridges above it.
 
 use crate::cap_id::ExtCapId;
+use crate::generated::pcie::{pci_ats_cap, pci_pasid_cap, pci_pri_cap};
 use crate::header::Config;
 
 pub const PCI_ATS_CAP: usize = 0x04;
@@ -56,50 +57,44 @@ pub struct Pasid {
 impl Config<'_> {
     pub fn ats(&self) -> Option<Ats> {
         let cap = self.find_ext_cap(ExtCapId::ATS)?;
-        let b = usize::from(cap.offset);
-        let c = self.read_u16(b + PCI_ATS_CAP)?;
-        let t = self.read_u16(b + PCI_ATS_CTRL)?;
+        let a: pci_ats_cap = self.view(cap.offset, usize::from(cap.offset)).ok()?;
         Some(Ats {
             offset: cap.offset,
-            invalidate_queue_depth: (c & 0x1f) as u8,
-            page_aligned_request: c & (1 << 5) != 0,
-            global_invalidate: c & (1 << 6) != 0,
-            enabled: t & PCI_ATS_CTRL_ENABLE != 0,
-            stu: (t & 0x1f) as u8,
+            invalidate_queue_depth: a.ats_cap_qdep(),
+            page_aligned_request: a.ats_cap_page_aligned(),
+            global_invalidate: a.ats_cap_global_inval(),
+            enabled: a.ats_ctrl_enable(),
+            stu: a.ats_ctrl_stu(),
         })
     }
 
     pub fn pri(&self) -> Option<Pri> {
         let cap = self.find_ext_cap(ExtCapId::PRI)?;
-        let b = usize::from(cap.offset);
-        let ctl = self.read_u16(b + PCI_PRI_CTRL)?;
-        let sta = self.read_u16(b + PCI_PRI_STATUS)?;
+        let p: pci_pri_cap = self.view(cap.offset, usize::from(cap.offset)).ok()?;
         Some(Pri {
             offset: cap.offset,
-            enabled: ctl & 1 != 0,
-            reset: ctl & 2 != 0,
-            response_failure: sta & 1 != 0,
-            unexpected_response: sta & 2 != 0,
-            stopped: sta & (1 << 8) != 0,
-            prg_response_pasid_required: sta & (1 << 15) != 0,
-            capacity: self.read_u32(b + PCI_PRI_MAX_REQ)?,
-            allocation: self.read_u32(b + PCI_PRI_ALLOC_REQ)?,
+            enabled: p.pri_ctrl_enable(),
+            reset: p.pri_ctrl_reset(),
+            response_failure: p.pri_status_rf(),
+            unexpected_response: p.pri_status_uprgi(),
+            stopped: p.pri_status_stopped(),
+            prg_response_pasid_required: p.pri_status_pasid(),
+            capacity: p.pri_max_req(),
+            allocation: p.pri_alloc_req(),
         })
     }
 
     pub fn pasid(&self) -> Option<Pasid> {
         let cap = self.find_ext_cap(ExtCapId::PASID)?;
-        let b = usize::from(cap.offset);
-        let c = self.read_u16(b + PCI_PASID_CAP)?;
-        let t = self.read_u16(b + PCI_PASID_CTRL)?;
+        let p: pci_pasid_cap = self.view(cap.offset, usize::from(cap.offset)).ok()?;
         Some(Pasid {
             offset: cap.offset,
-            exec_supported: c & 2 != 0,
-            priv_supported: c & 4 != 0,
-            max_width: ((c >> 8) & 0x1f) as u8,
-            enabled: t & 1 != 0,
-            exec_enabled: t & 2 != 0,
-            priv_enabled: t & 4 != 0,
+            exec_supported: p.pasid_cap_exec(),
+            priv_supported: p.pasid_cap_priv(),
+            max_width: p.pasid_cap_width(),
+            enabled: p.pasid_ctrl_enable(),
+            exec_enabled: p.pasid_ctrl_exec(),
+            priv_enabled: p.pasid_ctrl_priv(),
         })
     }
 }

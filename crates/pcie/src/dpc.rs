@@ -124,7 +124,12 @@ impl Config<'_> {
             poisoned_tlp_blocking: v.dpc_cap_poison(),
             sw_trigger_supported: v.dpc_cap_sw_trigger(),
             rp_pio_log_size: v.dpc_cap_rp_pio_log_size()
-                | if flit_mode { u8::from(v.dpc_cap_rp_pio_log_size4()) << 4 } else { 0 },
+                // In Flit mode the size's fifth bit sits apart, above the field's four.
+                | if flit_mode {
+                    u8::from(v.dpc_cap_rp_pio_log_size4()) << pci_dpc_cap::DPC_CAP_RP_PIO_LOG_SIZE_MASK.count_ones()
+                } else {
+                    0
+                },
             flit_mode,
             dl_active_err_cor_supported: v.dpc_cap_dl_active(),
             control_raw: v.dpc_ctl(),

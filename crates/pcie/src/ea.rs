@@ -7,7 +7,7 @@
 //! 4 + 4 × Entry Size bytes long (Linux `pci_ea_read`, lspci `cap_ea`).
 
 use crate::cap_id::CapId;
-use crate::generated::pcie::{pci_ea_bridge, pci_ea_cap, pci_ea_entry};
+use crate::generated::pcie::{pci_ea_bridge, pci_ea_cap, pci_ea_entry, pci_ea_entry as E};
 use crate::header::{CONFIG_SPACE_LEGACY, Config};
 use crate::registers::Block;
 use crate::regs::CapError;
@@ -110,7 +110,7 @@ impl Config<'_> {
         };
         for _ in 0..count {
             let dw0 = dword(at)?;
-            let size_dw = (dw0 & 7) as u8;
+            let size_dw = ((dw0 >> E::EA_ES_SHIFT) & u64::from(E::EA_ES_MASK)) as u8;
             let end = at + 4 + 4 * usize::from(size_dw);
             // An entry too short for Base and MaxOffset cannot describe a range.
             if size_dw < 2 {
@@ -119,8 +119,11 @@ impl Config<'_> {
             let lo_base = dword(at + 4)?;
             let lo_max = dword(at + 8)?;
             let mut next = at + 12;
-            // Bit 1 of Base and MaxOffset: an upper dword follows (PCI_EA_IS_64).
-            let (base_is_64, max_is_64) = (lo_base & 2 != 0, lo_max & 2 != 0);
+            // Base and MaxOffset say whether an upper dword follows (PCI_EA_IS_64).
+            let (base_is_64, max_is_64) = (
+                (lo_base >> E::EA_BASE_IS_64_SHIFT) & u64::from(E::EA_BASE_IS_64_MASK) != 0,
+                (lo_max >> E::EA_MAX_OFFSET_IS_64_SHIFT) & u64::from(E::EA_MAX_OFFSET_IS_64_MASK) != 0,
+            );
             let mut hi = |is_64: bool| -> Result<u64, CapError> {
                 if !is_64 {
                     return Ok(0);
@@ -144,8 +147,11 @@ impl Config<'_> {
                 bei: f("ea_bei") as u8,
                 primary: f("ea_pp") as u8,
                 secondary: f("ea_sp") as u8,
-                base: (base_hi << 32) | (f("ea_base_addr") << 2),
-                max_offset: (max_hi << 32) | (f("ea_max_offset_addr") << 2) | 3,
+                base: (base_hi << u32::BITS) | (f("ea_base_addr") << E::EA_BASE_ADDR_SHIFT),
+                // The field is MaxOffset[31:2]; the offset of the last byte has bits 1:0 set.
+                max_offset: (max_hi << u32::BITS)
+                    | (f("ea_max_offset_addr") << E::EA_MAX_OFFSET_ADDR_SHIFT)
+                    | ((1 << E::EA_MAX_OFFSET_ADDR_SHIFT) - 1),
                 base_is_64,
                 max_offset_is_64: max_is_64,
                 block,

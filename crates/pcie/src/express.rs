@@ -5,6 +5,7 @@
 //! whole path). Names follow Linux `PCI_EXP_*`.
 
 use crate::cap_id::CapId;
+use crate::generated::pcie::pci_exp_cap as X;
 use crate::header::Config;
 use core::fmt;
 
@@ -168,7 +169,7 @@ impl Config<'_> {
         let flags = self.read_u16(base + PCI_EXP_FLAGS)?;
         let devcap = self.read_u32(base + PCI_EXP_DEVCAP)?;
         let devctl = self.read_u16(base + PCI_EXP_DEVCTL)?;
-        let port_type = PortType(((flags & PCI_EXP_FLAGS_TYPE) >> 4) as u8);
+        let port_type = PortType(((flags & PCI_EXP_FLAGS_TYPE) >> X::FLAGS_TYPE_SHIFT) as u8);
         let version = (flags & PCI_EXP_FLAGS_VERS) as u8;
         let (mut link_capable, mut link_status, mut port_number) = (None, None, None);
         if port_type.has_link()
@@ -177,13 +178,13 @@ impl Config<'_> {
         {
             link_capable = Some(Link {
                 speed: LinkSpeed((lnkcap & PCI_EXP_LNKCAP_SLS) as u8),
-                width: ((lnkcap & PCI_EXP_LNKCAP_MLW) >> 4) as u8,
+                width: ((lnkcap & PCI_EXP_LNKCAP_MLW) >> X::LNKCAP_MLW_SHIFT) as u8,
             });
             link_status = Some(Link {
                 speed: LinkSpeed((lnksta & PCI_EXP_LNKSTA_CLS) as u8),
-                width: ((lnksta & PCI_EXP_LNKSTA_NLW) >> 4) as u8,
+                width: ((lnksta & PCI_EXP_LNKSTA_NLW) >> X::LNKSTA_NLW_SHIFT) as u8,
             });
-            port_number = Some((lnkcap >> 24) as u8);
+            port_number = Some((lnkcap >> X::LNKCAP_PORT_SHIFT) as u8);
         }
         let v2 = version >= 2;
         Some(Express {
@@ -191,8 +192,8 @@ impl Config<'_> {
             version,
             port_type,
             max_payload_supported: 128 << (devcap & PCI_EXP_DEVCAP_PAYLOAD),
-            max_payload: 128 << ((devctl & PCI_EXP_DEVCTL_PAYLOAD) >> 5),
-            max_read_request: 128 << ((devctl & PCI_EXP_DEVCTL_READRQ) >> 12),
+            max_payload: 128 << ((devctl & PCI_EXP_DEVCTL_PAYLOAD) >> X::DEVCTL_PAYLOAD_SHIFT),
+            max_read_request: 128 << ((devctl & PCI_EXP_DEVCTL_READRQ) >> X::DEVCTL_READRQ_SHIFT),
             link_capable,
             link_status,
             port_number,

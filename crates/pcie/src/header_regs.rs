@@ -34,7 +34,9 @@ impl Config<'_> {
     pub fn express_block(&self) -> Option<Result<Block, CapError>> {
         let cap = self.find_cap(CapId::EXP)?;
         let base = usize::from(cap.offset);
-        let version = self.read_u8(base + 2).map(|f| f & 0xf).unwrap_or(0);
+        let version = self
+            .read_u16(base + pci_exp_cap::FLAGS_OFF)
+            .map_or(0, |f| (f >> pci_exp_cap::FLAGS_VERS_SHIFT) & pci_exp_cap::FLAGS_VERS_MASK);
         let len = if version >= 2 { pci_exp_cap::SIZE } else { PCI_CAP_EXP_ENDPOINT_SIZEOF_V1 };
         Some(self.block_prefix(&pci_exp_cap::LAYOUT, base, cap.offset, len))
     }

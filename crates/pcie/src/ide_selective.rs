@@ -32,6 +32,11 @@ impl SelectiveStream {
     }
 }
 
+/// Where the lower registers' address bits 31:20 start, and the limit's
+/// bits below them (§7.9.26.5.5.1).
+const ADDRESS_LOW_SHIFT: u32 = 20;
+const LIMIT_LOW_ONES: u64 = (1 << ADDRESS_LOW_SHIFT) - 1;
+
 /// An address association's memory range, first and last byte: the lower
 /// registers hold address bits 31:20, so the base's bits 19:0 are 0 and
 /// the limit's all ones (§7.9.26.5.5.1).
@@ -39,8 +44,8 @@ pub fn address_range(a: &Block) -> (u64, u64) {
     let g = |n: &str| a.get(n).unwrap_or(0);
     // Registers 2 and 3 are whole-register values, not bit ranges.
     let upper = |n: &str| a.raw(n).unwrap_or(0);
-    let base = upper("ide_addr3") << 32 | g("ide_addr1_base_low") << 20;
-    let limit = upper("ide_addr2") << 32 | g("ide_addr1_limit_low") << 20 | 0xf_ffff;
+    let base = upper("ide_addr3") << u32::BITS | g("ide_addr1_base_low") << ADDRESS_LOW_SHIFT;
+    let limit = upper("ide_addr2") << u32::BITS | g("ide_addr1_limit_low") << ADDRESS_LOW_SHIFT | LIMIT_LOW_ONES;
     (base, limit)
 }
 

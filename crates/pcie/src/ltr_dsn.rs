@@ -2,6 +2,7 @@
 //! Express Base 6.0 §7.8.2) and Device Serial Number (§7.9.3).
 
 use crate::cap_id::ExtCapId;
+use crate::generated::pcie::pci_ltr_cap as L;
 use crate::header::Config;
 
 pub const PCI_LTR_MAX_SNOOP_LAT: usize = 0x04;
@@ -10,11 +11,17 @@ pub const PCI_LTR_MAX_NOSNOOP_LAT: usize = 0x06;
 pub const DSN_LOWER: usize = 0x04;
 pub const DSN_UPPER: usize = 0x08;
 
-/// An LTR latency register: value 9:0 scaled by 32^scale ns (scale 12:10;
-/// 6 and 7 are reserved and give `None`).
+/// Each step of an LTR scale multiplies by 32 (§7.8.2.2).
+const LTR_SCALE_LOG2: u32 = 5;
+/// The largest scale the spec defines (2^25 ns); 6 and 7 are reserved.
+const LTR_SCALE_MAX: u32 = 5;
+
+/// An LTR latency register: its value scaled by 32^scale ns, `None` for a
+/// reserved scale. Snoop and no-snoop registers share the layout.
 pub fn ltr_latency_ns(reg: u16) -> Option<u64> {
-    let scale = u32::from((reg >> 10) & 0x7);
-    (scale <= 5).then(|| u64::from(reg & 0x3ff) << (5 * scale))
+    let scale = u32::from((reg >> L::MAX_SNOOP_SCALE_SHIFT) & L::MAX_SNOOP_SCALE_MASK);
+    let value = (reg >> L::MAX_SNOOP_VALUE_SHIFT) & L::MAX_SNOOP_VALUE_MASK;
+    (scale <= LTR_SCALE_MAX).then(|| u64::from(value) << (LTR_SCALE_LOG2 * scale))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +55,6 @@ impl Config<'_> {
     pub fn serial_number(&self) -> Option<u64> {
         let cap = self.find_ext_cap(ExtCapId::DSN)?;
         let b = usize::from(cap.offset);
-        Some((u64::from(self.read_u32(b + DSN_UPPER)?) << 32) | u64::from(self.read_u32(b + DSN_LOWER)?))
+        Some((u64::from(self.read_u32(b + DSN_UPPER)?) << u32::BITS) | u64::from(self.read_u32(b + DSN_LOWER)?))
     }
 }

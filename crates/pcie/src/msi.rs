@@ -3,6 +3,7 @@
 //! table/PBA locators: the vectors themselves live in device memory.
 
 use crate::cap_id::CapId;
+use crate::generated::pcie::pci_msi_cap;
 use crate::header::Config;
 
 pub const PCI_MSI_FLAGS: usize = 0x02;
@@ -55,8 +56,8 @@ impl Config<'_> {
         Some(Msi {
             offset: cap.offset,
             enabled: flags & PCI_MSI_FLAGS_ENABLE != 0,
-            vectors_capable: 1 << ((flags & PCI_MSI_FLAGS_QMASK) >> 1),
-            vectors_enabled: 1 << ((flags & PCI_MSI_FLAGS_QSIZE) >> 4),
+            vectors_capable: 1 << ((flags & PCI_MSI_FLAGS_QMASK) >> pci_msi_cap::MSI_FLAGS_QMASK_SHIFT),
+            vectors_enabled: 1 << ((flags & PCI_MSI_FLAGS_QSIZE) >> pci_msi_cap::MSI_FLAGS_QSIZE_SHIFT),
             addr_64bit: flags & PCI_MSI_FLAGS_64BIT != 0,
             per_vector_mask: flags & PCI_MSI_FLAGS_MASKBIT != 0,
         })

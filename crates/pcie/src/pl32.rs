@@ -49,9 +49,11 @@ impl Config<'_> {
                 capabilities_raw: v.pl32_cap(),
                 eq_bypass_supported: v.pl32_cap_eq_bypass(),
                 no_eq_needed_supported: v.pl32_cap_no_eq_needed(),
-                modified_ts_modes: u8::from(v.pl32_cap_mts_mode0())
-                    | u8::from(v.pl32_cap_mts_mode1()) << 1
-                    | u8::from(v.pl32_cap_mts_mode2()) << 2,
+                // Bit N of the set: Modified TS Usage Mode N supported.
+                modified_ts_modes: [v.pl32_cap_mts_mode0(), v.pl32_cap_mts_mode1(), v.pl32_cap_mts_mode2()]
+                    .into_iter()
+                    .enumerate()
+                    .fold(0, |set, (n, on)| set | u8::from(on) << n),
                 control_raw: v.pl32_ctl(),
                 eq_bypass_disabled: v.pl32_ctl_eq_bypass_disable(),
                 no_eq_needed_disabled: v.pl32_ctl_no_eq_needed_disable(),

@@ -2,6 +2,7 @@
 //! Interface 1.2 §3.2, PCI Express Base 6.0 §7.5.2 (Linux `PCI_PM_*`).
 
 use crate::cap_id::CapId;
+use crate::generated::pcie::pci_pm_cap;
 use crate::header::Config;
 
 pub const PCI_PM_PMC: usize = 0x02;
@@ -33,24 +34,22 @@ pub struct PowerManagement {
 impl Config<'_> {
     pub fn power_management(&self) -> Option<PowerManagement> {
         let cap = self.find_cap(CapId::PM)?;
-        let b = usize::from(cap.offset);
-        let pmc = self.read_u16(b + PCI_PM_PMC)?;
-        let csr = self.read_u16(b + PCI_PM_CTRL)?;
+        let p: pci_pm_cap = self.view(cap.offset, usize::from(cap.offset)).ok()?;
         Some(PowerManagement {
             offset: cap.offset,
-            version: (pmc & 0x7) as u8,
-            pme_clock: pmc & (1 << 3) != 0,
-            dsi: pmc & (1 << 5) != 0,
-            aux_current_ma: AUX_CURRENT_MA[usize::from((pmc >> 6) & 0x7)],
-            d1: pmc & (1 << 9) != 0,
-            d2: pmc & (1 << 10) != 0,
-            pme_support: (pmc >> 11) as u8,
-            power_state: (csr & 0x3) as u8,
-            no_soft_reset: csr & (1 << 3) != 0,
-            pme_enable: csr & (1 << 8) != 0,
-            data_select: ((csr >> 9) & 0xf) as u8,
-            data_scale: ((csr >> 13) & 0x3) as u8,
-            pme_status: csr & (1 << 15) != 0,
+            version: p.pmc_version(),
+            pme_clock: p.pmc_pme_clock(),
+            dsi: p.pmc_dsi(),
+            aux_current_ma: AUX_CURRENT_MA[usize::from(p.pmc_aux_current())],
+            d1: p.pmc_d1(),
+            d2: p.pmc_d2(),
+            pme_support: p.pmc_pme_support(),
+            power_state: p.pm_ctrl_state(),
+            no_soft_reset: p.pm_ctrl_no_soft_reset(),
+            pme_enable: p.pm_ctrl_pme_enable(),
+            data_select: p.pm_ctrl_data_sel(),
+            data_scale: p.pm_ctrl_data_scale(),
+            pme_status: p.pm_ctrl_pme_status(),
         })
     }
 }

@@ -22,7 +22,7 @@ impl Granularity {
     pub fn from_field(v: u64) -> Self {
         match v as u8 {
             0 => Self::Unimplemented,
-            0xff => Self::Above254Ns,
+            u8::MAX => Self::Above254Ns,
             n => Self::Ns(n),
         }
     }

@@ -31,14 +31,27 @@ pub struct RcLink {
     pub links_missing: usize,
 }
 
-/// A configuration-space Link Address as (bus, device, function):
-/// §7.9.8.3.2, the bus field N bits wide (N in bits 2:0, 0 meaning 8).
+/// A configuration-space Link Address (§7.9.8.3.2): N in bits 2:0 (0
+/// means 8), Function in 14:12, Device in 19:15, and a Bus field N bits
+/// wide from bit 20.
+const LINK_N_MASK: u64 = 0b111;
+const LINK_FUNCTION_SHIFT: u32 = 12;
+const LINK_FUNCTION_MASK: u64 = 0b111;
+const LINK_DEVICE_SHIFT: u32 = 15;
+const LINK_DEVICE_MASK: u64 = 0b1_1111;
+const LINK_BUS_SHIFT: u32 = 20;
+
+/// A configuration-space Link Address as (bus, device, function).
 pub fn config_address(addr: u64) -> (u64, u64, u64) {
-    let n = match addr & 7 {
-        0 => 8,
+    let n = match addr & LINK_N_MASK {
+        0 => u8::BITS.into(),
         n => n,
     };
-    (addr >> 20 & ((1 << n) - 1), addr >> 15 & 0x1f, addr >> 12 & 7)
+    (
+        addr >> LINK_BUS_SHIFT & ((1 << n) - 1),
+        addr >> LINK_DEVICE_SHIFT & LINK_DEVICE_MASK,
+        addr >> LINK_FUNCTION_SHIFT & LINK_FUNCTION_MASK,
+    )
 }
 
 impl Config<'_> {

@@ -19,10 +19,20 @@ impl Config<'_> {
     /// reads 0 (no ROM, or unassigned).
     pub fn expansion_rom(&self) -> Option<ExpansionRom> {
         let (register, raw) = match self.header_type() {
-            PCI_HEADER_TYPE_NORMAL => (0x30, self.view::<pci_type0_header>(0, 0).ok()?.rom_address()),
-            PCI_HEADER_TYPE_BRIDGE => (0x38, self.view::<pci_type1_header>(0, 0).ok()?.rom_address1()),
+            PCI_HEADER_TYPE_NORMAL => {
+                (pci_type0_header::ROM_ADDRESS_OFF, self.view::<pci_type0_header>(0, 0).ok()?.rom_address())
+            }
+            PCI_HEADER_TYPE_BRIDGE => {
+                (pci_type1_header::ROM_ADDRESS1_OFF, self.view::<pci_type1_header>(0, 0).ok()?.rom_address1())
+            }
             _ => return None,
         };
-        (raw != 0).then_some(ExpansionRom { register, address: raw & !0x7ff, enabled: raw & 1 != 0 })
+        // Types 0 and 1 lay the register out alike.
+        use pci_type0_header as R;
+        (raw != 0).then_some(ExpansionRom {
+            register: register as u16,
+            address: raw & (R::ROM_ADDRESS_MASK_MASK << R::ROM_ADDRESS_MASK_SHIFT),
+            enabled: (raw >> R::ROM_ADDRESS_ENABLE_SHIFT) & R::ROM_ADDRESS_ENABLE_MASK != 0,
+        })
     }
 }

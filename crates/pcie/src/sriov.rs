@@ -139,7 +139,8 @@ impl Config<'_> {
                 system_page_size: v.sriov_sys_pgsize(),
                 vf_bars,
                 migration_state_bir: v.sriov_vfm_bir(),
-                migration_state_offset: v.sriov_vfm_offset() << 3,
+                // The field is the offset's bits 31:3, in place.
+                migration_state_offset: v.sriov_vfm_offset() << pci_sriov_cap::SRIOV_VFM_OFFSET_SHIFT,
             }
         }))
     }

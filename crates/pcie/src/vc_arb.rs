@@ -119,5 +119,6 @@ pub(crate) fn port_arb_table(
         2 => (4, &pci_vc_pat4_dword::LAYOUT),
         _ => (8, &pci_vc_pat8_dword::LAYOUT),
     };
-    Some(read_table(cfg, cap, units, phases, sel, bits, 0xff, layout))
+    // A port number may fill its whole entry.
+    Some(read_table(cfg, cap, units, phases, sel, bits, u8::MAX, layout))
 }

@@ -36,11 +36,15 @@ pub fn cfg_type_name(t: u64) -> Option<&'static str> {
     })
 }
 
+/// virtio's PCI vendor ID and the device IDs it uses, transitional and
+/// modern (virtio 1.2 §4.1.2).
+const VIRTIO_PCI_VENDOR_ID: u16 = 0x1af4;
+const VIRTIO_PCI_DEVICE_IDS: core::ops::RangeInclusive<u16> = 0x1000..=0x107f;
+
 impl Config<'_> {
-    /// Whether the function is a virtio device (§4.1.2: vendor 0x1af4,
-    /// device 0x1000 through 0x107f).
+    /// Whether the function is a virtio device (§4.1.2).
     pub fn is_virtio(&self) -> bool {
-        self.vendor_id() == 0x1af4 && (0x1000..=0x107f).contains(&self.device_id())
+        self.vendor_id() == VIRTIO_PCI_VENDOR_ID && VIRTIO_PCI_DEVICE_IDS.contains(&self.device_id())
     }
 
     /// The Vendor Specific capability at `at` read as a virtio structure

@@ -8,11 +8,15 @@
 //! and Linux's `pci_find_next_ext_capability` do.
 
 use crate::cap_id::{CapId, ExtCapId};
+use crate::generated::pcie::pcie_ext_cap_header as H;
 use crate::header::{CONFIG_SPACE_LEGACY, Config};
 use core::fmt;
 
 /// First offset a capability may live at: the header ends at 0x40.
 pub const CAP_MIN: usize = 0x40;
+/// The low two bits of a capability pointer are reserved (PCI 3.0 §6.7,
+/// PCIe §7.6.3): capabilities are dword aligned, and walkers clear them.
+const CAP_POINTER_RESERVED: u32 = 0b11;
 
 /// A capability in the first 256 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,10 +140,10 @@ impl Iterator for Caps<'_> {
             let (Some(id), Some(next)) = (self.config.read_u8(offset), self.config.read_u8(offset + 1)) else {
                 return Err(WalkError::Truncated { offset: offset as u16, len: self.config.len() });
             };
-            if id == 0xff {
+            if id == u8::MAX {
                 return Err(WalkError::AllOnes { offset: offset as u16 });
             }
-            Ok(Cap { offset: offset as u16, id: CapId(id), next: next & !3 })
+            Ok(Cap { offset: offset as u16, id: CapId(id), next: next & !(CAP_POINTER_RESERVED as u8) })
         })();
         if let Ok(cap) = &step
             && cap.next != 0
@@ -178,9 +182,10 @@ impl Iterator for ExtCaps<'_> {
         }
         let cap = ExtCap {
             offset: offset as u16,
-            id: ExtCapId((header & 0xffff) as u16),
-            version: ((header >> 16) & 0xf) as u8,
-            next: ((header >> 20) & !3) as u16,
+            id: ExtCapId(((header >> H::EXT_CAP_ID_SHIFT) & H::EXT_CAP_ID_MASK) as u16),
+            version: ((header >> H::EXT_CAP_VER_SHIFT) & H::EXT_CAP_VER_MASK) as u8,
+            // As Linux's PCI_EXT_CAP_NEXT does.
+            next: (((header >> H::EXT_CAP_NEXT_SHIFT) & H::EXT_CAP_NEXT_MASK) & !CAP_POINTER_RESERVED) as u16,
         };
         if cap.next != 0 {
             self.next = Some((usize::from(cap.next), offset));

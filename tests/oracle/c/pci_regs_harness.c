@@ -90,6 +90,24 @@ static const struct marrow_pci_reg table[] = {
     /* VPD, SATA, Advanced Features (hw-specs/pcie.toml pci_vpd_cap, pci_sata_cap, pci_af_cap). */
     R(PCI_VPD_ADDR), R(PCI_VPD_DATA), R(PCI_SATA_REGS), R(PCI_AF_LENGTH), R(PCI_AF_CAP), R(PCI_AF_CTRL),
     R(PCI_AF_STATUS),
+    /* Bit masks of the PM, ATS, PRI, PASID, LTR, EA and ROM fields marrow-pcie
+     * reads through hw-specs/pcie.toml's accessors; Linux's function-like
+     * macros evaluated on all ones give the mask of what they extract. */
+    R(PCI_PM_CAP_VER_MASK), R(PCI_PM_CAP_PME_CLOCK), R(PCI_PM_CAP_DSI), R(PCI_PM_CAP_AUX_POWER),
+    R(PCI_PM_CAP_D1), R(PCI_PM_CAP_D2), R(PCI_PM_CAP_PME_MASK), R(PCI_PM_CTRL_STATE_MASK),
+    R(PCI_PM_CTRL_NO_SOFT_RESET), R(PCI_PM_CTRL_PME_ENABLE), R(PCI_PM_CTRL_DATA_SEL_MASK),
+    R(PCI_PM_CTRL_DATA_SCALE_MASK), R(PCI_PM_CTRL_PME_STATUS),
+    { "PCI_ATS_CAP_QDEP(~0)", PCI_ATS_CAP_QDEP(0xffffu) }, R(PCI_ATS_CAP_PAGE_ALIGNED),
+    { "PCI_ATS_CTRL_STU(~0)", PCI_ATS_CTRL_STU(0xffffu) },
+    R(PCI_PRI_CTRL_ENABLE), R(PCI_PRI_CTRL_RESET), R(PCI_PRI_STATUS_RF), R(PCI_PRI_STATUS_UPRGI),
+    R(PCI_PRI_STATUS_STOPPED), R(PCI_PRI_STATUS_PASID),
+    R(PCI_PASID_CAP_EXEC), R(PCI_PASID_CAP_PRIV), R(PCI_PASID_CTRL_ENABLE), R(PCI_PASID_CTRL_EXEC),
+    R(PCI_PASID_CTRL_PRIV),
+    R(PCI_LTR_VALUE_MASK), R(PCI_LTR_SCALE_MASK),
+    R(PCI_EA_NUM_ENT_MASK), R(PCI_EA_ES), R(PCI_EA_BEI), R(PCI_EA_PP), R(PCI_EA_SP), R(PCI_EA_WRITABLE),
+    R(PCI_EA_ENABLE), R(PCI_EA_IS_64),
+    R(PCI_ROM_ADDRESS_ENABLE), { "PCI_ROM_ADDRESS_MASK", (unsigned long)(unsigned)PCI_ROM_ADDRESS_MASK },
+    { "PCI_EXT_CAP_ID(~0)", PCI_EXT_CAP_ID(0xffffffffu) }, { "PCI_EXT_CAP_VER(~0)", PCI_EXT_CAP_VER(0xffffffffu) },
 };
 
 const struct marrow_pci_reg *marrow_pci_regs(size_t *count) {
