@@ -24,10 +24,10 @@ Scanned, leaving out generated/ and code after `#[cfg(test)]`:
   kernels/gpu and kernels/cpu;
 - the softnic, the CPU initiator, the host side and the crates they build
   on: crates/softnic, driver, transport, mlx5, roce and pcie (src/);
-- the command's decoders of mlx5 records, TLPs and the PCI header block:
-  crates/cli/src/decode.rs, trace.rs, trace_stats.rs, trace_text.rs,
-  pcie_tlp.rs, pcie_header.rs and pcie_titles.rs. The rest of the command
-  formats numbers and draws random ones, arithmetic these shapes flag.
+- the command's decoders of mlx5 records, TLPs and PCI configuration
+  space: crates/cli/src/decode.rs, trace.rs, trace_stats.rs, trace_text.rs
+  and pcie*.rs. The rest of the command formats numbers and draws random
+  ones, arithmetic these shapes flag.
 
 A line that must keep a number says why, in a comment
 holding `layout-ok:`. `--self-test` runs the check on samples, each of
@@ -127,10 +127,7 @@ def check_file(path: str, text: str):
 def files():
     device = ["kernels/include/marrow/*.h", "kernels/gpu/*.cu", "kernels/cpu/*.cpp"]
     # The command's decoders (the docstring says why not all of it).
-    cli = [
-        f"crates/cli/src/{f}.rs"
-        for f in ("decode", "trace", "trace_stats", "trace_text", "pcie_tlp", "pcie_header", "pcie_titles")
-    ]
+    cli = [f"crates/cli/src/{f}.rs" for f in ("decode", "trace", "trace_stats", "trace_text", "pcie*")]
     crates = ("softnic", "driver", "mlx5", "roce", "transport", "pcie")
     rust = [os.path.join("crates", c, "src", "**", "*.rs") for c in crates]
     found = [f for g in device + cli + rust for f in sorted(glob.glob(os.path.join(ROOT, g), recursive=True))]

@@ -9,6 +9,7 @@
 use crate::pcie_caps::{Out, flags, pm};
 use crate::pcie_header::devsel;
 use marrow_pcie::Config;
+use marrow_pcie::generated::pcie::{pci_cardbus_header as CB, pci_type1_header as T1};
 use marrow_pcie::registers::Block;
 use marrow_pcie::windows::Window;
 use serde_json::{Value, json};
@@ -45,7 +46,8 @@ pub fn bridge(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
     let (p, s, sub, lat) =
         (reg(h, "primary_bus"), reg(h, "secondary_bus"), reg(h, "subordinate_bus"), reg(h, "sec_latency_timer"));
     o.line(1, format!("Bus: primary={p:02x}, secondary={s:02x}, subordinate={sub:02x}, sec-latency={lat}"));
-    j["buses"] = json!({ "offset": 0x18, "primary": p, "secondary": s, "subordinate": sub, "sec_latency": lat });
+    j["buses"] =
+        json!({ "offset": T1::PRIMARY_BUS_OFF, "primary": p, "secondary": s, "subordinate": sub, "sec_latency": lat });
     windows(o, cfg, h, j);
     let ss = |b: &str| pm(h.flag(b));
     o.line(
@@ -115,15 +117,20 @@ fn windows(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
             ),
         ),
     }
-    let wj = |w: &Window, offset: u16| json!({ "offset": offset, "base": w.base, "limit": w.limit, "open": w.is_open(), "wide": w.wide });
-    j["windows"] =
-        json!({ "io": wj(&w.io, 0x1c), "memory": wj(&w.memory, 0x20), "prefetchable": wj(&w.prefetchable, 0x24) });
+    let wj = |w: &Window, offset: usize| json!({ "offset": offset, "base": w.base, "limit": w.limit, "open": w.is_open(), "wide": w.wide });
+    j["windows"] = json!({
+        "io": wj(&w.io, T1::IO_BASE_OFF),
+        "memory": wj(&w.memory, T1::MEMORY_BASE_OFF),
+        "prefetchable": wj(&w.prefetchable, T1::PREF_MEMORY_BASE_OFF),
+    });
 }
 
 /// Linux `PCI_IO_RANGE_TYPE_32` and `PCI_CB_IO_RANGE_MASK`: a CardBus I/O
 /// window is 32-bit when bit 0 of its base is set, dword-granular.
 const CB_IO_RANGE_TYPE_32: u64 = 0x1;
 const CB_IO_RANGE_MASK: u64 = !0x3;
+/// A CardBus memory window's limit register names its last 4 KiB page.
+const CB_MEMORY_PAGE_END: u32 = 0xfff;
 /// The 128 bytes lspci needs to go past a CardBus bridge's windows.
 const CB_HEADER_READ: usize = 128;
 
@@ -132,11 +139,11 @@ pub fn cardbus(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
     let (p, s, sub, lat) =
         (reg(h, "cb_primary_bus"), reg(h, "cb_card_bus"), reg(h, "cb_subordinate_bus"), reg(h, "cb_latency_timer"));
     o.line(1, format!("Bus: primary={p:02x}, secondary={s:02x}, subordinate={sub:02x}, sec-latency={lat}"));
-    j["buses"] = json!({ "offset": 0x18, "primary": p, "secondary": s, "subordinate": sub, "sec_latency": lat });
+    j["buses"] = json!({ "offset": CB::CB_PRIMARY_BUS_OFF, "primary": p, "secondary": s, "subordinate": sub, "sec_latency": lat });
     let (mem_on, io_on) = (h.flag("command_memory"), h.flag("command_io"));
     for i in 0..2 {
         let base = reg(h, &format!("cb_memory_base_{i}")) as u32;
-        let limit = (reg(h, &format!("cb_memory_limit_{i}")) as u32).wrapping_add(0xfff);
+        let limit = (reg(h, &format!("cb_memory_limit_{i}")) as u32).wrapping_add(CB_MEMORY_PAGE_END);
         let pf = h.flag(&format!("cb_bridge_ctl_prefetch_mem{i}"));
         o.line(
             1,
@@ -150,8 +157,9 @@ pub fn cardbus(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
     for i in 0..2 {
         let (mut base, mut limit) = (reg(h, &format!("cb_io_base_{i}")), reg(h, &format!("cb_io_limit_{i}")));
         if base & CB_IO_RANGE_TYPE_32 == 0 {
-            base &= 0xffff;
-            limit &= 0xffff;
+            // A 16-bit window: the upper halves do not count.
+            base &= u64::from(u16::MAX);
+            limit &= u64::from(u16::MAX);
         }
         let (base, limit) = (base & CB_IO_RANGE_MASK, ((limit & CB_IO_RANGE_MASK) + 3) as u32);
         o.line(1, format!("I/O window {i}: {base:08x}-{limit:08x}{}", if io_on { "" } else { " [disabled]" }));
@@ -175,7 +183,7 @@ pub fn cardbus(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
         return;
     }
     // lspci reads a word of the (32-bit) register: ExCA ports are 16-bit.
-    let exca = reg(h, "cb_legacy_mode_base") & 0xffff;
+    let exca = reg(h, "cb_legacy_mode_base") as u16;
     if exca != 0 {
         o.line(1, format!("16-bit legacy interface ports at {exca:04x}"));
     }

@@ -31,6 +31,13 @@ impl Out {
     }
 }
 
+/// The words for a field's value `v` from the spec's table of them; `??`
+/// for a value the table lacks (none, for a table as long as the field
+/// has values).
+pub fn word(table: &[&'static str], v: u64) -> &'static str {
+    usize::try_from(v).ok().and_then(|i| table.get(i)).copied().unwrap_or("??")
+}
+
 pub fn pm(b: bool) -> char {
     if b { '+' } else { '-' }
 }

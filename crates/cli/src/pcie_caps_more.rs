@@ -66,8 +66,14 @@ pub fn sata(o: &mut Out, cfg: &Config, at: u16) {
             title(o, at, format!("SATA HBA v{}.{} {place}", g(&b, "sata_cr0_majrev"), g(&b, "sata_cr0_minrev")));
         }
         Err(e) => {
-            let rev = cfg.read_u8(usize::from(at) + 2).unwrap_or(0);
-            title(o, at, format!("SATA HBA v{}.{}", rev >> 4, rev & 0xf));
+            // The revision byte alone, when the rest of the capability is cut.
+            use marrow_pcie::generated::pcie::pci_sata_cap as S;
+            let rev = cfg.read_u8(usize::from(at) + S::SATA_CR0_REV_OFF).unwrap_or(0);
+            let (major, minor) = (
+                (rev >> S::SATA_CR0_MAJREV_SHIFT) & S::SATA_CR0_MAJREV_MASK,
+                (rev >> S::SATA_CR0_MINREV_SHIFT) & S::SATA_CR0_MINREV_MASK,
+            );
+            title(o, at, format!("SATA HBA v{major}.{minor}"));
             o.error(2, e, Some(at.into()));
         }
     }

@@ -10,6 +10,7 @@
 
 use crate::pcie_caps::Out;
 use marrow_pcie::dump::{DumpedFunction, parse_lspci_text};
+use marrow_pcie::header::PCI_BASE_ADDRESS_0;
 use marrow_pcie::{Bar, Config};
 use serde_json::{Value, json};
 
@@ -89,17 +90,17 @@ pub fn bar_json(bar: &Bar) -> Value {
         Bar::Mem64InLastSlot { .. } => ("mem64_in_last_slot", false),
         Bar::ReservedType { .. } => ("reserved_type", false),
     };
-    json!({ "index": bar.index(), "offset": 0x10 + 4 * u16::from(bar.index()), "kind": kind,
+    json!({ "index": bar.index(), "offset": PCI_BASE_ADDRESS_0 + 4 * usize::from(bar.index()), "kind": kind,
             "address": bar.address(), "prefetchable": pf })
 }
 
 /// Bytes as MiB, GiB or TiB, whichever is whole (lspci's `256MB` style).
 pub fn size_text(b: u64) -> String {
     match b {
-        b if b >= 1 << 40 && b % (1 << 40) == 0 => format!("{}TB", b >> 40),
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}GB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KB", b >> 10),
+        b if b >= 1 << 40 && b % (1 << 40) == 0 => format!("{}TB", b / (1 << 40)),
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}GB", b / (1 << 30)),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MB", b / (1 << 20)),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KB", b / (1 << 10)),
         b => format!("{b}B"),
     }
 }

@@ -2,7 +2,7 @@
 //! Enhanced Allocation (PCI EA ECN) in lspci 3.9's words (ls-caps.c
 //! `cap_express_*`, `cap_ea`), every register also as JSON.
 
-use crate::pcie_caps::{Out, block_checked, flags, pm};
+use crate::pcie_caps::{Out, block_checked, flags, pm, word};
 use crate::pcie_json;
 use marrow_pcie::Config;
 use marrow_pcie::express::PortType;
@@ -25,6 +25,19 @@ fn port_title(port: PortType, slot: bool) -> String {
     }
 }
 
+/// ASPM Support in Link Capabilities: bit 0 L0s, bit 1 L1 (§7.5.3.6).
+const ASPM_L0S: u64 = 0b01;
+const ASPM_L1: u64 = 0b10;
+/// Link Capabilities 2's Supported Link Speeds Vector, a bit a speed
+/// (§7.5.3.18); its bit 6 is reserved.
+const SLS_2_5GT: u64 = 1 << 0;
+const SLS_5GT: u64 = 1 << 1;
+const SLS_8GT: u64 = 1 << 2;
+const SLS_16GT: u64 = 1 << 3;
+const SLS_32GT: u64 = 1 << 4;
+const SLS_64GT: u64 = 1 << 5;
+const SLS_RESERVED: u64 = 1 << 6;
+
 /// lspci's `latency_l0s` and `latency_l1` (DevCap and LnkCap, §7.5.3.3 and §7.5.3.6).
 const L0S: [&str; 8] = ["<64ns", "<128ns", "<256ns", "<512ns", "<1us", "<2us", "<4us", "unlimited"];
 const L1: [&str; 8] = ["<1us", "<2us", "<4us", "<8us", "<16us", "<32us", "<64us", "unlimited"];
@@ -34,8 +47,9 @@ const L1: [&str; 8] = ["<1us", "<2us", "<4us", "<8us", "<16us", "<32us", "<64us"
 /// with scale 0, F0h and up mean 250 W, 275 W, … (the spec's table).
 fn watts(value: u64, scale: u64) -> String {
     // Scale 0 with values from F0h are steps of 25 W above 250 W.
-    if scale == 0 && value >= 0xf0 {
-        return format!("{}W", 250 + 25 * (value - 0xf0));
+    const STEPS_FROM: u64 = 0xf0;
+    if scale == 0 && value >= STEPS_FROM {
+        return format!("{}W", 250 + 25 * (value - STEPS_FROM));
     }
     let scale = scale.min(3) as u32;
     let div = 10u64.pow(scale);
@@ -76,16 +90,16 @@ fn timeout_value(v: u64) -> &'static str {
     }
 }
 fn obff_cap(v: u64) -> &'static str {
-    ["Not Supported", "Via message", "Via WAKE#", "Via message/WAKE#"][v as usize & 3]
+    word(&["Not Supported", "Via message", "Via WAKE#", "Via message/WAKE#"], v)
 }
 fn obff_ctl(v: u64) -> &'static str {
-    ["Disabled", "Via message A", "Via message B", "Via WAKE#"][v as usize & 3]
+    word(&["Disabled", "Via message A", "Via message B", "Via WAKE#"], v)
 }
 fn emergency_power(v: u64) -> &'static str {
-    ["Not Supported", "Dev Specific", "Form Factor Dev Specific", "Reserved"][v as usize & 3]
+    word(&["Not Supported", "Dev Specific", "Form Factor Dev Specific", "Reserved"], v)
 }
 fn ln_cls(v: u64) -> &'static str {
-    ["Not Supported", "64byte cachelines", "128byte cachelines", "Reserved"][v as usize & 3]
+    word(&["Not Supported", "64byte cachelines", "128byte cachelines", "Reserved"], v)
 }
 
 pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
@@ -110,7 +124,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
     let endpoint = port.is_endpoint();
     let upstream_ish = endpoint || port == PortType::UPSTREAM || port == PortType::PCI_BRIDGE;
     let latency = if endpoint {
-        format!(", Latency L0s {}, L1 {}", L0S[g("devcap_l0s") as usize & 7], L1[g("devcap_l1") as usize & 7])
+        format!(", Latency L0s {}, L1 {}", word(&L0S, g("devcap_l0s")), word(&L1, g("devcap_l1")))
     } else {
         String::new()
     };
@@ -194,13 +208,13 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
     );
     if port.has_link() {
         let speed = |v: u64| marrow_pcie::express::LinkSpeed(v as u8).gts().unwrap_or("unknown");
-        let aspm = g("lnkcap_aspms") as usize & 3;
+        let aspm = g("lnkcap_aspms");
         let mut exit = Vec::new();
-        if aspm & 1 != 0 {
-            exit.push(format!("L0s {}", L0S[g("lnkcap_l0sel") as usize & 7]));
+        if aspm & ASPM_L0S != 0 {
+            exit.push(format!("L0s {}", word(&L0S, g("lnkcap_l0sel"))));
         }
-        if aspm & 2 != 0 {
-            exit.push(format!("L1 {}", L1[g("lnkcap_l1el") as usize & 7]));
+        if aspm & ASPM_L1 != 0 {
+            exit.push(format!("L1 {}", word(&L1, g("lnkcap_l1el"))));
         }
         let exit = if exit.is_empty() { String::new() } else { format!(", Exit Latency {}", exit.join(", ")) };
         o.line(
@@ -210,7 +224,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
                 g("lnkcap_port"),
                 speed(g("lnkcap_sls")),
                 g("lnkcap_mlw"),
-                ["not supported", "L0s", "L1", "L0s L1"][aspm]
+                word(&["not supported", "L0s", "L1", "L0s L1"], aspm)
             ),
         );
         o.line(
@@ -236,7 +250,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
             2,
             format!(
                 "LnkCtl: ASPM {};{rcb} {}",
-                ["Disabled", "L0s Enabled", "L1 Enabled", "L0s L1 Enabled"][g("lnkctl_aspmc") as usize & 3],
+                word(&["Disabled", "L0s Enabled", "L1 Enabled", "L0s L1 Enabled"], g("lnkctl_aspmc")),
                 flags(&b, &[("Disabled", "lnkctl_ld"), ("CommClk", "lnkctl_ccc")])
             ),
         );
@@ -333,7 +347,7 @@ pub fn express(o: &mut Out, cfg: &Config, mut j: Value) -> Value {
                 )
             ),
         );
-        let ind = |v: u64| ["Unknown", "On", "Blink", "Off"][v as usize & 3];
+        let ind = |v: u64| word(&["Unknown", "On", "Blink", "Off"], v);
         o.line(
             3,
             format!(
@@ -553,12 +567,12 @@ fn link2(o: &mut Out, b: &marrow_pcie::registers::Block, port: PortType) {
         // bit or the reserved one above it is "RsvdP" to it.
         let sls = g("lnkcap2_sls");
         let speeds = match sls {
-            v if v & 0x60 != 0 => "RsvdP",
-            v if v & 0x10 != 0 => "2.5-32GT/s",
-            v if v & 0x08 != 0 => "2.5-16GT/s",
-            v if v & 0x04 != 0 => "2.5-8GT/s",
-            v if v & 0x02 != 0 => "2.5-5GT/s",
-            v if v & 0x01 != 0 => "2.5GT/s",
+            v if v & (SLS_64GT | SLS_RESERVED) != 0 => "RsvdP",
+            v if v & SLS_32GT != 0 => "2.5-32GT/s",
+            v if v & SLS_16GT != 0 => "2.5-16GT/s",
+            v if v & SLS_8GT != 0 => "2.5-8GT/s",
+            v if v & SLS_5GT != 0 => "2.5-5GT/s",
+            v if v & SLS_2_5GT != 0 => "2.5GT/s",
             _ => "Unknown",
         };
         // An all-zero LnkCap2 (a v2 capability from before the register was
@@ -629,7 +643,7 @@ fn link2(o: &mut Out, b: &marrow_pcie::registers::Block, port: PortType) {
         ),
     );
     let crosslink =
-        ["unsupported", "Upstream Port", "Downstream Port", "incomplete"][g("lnksta2_crosslink_res") as usize & 3];
+        word(&["unsupported", "Upstream Port", "Downstream Port", "incomplete"], g("lnksta2_crosslink_res"));
     let mut last =
         format!(" Retimer{} 2Retimers{} CrosslinkRes: {crosslink}", f("lnksta2_retimer"), f("lnksta2_two_retimers"));
     // DRS (§6.22) belongs to ports that face downstream and support it.

@@ -261,28 +261,27 @@ fn aer(o: &mut Out, cfg: &Config) {
     if !newer.is_empty() {
         o.line(2, format!("marrow: AER bits lspci 3.9 does not name: {}", newer.join("; ")));
     }
-    let cap = a.cap_control;
+    let bit = |shift: u32| pm(a.cap_control >> shift & 1 != 0);
+    use marrow_pcie::generated::pcie::pci_aer_cap as C;
     o.line(
         2,
         format!(
             "AERCap: First Error Pointer: {:02x}, ECRCGenCap{} ECRCGenEn{} ECRCChkCap{} ECRCChkEn{}",
             a.first_error_pointer(),
-            pm(cap & 0x20 != 0),
-            pm(cap & 0x40 != 0),
-            pm(cap & 0x80 != 0),
-            pm(cap & 0x100 != 0)
+            bit(C::ERR_CAP_ECRC_GENCAP_SHIFT),
+            bit(C::ERR_CAP_ECRC_GENEN_SHIFT),
+            bit(C::ERR_CAP_ECRC_CHKCAP_SHIFT),
+            bit(C::ERR_CAP_ECRC_CHKEN_SHIFT)
         ),
     );
-    // §7.8.4.7: Multiple Header Recording Capable/Enable (9, 10), TLP
-    // Prefix Log Present (11), Completion Timeout Prefix/Header Log Capable (12).
     o.line(
         3,
         format!(
             "MultHdrRecCap{} MultHdrRecEn{} TLPPfxPres{} HdrLogCap{}",
-            pm(cap & 0x200 != 0),
-            pm(cap & 0x400 != 0),
-            pm(cap & 0x800 != 0),
-            pm(cap & 0x1000 != 0)
+            bit(C::ERR_CAP_MULT_HDR_REC_CAP_SHIFT),
+            bit(C::ERR_CAP_MULT_HDR_REC_EN_SHIFT),
+            bit(C::ERR_CAP_TLP_PREFIX_LOG_SHIFT),
+            bit(C::ERR_CAP_CTO_HDR_LOG_CAP_SHIFT)
         ),
     );
     o.line(2, format!("HeaderLog: {}", a.header_log.iter().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(" ")));

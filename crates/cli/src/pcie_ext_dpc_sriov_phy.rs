@@ -3,9 +3,15 @@
 //! 32 GT/s (§7.7.5, §7.7.6) and vendor-specific extended capabilities
 //! (§7.9.5): summaries with lspci's flag names where lspci prints them.
 
-use crate::pcie_caps::{Out, pm};
+use crate::pcie_caps::{Out, pm, word};
 use crate::pcie_decode::size_text;
 use marrow_pcie::cap_id::ExtCapId;
+use marrow_pcie::generated::pcie::pci_sriov_cap;
+use marrow_pcie::header::{
+    PCI_BASE_ADDRESS_MEM_MASK, PCI_BASE_ADDRESS_MEM_PREFETCH, PCI_BASE_ADDRESS_MEM_TYPE_64,
+    PCI_BASE_ADDRESS_MEM_TYPE_MASK,
+};
+use marrow_pcie::sriov::PCI_SRIOV_NUM_BARS;
 use marrow_pcie::{Bar, Config, ExtCap};
 use serde_json::Value;
 use std::fmt::Write;
@@ -163,41 +169,51 @@ fn sriov_lines(o: &mut Out, cfg: &Config, at: u16) -> bool {
             raw("sriov_sys_pgsize")
         ),
     );
-    // §9.3.3.14: the VF BARs at 0x24, memory type in bits 2:1, prefetchable bit 3.
-    let bar = |i: usize| cfg.read_u32(usize::from(at) + 0x24 + 4 * i).unwrap_or(0);
+    // §9.3.3.14: the VF BARs, laid out as a memory BAR of the header.
+    let bar = |i: usize| cfg.read_u32(usize::from(at) + pci_sriov_cap::SRIOV_BAR_OFF + 4 * i).unwrap_or(0);
     let mut i = 0;
-    while i < 6 {
+    while i < PCI_SRIOV_NUM_BARS {
         let lo = bar(i);
-        let ty = lo & 0x6;
+        let ty = lo & PCI_BASE_ADDRESS_MEM_TYPE_MASK;
+        let is_64 = ty == PCI_BASE_ADDRESS_MEM_TYPE_64;
         // As lspci does, a 64-bit BAR 5 takes the next dword (the VF
         // Migration State register) as its upper half; marrow says so.
-        let hi = if ty == 0x4 { bar(i + 1) } else { 0 };
-        if hi != 0 || lo & !0xf != 0 {
+        let hi = if is_64 { bar(i + 1) } else { 0 };
+        if hi != 0 || lo & PCI_BASE_ADDRESS_MEM_MASK != 0 {
             let high = if hi != 0 { format!("{hi:08x}") } else { String::new() };
             o.line(
                 2,
                 format!(
                     "Region {i}: Memory at {high}{:08x} ({}-bit, {}prefetchable)",
-                    lo & !0xf,
+                    lo & PCI_BASE_ADDRESS_MEM_MASK,
                     if ty == 0 { 32 } else { 64 },
-                    if lo & 0x8 != 0 { "" } else { "non-" }
+                    if lo & PCI_BASE_ADDRESS_MEM_PREFETCH != 0 { "" } else { "non-" }
                 ),
             );
         }
-        if ty == 0x4 && i == 5 {
+        if is_64 && i == PCI_SRIOV_NUM_BARS - 1 {
             o.line(
                 2,
                 "marrow: VF BAR5 says 64-bit, but no VF BAR follows it (§9.3.3.14); its upper half above is 0x3c",
             );
         }
-        i += if ty == 0x4 { 2 } else { 1 };
+        i += if is_64 { 2 } else { 1 };
     }
     let vfm = raw("sriov_vfm");
     if vfm != 0 {
-        o.line(2, format!("VF Migration: offset: {:08x}, BIR: {}", vfm & !7, vfm & 7));
+        use pci_sriov_cap as S;
+        let (offset, bir) = (
+            vfm & u64::from(S::SRIOV_VFM_OFFSET_MASK << S::SRIOV_VFM_OFFSET_SHIFT),
+            (vfm >> S::SRIOV_VFM_BIR_SHIFT) & u64::from(S::SRIOV_VFM_BIR_MASK),
+        );
+        o.line(2, format!("VF Migration: offset: {offset:08x}, BIR: {bir}"));
     }
     true
 }
+
+/// Not an extended capability ID: [`old_caps`] called for a Vendor
+/// Specific capability of the first 256 bytes.
+const VENDOR_STD: ExtCapId = ExtCapId(u16::MAX);
 
 /// DPC, SR-IOV, Secondary PCIe, DLF, Physical Layer 16/32 GT/s,
 /// vendor-specific capabilities and the ACS egress vector. A capability
@@ -209,8 +225,8 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
     if id == ExtCapId::DPC {
         match cfg.dpc() {
             Some(Ok(d)) => {
-                let en = ["off", "on ERR_FATAL", "on ERR_NONFATAL or ERR_FATAL", "reserved"]
-                    [usize::from(d.trigger_enable & 3)];
+                let en =
+                    word(&["off", "on ERR_FATAL", "on ERR_NONFATAL or ERR_FATAL", "reserved"], d.trigger_enable.into());
                 let _ = writeln!(
                     o,
                     "  DPC [{:03x}]: trigger {en}; RPExt{} PoisonedTLP{} SwTrigger{} RP PIO Log {} DL_ActiveErr{}, INT Msg #{}",
@@ -437,7 +453,7 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
             None => {}
         }
     }
-    if id == ExtCapId(0xffff) {
+    if id == VENDOR_STD {
         for v in cfg.vendor_caps().filter(|v| v.as_ref().map_or(true, |v| v.offset == at)) {
             match v {
                 Ok(v) => match v.body {
@@ -491,7 +507,7 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
 /// A Vendor Specific capability (ID 0x09) of the first 256 bytes.
 pub fn vendor_std(o: &mut Out, cfg: &Config, at: u16) {
     let mut s = String::new();
-    old_caps(&mut s, cfg, ExtCapId(0xffff), at);
+    old_caps(&mut s, cfg, VENDOR_STD, at);
     for l in s.lines() {
         let l = l.trim();
         if let Some((_, e)) = l.split_once("error: ") {

@@ -5,6 +5,7 @@
 use crate::pcie_caps::{Out, pm};
 use crate::pcie_json;
 use marrow_pcie::cap_id::CapId;
+use marrow_pcie::generated::pcie::{pci_exp_cap, pci_mcast_cap as M};
 use marrow_pcie::registers::Block;
 use marrow_pcie::{Config, ExtCap};
 use serde_json::Value;
@@ -21,7 +22,7 @@ pub fn rc_link(o: &mut Out, cfg: &Config, c: &ExtCap, j: &mut Value) {
     };
     // lspci looks Element Type up by the register's whole low byte (bits
     // 7:4 are reserved), so a reserved bit set prints as `??n` there too.
-    let elt = r.header.raw("rcld_esd").unwrap_or(0) & 0xff;
+    let elt = r.header.raw("rcld_esd").unwrap_or(0) as u8;
     let elt = ["Config", "Egress", "Internal"].get(elt as usize).map_or(format!("??{elt}"), |s| s.to_string());
     o.line(
         2,
@@ -63,7 +64,8 @@ pub fn rc_link(o: &mut Out, cfg: &Config, c: &ExtCap, j: &mut Value) {
 /// capabilities: `None` without a PCI Express capability.
 fn port_type(cfg: &Config) -> Option<u16> {
     let e = cfg.find_cap(CapId::EXP)?;
-    Some(cfg.read_u16(usize::from(e.offset) + 2)? >> 4 & 0xf)
+    let flags = cfg.read_u16(usize::from(e.offset) + pci_exp_cap::FLAGS_OFF)?;
+    Some(flags >> pci_exp_cap::FLAGS_TYPE_SHIFT & pci_exp_cap::FLAGS_TYPE_MASK)
 }
 
 /// `1 << n` as lspci's C `int` gives it on x86-64 (the shift count taken
@@ -98,7 +100,11 @@ pub fn multicast(o: &mut Out, cfg: &Config, c: &ExtCap) {
     let r = |n: &str| b.raw(n).unwrap_or(0);
     o.line(
         2,
-        format!("McastBAR: IndexPos {}, BaseAddr {:016x}", g(&b, "mcast_bar_index_pos"), r("mcast_bar") & !0xfff),
+        format!(
+            "McastBAR: IndexPos {}, BaseAddr {:016x}",
+            g(&b, "mcast_bar_index_pos"),
+            r("mcast_bar") & (M::MCAST_BAR_BASE_MASK << M::MCAST_BAR_BASE_SHIFT)
+        ),
     );
     o.line(2, format!("McastReceiveVec:      {:016x}", r("mcast_rcv")));
     o.line(2, format!("McastBlockAllVec:     {:016x}", r("mcast_block")));
@@ -108,5 +114,11 @@ pub fn multicast(o: &mut Out, cfg: &Config, c: &ExtCap) {
     }
     let size = g(&b, "mcast_ovl_size");
     let bytes = if size >= 6 { format!("({} bytes)", c_shift(size)) } else { "(disabled)".to_string() };
-    o.line(2, format!("McastOverlayBAR: OverlaySize {size} {bytes}, BaseAddr {:016x}", r("mcast_ovl_bar") & !0x3f));
+    o.line(
+        2,
+        format!(
+            "McastOverlayBAR: OverlaySize {size} {bytes}, BaseAddr {:016x}",
+            r("mcast_ovl_bar") & (M::MCAST_OVL_BASE_MASK << M::MCAST_OVL_BASE_SHIFT)
+        ),
+    );
 }

@@ -107,6 +107,8 @@ static const struct marrow_pci_reg table[] = {
     R(PCI_EA_NUM_ENT_MASK), R(PCI_EA_ES), R(PCI_EA_BEI), R(PCI_EA_PP), R(PCI_EA_SP), R(PCI_EA_WRITABLE),
     R(PCI_EA_ENABLE), R(PCI_EA_IS_64),
     R(PCI_ROM_ADDRESS_ENABLE), { "PCI_ROM_ADDRESS_MASK", (unsigned long)(unsigned)PCI_ROM_ADDRESS_MASK },
+    R(PCI_ERR_CAP_ECRC_GENC), R(PCI_ERR_CAP_ECRC_GENE), R(PCI_ERR_CAP_ECRC_CHKC), R(PCI_ERR_CAP_ECRC_CHKE),
+    { "PCI_ERR_CAP_FEP(~0)", PCI_ERR_CAP_FEP(0xffffffffu) },
     { "PCI_EXT_CAP_ID(~0)", PCI_EXT_CAP_ID(0xffffffffu) }, { "PCI_EXT_CAP_VER(~0)", PCI_EXT_CAP_VER(0xffffffffu) },
 };
 

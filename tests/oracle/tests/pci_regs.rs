@@ -321,6 +321,11 @@ fn constants_match_linux_pci_regs_h() {
         ("pci_type1_header", "rom_address_mask", "PCI_ROM_ADDRESS_MASK"),
         ("pcie_ext_cap_header", "ext_cap_id", "PCI_EXT_CAP_ID(~0)"),
         ("pcie_ext_cap_header", "ext_cap_ver", "PCI_EXT_CAP_VER(~0)"),
+        ("pci_aer_cap", "err_cap_fep", "PCI_ERR_CAP_FEP(~0)"),
+        ("pci_aer_cap", "err_cap_ecrc_gencap", "PCI_ERR_CAP_ECRC_GENC"),
+        ("pci_aer_cap", "err_cap_ecrc_genen", "PCI_ERR_CAP_ECRC_GENE"),
+        ("pci_aer_cap", "err_cap_ecrc_chkcap", "PCI_ERR_CAP_ECRC_CHKC"),
+        ("pci_aer_cap", "err_cap_ecrc_chken", "PCI_ERR_CAP_ECRC_CHKE"),
     ];
     for (layout, bit, lx) in bit_masks {
         let l = marrow_pcie::generated::pcie::ALL_LAYOUTS.iter().find(|l| l.name == *layout).unwrap();
