@@ -8,6 +8,7 @@
 //! `"done"` with its NUL.
 
 use crate::InteropError;
+use marrow_roce::raw::{BTH_PSN_MASK, bth};
 
 /// Bytes of one message: `sizeof "0000:000000:000000:" + 32 hex digits`, NUL included.
 pub const MSG_LEN: usize = 52;
@@ -32,7 +33,8 @@ impl Dest {
     /// The 52-byte message.
     pub fn to_wire(&self) -> [u8; MSG_LEN] {
         let gid = hex::encode(self.gid);
-        let text = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn & 0xff_ffff, self.psn & 0xff_ffff);
+        let text =
+            format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn & bth::DEST_QP_MASK, self.psn & BTH_PSN_MASK);
         let mut out = [0u8; MSG_LEN];
         out[..text.len()].copy_from_slice(text.as_bytes());
         out

@@ -34,11 +34,17 @@ use crate::InteropError;
 use crate::host::Host;
 use marrow_mlx5::cqe::Completion;
 use marrow_mlx5::prelude::*;
+use marrow_mlx5::raw::MLX5_MKEY_INDEX_SHIFT;
+use marrow_roce::raw::{BTH_PSN_MASK, bth};
 use marrow_softnic::mr::Access;
 use marrow_softnic::pair::Endpoint;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+
+/// Sixteen bits of an mkey's index flipped, its variant byte kept: a
+/// key no MR holds, for `--bad-rkey`.
+const BAD_RKEY_FLIP: u32 = 0xffff << MLX5_MKEY_INDEX_SHIFT;
 
 /// The version marrow reports: the Debian 12 tools' own, so they pick the
 /// message sizes above (they refuse peers below 5.70).
@@ -158,8 +164,8 @@ impl Keys {
             "{:04x}:{:04x}:{:06x}:{:06x}:{:08x}:{:016x}:",
             self.lid,
             self.out_reads,
-            self.qpn & 0xff_ffff,
-            self.psn & 0xff_ffff,
+            self.qpn & bth::DEST_QP_MASK,
+            self.psn & BTH_PSN_MASK,
             self.rkey,
             self.vaddr
         );
@@ -340,7 +346,7 @@ impl<'a> Side<'a> {
             lid: 0,
             out_reads,
             qpn: ep.qpn,
-            psn: fastrand::u32(..0x100_0000),
+            psn: fastrand::u32(..=BTH_PSN_MASK),
             rkey: ep.rkey,
             vaddr: ep.addr + lay.target() as u64,
             gid: host.gid(),
@@ -409,7 +415,8 @@ fn offset(size: usize, i: usize) -> usize {
 /// marrow as client: post the test's operations against the guest's buffer.
 fn run_client(s: &mut Side<'_>, peer: &Keys) -> Result<(usize, String), InteropError> {
     let (size, iters) = (s.opts.size, s.opts.iters);
-    let rkey = if s.opts.bad_rkey { peer.rkey ^ 0x00ff_ff00 } else { peer.rkey };
+    // Flip the key's index bits, keep its variant: an rkey no MR has.
+    let rkey = if s.opts.bad_rkey { peer.rkey ^ BAD_RKEY_FLIP } else { peer.rkey };
     if s.opts.bad_rkey {
         let remote = RemoteAddr { raddr: peer.vaddr, rkey };
         let sgl = [Sge { addr: s.ep.addr, length: size as u32, lkey: s.ep.lkey }];

@@ -20,6 +20,7 @@ use crate::exchange::{DONE, Dest, MSG_LEN};
 use crate::host::Host;
 use marrow_mlx5::cqe::Completion;
 use marrow_mlx5::prelude::*;
+use marrow_roce::raw::BTH_PSN_MASK;
 use marrow_softnic::pair::Endpoint;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -173,7 +174,7 @@ pub fn serve(host: &mut Host, listener: &TcpListener, opts: Options) -> Result<R
     let mut msg = [0u8; MSG_LEN];
     sock.read_exact(&mut msg).map_err(exchange_err("reading the client's address"))?;
     let peer = Dest::parse(&msg)?;
-    let psn = fastrand::u32(..0x100_0000);
+    let psn = fastrand::u32(..=BTH_PSN_MASK);
     let mut s = setup(host, opts)?;
     let me = local(&s, psn);
     s.host.connect(&s.ep, peer.qpn, s.host.attrs(peer.gid, opts.mtu, psn, peer.psn))?;
@@ -196,7 +197,7 @@ pub fn serve(host: &mut Host, listener: &TcpListener, opts: Options) -> Result<R
 /// retrying the connection until the server listens (or the deadline).
 pub fn connect(host: &mut Host, server: SocketAddr, opts: Options) -> Result<Report, InteropError> {
     let start = Instant::now();
-    let psn = fastrand::u32(..0x100_0000);
+    let psn = fastrand::u32(..=BTH_PSN_MASK);
     let mut s = setup(host, opts)?;
     let me = local(&s, psn);
     // Through QEMU's user-mode forwarding the host side connects at once;

@@ -24,7 +24,7 @@ mod uapi;
 
 use marrow_driver::{CqMode, CqPoller, SendQueue};
 use marrow_mlx5::cqe::Completion;
-use marrow_mlx5::raw::WqeOpcode;
+use marrow_mlx5::raw::{MLX5_BF_OFFSET, WqeOpcode};
 use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_mmio::Region;
 use std::ffi::CString;
@@ -251,7 +251,8 @@ fn phase_root(t: &mut Tap) {
     );
     // Root's mistakes are refused too.
     t.refused(
-        add_window(&fd, &MarrowWindow { flags: 0x80, ..uar_spec() }),
+        // The lowest bit above the known ones.
+        add_window(&fd, &MarrowWindow { flags: uapi::MARROW_WIN_FLAGS + 1, ..uar_spec() }),
         libc::EINVAL,
         "ADD_WINDOW with an unknown flag bit",
     );
@@ -342,7 +343,7 @@ fn phase_user(t: &mut Tap) {
         "M5 unknown ioctl _IO('M', 99)",
     );
     t.refused(
-        ioctl_ptr(&fd, 0x5401 /* TCGETS */, std::ptr::null_mut()),
+        ioctl_ptr(&fd, libc::TCGETS as u32, std::ptr::null_mut()),
         libc::ENOTTY,
         "M6 a tty ioctl (TCGETS) on /dev/marrow",
     );
@@ -583,7 +584,7 @@ fn phase_hold(t: &mut Tap) {
         return;
     };
     let (q, u) = (queue.region(), uar.region());
-    let before = q.read_u8(0).is_ok() && u.read_8bytes(0x800).is_ok();
+    let before = q.read_u8(0).is_ok() && u.read_8bytes(MLX5_BF_OFFSET as usize).is_ok();
     t.check(before, "holder: a queue page and the doorbell page are mapped and readable before the unbind");
     if std::fs::write("/tmp/marrow-held", b"held\n").is_err() {
         t.check(false, "holder: write /tmp/marrow-held");
@@ -595,7 +596,7 @@ fn phase_hold(t: &mut Tap) {
     }
     // The device is unbound now: these reads should never return.
     let after = q.read_u8(0);
-    let after_db = u.read_8bytes(0x800);
+    let after_db = u.read_8bytes(MLX5_BF_OFFSET as usize);
     t.check(false, format!("holder: mappings made before the unbind still work after it ({after:?}, {after_db:?})"));
 }
 
