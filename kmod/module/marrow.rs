@@ -93,6 +93,16 @@ const _: () = assert!(uapi::MARROW_IOC_ALLOC == kernel::ioctl::_IOWR::<MarrowAll
 // Window pages are 4 KiB in the ABI; so are x86_64's.
 const _: () = assert!(PAGE_SIZE == 4096);
 
+/// A devfn's device and function, split as Linux's `PCI_SLOT` and
+/// `PCI_FUNC` split it (`include/uapi/linux/pci.h`); bindgen carries no
+/// function-like macro.
+const DEVFN_SLOT_SHIFT: u32 = 3;
+const DEVFN_FUNC_MASK: u8 = 0x7;
+/// The `win_pci` parameter: domain << 16 | bus << 8 | devfn; all ones for none.
+const WIN_PCI_DOMAIN_SHIFT: u32 = 16;
+const WIN_PCI_BUS_SHIFT: u32 = 8;
+const WIN_PCI_NONE: u32 = u32::MAX;
+
 /// Queue memory currently allocated, over all files: must be 0 at unload.
 static OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -402,8 +412,8 @@ fn add_window(w: &MarrowWindow) -> Result<u32> {
         i,
         w.domain,
         w.bus,
-        w.devfn >> 3,
-        w.devfn & 7,
+        w.devfn >> DEVFN_SLOT_SHIFT,
+        w.devfn & DEVFN_FUNC_MASK,
         w.bar,
         w.pgoff,
         w.npages,
@@ -738,12 +748,12 @@ struct MarrowModule {
 
 fn load_time_window() -> Result {
     let pci = module_parameters::win_pci.value();
-    if pci == 0xffff_ffff {
+    if pci == WIN_PCI_NONE {
         return Ok(());
     }
     let w = MarrowWindow {
-        domain: (pci >> 16) as u16,
-        bus: (pci >> 8) as u8,
+        domain: (pci >> WIN_PCI_DOMAIN_SHIFT) as u16,
+        bus: (pci >> WIN_PCI_BUS_SHIFT) as u8,
         devfn: pci as u8,
         bar: module_parameters::win_bar.value(),
         flags: module_parameters::win_flags.value(),
