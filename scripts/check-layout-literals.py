@@ -22,8 +22,10 @@ fails on the shapes a hand-written layout number takes:
 Scanned, leaving out generated/ and code after `#[cfg(test)]`:
 - the device code: kernels/include/marrow/*.h and the kernels of
   kernels/gpu and kernels/cpu;
-- the softnic, the CPU initiator, the host side and the crates they build
-  on: crates/softnic, driver, transport, mlx5, roce and pcie (src/);
+- the softnic, the CPU initiator, the host side, the crates they build on
+  and the interop endpoints: crates/softnic, driver, transport, mlx5,
+  roce, pcie, gcrb, mmio, layout and interop (src/); crates/verbs keeps
+  a hash's constants and sample values the shapes would flag;
 - the command's decoders of mlx5 records, TLPs and PCI configuration
   space: crates/cli/src/decode.rs, trace.rs, trace_stats.rs, trace_text.rs
   and pcie*.rs. The rest of the command formats numbers and draws random
@@ -44,8 +46,8 @@ LITERAL = r"(?:0[xX][0-9a-fA-F_]+|[0-9][0-9_]*)(?:u|U|ul|UL|ull|ULL|u32|u64|usiz
 # A shift whose right operand is a literal (not a multiplier: `8 * n` bits),
 # unless the left operand is a literal too.
 SHIFT = re.compile(r"(?<![<>])(?P<left>[\w)\]]+)\s*(?:<<|>>)\s*(?P<n>" + LITERAL + r")\b(?!\s*\*)")
-# A mask: & then a literal (not &&, not a reference `&0`).
-MASK = re.compile(r"(?<![&\w])&\s*(?P<n>" + LITERAL + r")\b(?!\s*[\w(])")
+# A mask: & then a literal (not &&, not a reference `&0` or `&64u32.to_be_bytes()`).
+MASK = re.compile(r"(?<![&\w])&\s*(?P<n>" + LITERAL + r")\b(?!\s*[\w(.])")
 HEX = re.compile(r"\b0[xX][0-9a-fA-F_]{2,}(?:u|U|ul|UL|ull|ULL|u8|u16|u32|u64|usize)?\b")
 # A named constant's definition: where a number gets its name. Besides
 # `const NAME: T =`, `constexpr` and `#define`: a bitflags constant
@@ -128,7 +130,7 @@ def files():
     device = ["kernels/include/marrow/*.h", "kernels/gpu/*.cu", "kernels/cpu/*.cpp"]
     # The command's decoders (the docstring says why not all of it).
     cli = [f"crates/cli/src/{f}.rs" for f in ("decode", "trace", "trace_stats", "trace_text", "pcie*")]
-    crates = ("softnic", "driver", "mlx5", "roce", "transport", "pcie")
+    crates = ("softnic", "driver", "mlx5", "roce", "transport", "pcie", "gcrb", "mmio", "layout", "interop")
     rust = [os.path.join("crates", c, "src", "**", "*.rs") for c in crates]
     found = [f for g in device + cli + rust for f in sorted(glob.glob(os.path.join(ROOT, g), recursive=True))]
     return [f for f in found if f"{os.sep}generated{os.sep}" not in f]
@@ -158,6 +160,7 @@ SAMPLES_GOOD = [
     "return (uint8_t)(tail >> 8 * (MARROW_MLX5_CQE64_OP_OWN_OFF - CQE_TAIL_OFF));",
     "const FIRST_QPN: u32 = 0x100;",
     "let half = n >> 1;",
+    "self.xchg(&64u32.to_be_bytes(), &mut b4, \"the cache line size\")?;",
     "        const SV = 0x0001;",
     "    PM = 0x01, \"Power Management\";",
     "        0x02 => \"I/O space\",",

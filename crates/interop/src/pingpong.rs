@@ -72,7 +72,9 @@ fn buf_len(size: usize) -> usize {
 /// The pattern of iteration `i`: never the tool's first fill, so an echo
 /// of the wrong message cannot pass.
 fn pattern(seed: u64, i: usize, size: usize) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    // Iterations spread apart by the 64-bit golden ratio (splitmix64's step).
+    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rng = fastrand::Rng::with_seed(seed ^ (i as u64).wrapping_mul(GOLDEN));
     let mut v: Vec<u8> = (0..size).map(|_| rng.u8(..)).collect();
     if let Some(b) = v.first_mut() {
         *b = if *b == FIRST_FILL { !FIRST_FILL } else { *b };

@@ -95,12 +95,12 @@ impl FieldLayout {
         match self.endian {
             Endian::Little => {
                 for b in raw.iter().rev() {
-                    v = (v << 8) | u64::from(*b);
+                    v = (v << u8::BITS) | u64::from(*b);
                 }
             }
             Endian::Big | Endian::None => {
                 for b in raw {
-                    v = (v << 8) | u64::from(*b);
+                    v = (v << u8::BITS) | u64::from(*b);
                 }
             }
         }
