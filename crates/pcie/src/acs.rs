@@ -74,10 +74,11 @@ impl Config<'_> {
         let vector = (cap_raw >> pci_acs_cap::ACS_CAP_EGRESS_BITS_SHIFT) & pci_acs_cap::ACS_CAP_EGRESS_BITS_MASK;
         Some(Acs {
             offset: cap.offset,
-            // The flags name every capability and control bit below the
-            // egress vector size; truncating keeps them alone.
+            // Truncating drops the capability's egress vector size (15:8).
             capability: AcsBits::from_bits_truncate(cap_raw),
-            control: AcsBits::from_bits_truncate(control_raw),
+            // The control register's bit 7 is not Enhanced Capability (PCIe
+            // 4.0 made it I/O Request Blocking Enable): only 6:0 read as these flags.
+            control: AcsBits::from_bits_truncate(control_raw).difference(AcsBits::ENHANCED),
             egress_vector_bits: if vector == 0 { 256 } else { vector },
             control_raw,
         })

@@ -544,3 +544,19 @@ fn vsec_acs_egress_and_rebar_golden() {
     let v = Config::new(&b).unwrap().vsecs().next().unwrap().unwrap();
     assert_eq!(v.body, Err(marrow_pcie::CapError::BadField { offset: 0x100, field: "VSEC Length", value: 4 }));
 }
+
+/// ACS Control's bit 7 is I/O Request Blocking Enable (PCIe 4.0+), not the
+/// capability register's Enhanced Capability: it stays in `control_raw`
+/// and out of the decoded flags, while the capability keeps it.
+#[test]
+fn acs_control_bit_7_is_not_the_enhanced_capability() {
+    let mut b = with_express(4);
+    ext(&mut b, 0x100, 0x000d, 0);
+    let a = pci_acs_cap::mut_from_prefix(&mut b[0x100..]).unwrap().0;
+    a.set_acs_cap(0x0080 | 0x0004).set_acs_ctrl(0x0080 | 0x0004);
+    let acs = Config::new(&b).unwrap().acs().unwrap();
+    use marrow_pcie::acs::AcsBits;
+    assert_eq!(acs.capability, AcsBits::ENHANCED | AcsBits::RR);
+    assert_eq!(acs.control, AcsBits::RR);
+    assert_eq!(acs.control_raw, 0x0084);
+}
