@@ -8,7 +8,7 @@
 //! BAR, Enhanced Allocation resources, impossible BARs) goes on `marrow:`
 //! lines. Registers are read by their `hw-specs/pcie.toml` names.
 
-use crate::pcie_caps::{Out, flags, pm};
+use crate::pcie_caps::{Out, flags, pm, word};
 use marrow_pcie::Config;
 use marrow_pcie::generated::pcie::{pci_bar_io, pci_bar_mem, pci_type0_header as T0, pci_type1_header};
 use marrow_pcie::header::{
@@ -137,12 +137,7 @@ fn control_status(o: &mut Out, cfg: &Config, h: &Block) {
 }
 
 pub fn devsel(v: u64) -> &'static str {
-    match v {
-        0 => "fast",
-        1 => "medium",
-        2 => "slow",
-        _ => "??",
-    }
+    word(&["fast", "medium", "slow"], v)
 }
 
 /// `Latency:` only for a bus master; MIN_GNT and MAX_LAT (type 0 only) in

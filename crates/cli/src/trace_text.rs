@@ -528,9 +528,8 @@ fn struct_fields(
 /// A CQE's line and, at [`Detail::Normal`], the decoder's summary and
 /// completion line. `None` for CQEs without a completion to word them by.
 fn cqe(o: &mut Vec<u8>, bytes: &[u8], detail: Detail) -> Option<Facts> {
-    let op_own = *bytes.get(mlx5_cqe64::OP_OWN_OFF)?;
-    let owner = u64::from((op_own >> mlx5_cqe64::OWNER_SHIFT) & mlx5_cqe64::OWNER_MASK);
-    let cqe_opcode = CqeOpcode((op_own >> mlx5_cqe64::OPCODE_SHIFT) & mlx5_cqe64::OPCODE_MASK);
+    let (head, _) = mlx5_cqe64::ref_from_prefix(bytes).ok()?;
+    let (owner, cqe_opcode) = (u64::from(head.owner()), head.opcode());
     let c = decode_cqe(bytes).ok()?;
     let mut facts = Facts { cqe_opcode: Some(cqe_opcode), ..Facts::default() };
     match c {

@@ -14,6 +14,7 @@ use crate::generated::pcie::{pci_rcld_cap, pci_rcld_link};
 use crate::header::Config;
 use crate::registers::Block;
 use crate::regs::CapError;
+use crate::routing_id::RoutingId;
 use alloc::vec::Vec;
 
 /// Where the first link entry starts (`PCI_RCLINK_LINK1`).
@@ -32,13 +33,10 @@ pub struct RcLink {
 }
 
 /// A configuration-space Link Address (§7.9.8.3.2): N in bits 2:0 (0
-/// means 8), Function in 14:12, Device in 19:15, and a Bus field N bits
-/// wide from bit 20.
+/// means 8), then a routing ID from bit 12 (Function 14:12, Device 19:15)
+/// whose Bus field is N bits wide.
 const LINK_N_MASK: u64 = 0b111;
-const LINK_FUNCTION_SHIFT: u32 = 12;
-const LINK_FUNCTION_MASK: u64 = 0b111;
-const LINK_DEVICE_SHIFT: u32 = 15;
-const LINK_DEVICE_MASK: u64 = 0b1_1111;
+const LINK_ROUTING_ID_SHIFT: u32 = 12;
 const LINK_BUS_SHIFT: u32 = 20;
 
 /// A configuration-space Link Address as (bus, device, function).
@@ -47,11 +45,8 @@ pub fn config_address(addr: u64) -> (u64, u64, u64) {
         0 => u8::BITS.into(),
         n => n,
     };
-    (
-        addr >> LINK_BUS_SHIFT & ((1 << n) - 1),
-        addr >> LINK_DEVICE_SHIFT & LINK_DEVICE_MASK,
-        addr >> LINK_FUNCTION_SHIFT & LINK_FUNCTION_MASK,
-    )
+    let id = RoutingId((addr >> LINK_ROUTING_ID_SHIFT) as u16);
+    (addr >> LINK_BUS_SHIFT & ((1 << n) - 1), id.device().into(), id.function().into())
 }
 
 impl Config<'_> {
