@@ -27,6 +27,8 @@ echo "== cargo xtask codegen --check"
 cargo xtask codegen --check
 echo "== NVRTC 13.0: the GPU kernels compile for sm_90"
 bash scripts/nvrtc-check.sh
+echo "== nvcc 13.0: the GPU probes compile for sm_90"
+bash scripts/nvcc-probes-check.sh
 echo "== cargo test --workspace"
 cargo test --workspace --locked
 # The marrow kernel module in a real kernel under QEMU (kmod/README.md).

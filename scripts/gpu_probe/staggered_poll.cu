@@ -1,0 +1,270 @@
+// Probe: does a poll with several reads of one host-memory word in flight
+// at once, issued a fixed spacing apart, see an answer sooner than a poll
+// that waits for each read before issuing the next?
+//
+// A GPU read of host memory takes a PCIe round trip. A poll that reads,
+// waits, and reads again sees an answer that landed just after a read
+// passed only when the next read arrives, a whole round trip later: the
+// ping-pong floor's slow mode (docs/PERFORMANCE.md). With D reads in
+// flight, spaced S apart, the answer waits at most about S for a read.
+// Whether the GPU keeps same-address reads apart (no merging in L2 or the
+// host interface) is what this probe finds out.
+//
+// A pinned CPU thread answers, as in device_put.cu (the minimal NIC):
+//   floor: the GPU stores i to a ping word, the CPU stores i in the next
+//          64-byte slot of a pong ring, the GPU polls that slot;
+//   post:  DOCA's order (4 x 16 B WQE, fence, doorbell, record, fence,
+//          doorbell); the CPU reads the WQE, waits DELAY ns (the engine's
+//          work), writes a CQE; the GPU polls the CQE's tail.
+// Each line: the hold (SM cycles spun between the last store and the first
+// read: holding the read back, as tried before), D (reads in flight), S
+// (SM cycles between issues), and the
+// p10 / p50 / p90 / mean of 2000 round trips (ns, globaltimer), best pass
+// of three by mean. D = 1 is today's poll.
+// Build and run on the device machine:
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels/include -o /tmp/sp scripts/gpu_probe/staggered_poll.cu -lpthread && /tmp/sp [cpu]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <thread>
+#include <vector>
+#include <cuda_runtime.h>
+#include "marrow/device.h"
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr uint32_t ITERS = 2000, SQ = 1024, NCQE = 4096, QPN = 0x100;
+constexpr size_t OFF_REC = SQ * 64, OFF_DB = OFF_REC + 4096, OFF_CQ = OFF_DB + 4096, OFF_PING = OFF_CQ + NCQE * 64,
+                 LEN = OFF_PING + 4096;
+constexpr uint64_t TIMEOUT_NS = 100000000ull;
+
+__device__ __forceinline__ uint64_t now() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+__device__ __forceinline__ void spin_cycles(uint32_t c) {
+    uint64_t t = clock64();
+    while ((uint64_t)clock64() - t < c) {
+    }
+}
+
+__host__ __device__ inline uint32_t bswap(uint32_t v) {
+    return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
+}
+__device__ inline uint64_t doorbell(uint32_t end) { return (uint64_t)bswap((end & 0xffffu) << 8) | ((uint64_t)bswap(QPN << 8) << 32); }
+
+// What a poll waits for: the floor's pong value, or a CQE tail's owner bit.
+struct Pong {
+    uint64_t want;
+    __device__ bool ready(uint64_t v) const { return v == want; }
+};
+struct CqeTail {
+    uint32_t want_own;
+    __device__ bool ready(uint64_t v) const {
+        uint8_t op_own = (uint8_t)((uint32_t)v >> 24);
+        return (op_own >> 4) != MARROW_MLX5_CQE_INVALID && (op_own & 1) == want_own;
+    }
+};
+
+__device__ __forceinline__ uint64_t read(const uint64_t *p) { return marrow::load_device_u64(p); }
+__device__ __forceinline__ uint64_t read(const uint32_t *p) { return marrow::load_device_u32(p); }
+
+// D reads of *p in flight, S cycles apart; each, once looked at, is
+// issued again at once, so the reads keep their spacing. False on timeout.
+template <int D, class T, class W>
+__device__ bool staggered(const T *p, W w, uint32_t spacing) {
+    uint64_t r[D];
+#pragma unroll
+    for (int k = 0; k < D; k++) {
+        r[k] = read(p);
+        if (k + 1 < D) spin_cycles(spacing);
+    }
+    uint64_t start = now();
+    for (;;) {
+#pragma unroll
+        for (int k = 0; k < D; k++) {
+            if (w.ready(r[k])) return true;
+            r[k] = read(p);
+        }
+        if (now() - start > TIMEOUT_NS) return false;
+    }
+}
+
+template <class T, class W>
+__device__ bool poll(int d, const T *p, W w, uint32_t spacing) {
+    switch (d) {
+    case 2: return staggered<2>(p, w, spacing);
+    case 4: return staggered<4>(p, w, spacing);
+    case 8: return staggered<8>(p, w, spacing);
+    default: return staggered<1>(p, w, spacing);
+    }
+}
+
+__global__ void floor_kernel(uint8_t *host, uint64_t base, int d, uint32_t spacing, uint32_t hold, uint64_t *each,
+                             int *rc) {
+    uint64_t t = now();
+    for (uint64_t i = base + 1; i <= base + ITERS; i++) {
+        *(volatile uint64_t *)(host + OFF_PING) = i;
+        spin_cycles(hold);
+        const uint64_t *slot = (const uint64_t *)(host + OFF_CQ + (i % NCQE) * 64);
+        if (!poll(d, slot, Pong{i}, spacing)) { *rc = 1; return; }
+        uint64_t t1 = now();
+        each[i - base - 1] = t1 - t;
+        t = t1;
+    }
+    *rc = 0;
+}
+
+__global__ void post_kernel(uint8_t *host, int d, uint32_t spacing, uint32_t hold, uint64_t *each, int *rc) {
+    uint64_t t = now();
+    for (uint64_t idx = 0; idx < ITERS; idx++) {
+        uint64_t *w = (uint64_t *)(host + (idx % SQ) * 64);
+        for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx, idx);
+        marrow::fence_sys();
+        uint64_t db = doorbell((uint32_t)idx + 1);
+        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+        marrow::store_device_u32((uint32_t *)(host + OFF_REC) + 1, bswap((uint32_t)idx + 1));
+        marrow::fence_sys();
+        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+        spin_cycles(hold);
+        const uint32_t *tail = (const uint32_t *)(host + OFF_CQ + (idx % NCQE) * 64 + 60);
+        if (!poll(d, tail, CqeTail{(uint32_t)((idx / NCQE) & 1)}, spacing)) { *rc = 1; return; }
+        marrow::from_device();
+        uint64_t t1 = now();
+        each[idx] = t1 - t;
+        t = t1;
+    }
+    *rc = 0;
+}
+
+// The minimal NIC of device_put.cu, answering pings in floor mode.
+struct Nic {
+    uint8_t *host = nullptr;
+    std::atomic<bool> stop{false}, floor{false};
+    std::atomic<long> delay_ns{0};
+    std::atomic<uint64_t> ci{0};
+    void run(int cpu) {
+        cpu_set_t s;
+        CPU_ZERO(&s);
+        CPU_SET(cpu, &s);
+        pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+        volatile uint64_t *db = (volatile uint64_t *)(host + OFF_DB);
+        volatile uint64_t *ping = (volatile uint64_t *)(host + OFF_PING);
+        uint64_t last_ping = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+            if (floor.load(std::memory_order_relaxed)) {
+                uint64_t v = *ping;
+                if (v != last_ping) {
+                    __atomic_store_n((uint64_t *)(host + OFF_CQ + (v % NCQE) * 64), v, __ATOMIC_RELEASE);
+                    last_ping = v;
+                }
+                __builtin_ia32_pause();
+                continue;
+            }
+            uint64_t dv = *db;
+            uint32_t end16 = bswap((uint32_t)dv) >> 8;
+            uint64_t c = ci.load(std::memory_order_relaxed);
+            if (dv != 0 && (uint16_t)(end16 - (uint16_t)c) != 0 && (uint16_t)(end16 - (uint16_t)c) <= SQ) {
+                long dl = delay_ns.load(std::memory_order_relaxed);
+                if (dl) {
+                    auto t0 = std::chrono::steady_clock::now();
+                    while (std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(dl)) {
+                    }
+                }
+                uint64_t end = c + (uint16_t)(end16 - (uint16_t)c);
+                for (; c < end; c++) {
+                    const volatile uint64_t *w = (const uint64_t *)(host + (c % SQ) * 64);
+                    uint64_t x = w[0] ^ w[7];
+                    uint8_t *cqe = host + OFF_CQ + (c % NCQE) * 64;
+                    ((volatile uint64_t *)cqe)[0] = x;
+                    uint8_t tail[8] = {0, 0, 0, 0, (uint8_t)(c >> 8), (uint8_t)c, 0,
+                                       (uint8_t)((MARROW_MLX5_CQE_REQ << 4) | ((c / NCQE) & 1))};
+                    uint64_t tw;
+                    memcpy(&tw, tail, 8);
+                    __atomic_store_n((uint64_t *)(cqe + 56), tw, __ATOMIC_RELEASE);
+                }
+                ci.store(c, std::memory_order_relaxed);
+            }
+            __builtin_ia32_pause();
+        }
+    }
+};
+
+struct Stats {
+    double p10, p50, p90, mean;
+};
+
+int main(int argc, char **argv) {
+    int cpu = argc > 1 ? atoi(argv[1]) : 2;
+    uint8_t *host = (uint8_t *)mmap(nullptr, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (host == MAP_FAILED) { perror("mmap"); return 1; }
+    CK(cudaHostRegister(host, LEN, cudaHostRegisterMapped));
+    uint8_t *dhost;
+    CK(cudaHostGetDevicePointer((void **)&dhost, host, 0));
+    uint64_t *deach;
+    int *drc;
+    CK(cudaMalloc(&deach, ITERS * 8));
+    CK(cudaMalloc(&drc, 4));
+    Nic nic;
+    nic.host = host;
+    auto reset = [&] {
+        memset(host, 0, LEN);
+        for (uint32_t k = 0; k < NCQE; k++) host[OFF_CQ + k * 64 + 63] = MARROW_MLX5_CQE_INVALID << 4 | 1;
+        nic.ci = 0;
+    };
+    reset();
+    std::thread t([&] { nic.run(cpu); });
+    uint64_t floor_base = 0;
+    auto run = [&](bool floor, int d, uint32_t spacing, uint32_t hold) -> Stats {
+        nic.floor = floor;
+        reset();
+        if (floor) {
+            floor_kernel<<<1, 1>>>(dhost, floor_base, d, spacing, hold, deach, drc);
+            floor_base += ITERS;
+        } else {
+            post_kernel<<<1, 1>>>(dhost, d, spacing, hold, deach, drc);
+        }
+        CK(cudaDeviceSynchronize());
+        int rc;
+        std::vector<uint64_t> e(ITERS);
+        CK(cudaMemcpy(&rc, drc, 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(e.data(), deach, ITERS * 8, cudaMemcpyDeviceToHost));
+        if (rc) { printf("%s d=%d s=%u timed out\n", floor ? "floor" : "post", d, spacing); exit(1); }
+        double sum = 0;
+        for (auto x : e) sum += (double)x;
+        std::sort(e.begin(), e.end());
+        return Stats{(double)e[ITERS / 10], (double)e[ITERS / 2], (double)e[ITERS * 9 / 10], sum / ITERS};
+    };
+    struct Shape {
+        int d;
+        uint32_t s, hold;
+    };
+    const Shape shapes[] = {{1, 0, 0},   {1, 0, 1000}, {1, 0, 2000}, {1, 0, 4000}, {2, 600, 0}, {2, 1200, 0},
+                            {4, 300, 0}, {4, 600, 0},  {8, 150, 0},  {8, 300, 0},  {8, 0, 0}};
+    printf("answering CPU %d; %u round trips a pass; ns p10 / p50 / p90 / mean, the best of 3 passes by mean\n", cpu,
+           ITERS);
+    for (long delay : {-1L, 0L, 300L}) {
+        nic.delay_ns = delay < 0 ? 0 : delay;
+        bool floor = delay < 0;
+        for (const Shape &sh : shapes) run(floor, sh.d, sh.s, sh.hold);  // warm
+        for (int round = 0; round < 2; round++) {
+            for (const Shape &sh : shapes) {
+                Stats best{0, 0, 0, 1e18};
+                for (int pass = 0; pass < 3; pass++) {
+                    Stats s = run(floor, sh.d, sh.s, sh.hold);
+                    if (s.mean < best.mean) best = s;
+                }
+                printf("%-5s delay %4ld  hold %4u  D %d  S %5u cycles: %6.0f / %6.0f / %6.0f / %6.0f\n",
+                       floor ? "floor" : "post", floor ? 0L : delay, sh.hold, sh.d, sh.s, best.p10, best.p50, best.p90,
+                       best.mean);
+            }
+        }
+    }
+    nic.stop = true;
+    t.join();
+    return 0;
+}
