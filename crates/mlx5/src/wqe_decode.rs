@@ -293,26 +293,41 @@ impl<'a> WqeView<'a> {
         let be64 =
             |o: usize| u64::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7]]);
         let be32 = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        let remote = plan.first().map(|_| RemoteAddr { raddr: be64(16), rkey: be32(24) });
+        // Fixed segment `i` starts after the control segment and the `i`
+        // before it; each field is read at its generated offset in place
+        // (no segment value is built: this is the device model's hot path).
+        let seg = |i: usize| DS * (1 + i);
+        let remote = plan.first().map(|_| RemoteAddr {
+            raddr: be64(seg(0) + mlx5_wqe_raddr_seg::RADDR_OFF),
+            rkey: be32(seg(0) + mlx5_wqe_raddr_seg::RKEY_OFF),
+        });
         let atomic = match plan.get(1) {
-            Some(Fixed::Atomic) if op == WqeOpcode::ATOMIC_CS => {
-                Some(AtomicArgs::Cs { compare: be64(40), swap: be64(32) })
-            }
-            Some(Fixed::Atomic) => Some(AtomicArgs::Fa { add: be64(32) }),
+            Some(Fixed::Atomic) if op == WqeOpcode::ATOMIC_CS => Some(AtomicArgs::Cs {
+                compare: be64(seg(1) + mlx5_wqe_atomic_seg::COMPARE_OFF),
+                swap: be64(seg(1) + mlx5_wqe_atomic_seg::SWAP_ADD_OFF),
+            }),
+            Some(Fixed::Atomic) => Some(AtomicArgs::Fa { add: be64(seg(1) + mlx5_wqe_atomic_seg::SWAP_ADD_OFF) }),
             Some(Fixed::Cs32) => Some(AtomicArgs::MaskedCs32 {
-                swap: be32(32),
-                compare: be32(36),
-                swap_mask: be32(40),
-                compare_mask: be32(44),
+                swap: be32(seg(1) + mlx5_wqe_masked_atomic_cs32_seg::SWAP_DATA_OFF),
+                compare: be32(seg(1) + mlx5_wqe_masked_atomic_cs32_seg::COMPARE_DATA_OFF),
+                swap_mask: be32(seg(1) + mlx5_wqe_masked_atomic_cs32_seg::SWAP_MASK_OFF),
+                compare_mask: be32(seg(1) + mlx5_wqe_masked_atomic_cs32_seg::COMPARE_MASK_OFF),
             }),
-            Some(Fixed::Fa32) => Some(AtomicArgs::MaskedFa32 { add: be32(32), field_boundary: be32(36) }),
+            Some(Fixed::Fa32) => Some(AtomicArgs::MaskedFa32 {
+                add: be32(seg(1) + mlx5_wqe_masked_atomic_fa32_seg::ADD_DATA_OFF),
+                field_boundary: be32(seg(1) + mlx5_wqe_masked_atomic_fa32_seg::FIELD_BOUNDARY_OFF),
+            }),
+            // The data segment, then the mask segment (plan_for).
             Some(Fixed::Cs64Data) => Some(AtomicArgs::MaskedCs64 {
-                swap: be64(32),
-                compare: be64(40),
-                swap_mask: be64(48),
-                compare_mask: be64(56),
+                swap: be64(seg(1) + mlx5_wqe_masked_atomic_cs64_data_seg::SWAP_OFF),
+                compare: be64(seg(1) + mlx5_wqe_masked_atomic_cs64_data_seg::COMPARE_OFF),
+                swap_mask: be64(seg(2) + mlx5_wqe_masked_atomic_cs64_mask_seg::SWAP_MASK_OFF),
+                compare_mask: be64(seg(2) + mlx5_wqe_masked_atomic_cs64_mask_seg::COMPARE_MASK_OFF),
             }),
-            Some(Fixed::Fa64) => Some(AtomicArgs::MaskedFa64 { add: be64(32), field_boundary: be64(40) }),
+            Some(Fixed::Fa64) => Some(AtomicArgs::MaskedFa64 {
+                add: be64(seg(1) + mlx5_wqe_masked_atomic_fa64_seg::ADD_DATA_OFF),
+                field_boundary: be64(seg(1) + mlx5_wqe_masked_atomic_fa64_seg::FIELD_BOUNDARY_OFF),
+            }),
             _ => None,
         };
         let locals = if has_locals { &b[fixed_end..] } else { &b[b.len()..] };
