@@ -90,6 +90,7 @@ const _: () = assert!(uapi::MARROW_IOC_ADD_WINDOW == kernel::ioctl::_IOWR::<Marr
 const _: () = assert!(uapi::MARROW_IOC_SELECT_WINDOW == kernel::ioctl::_IOW::<u32>(uapi::MARROW_IOC_TYPE, 2));
 const _: () = assert!(uapi::MARROW_IOC_WINDOW_INFO == kernel::ioctl::_IOWR::<MarrowWindow>(uapi::MARROW_IOC_TYPE, 3));
 const _: () = assert!(uapi::MARROW_IOC_ALLOC == kernel::ioctl::_IOWR::<MarrowAlloc>(uapi::MARROW_IOC_TYPE, 4));
+const _: () = assert!(uapi::marrow_io(99) == kernel::ioctl::_IO(uapi::MARROW_IOC_TYPE, 99));
 // Window pages are 4 KiB in the ABI; so are x86_64's.
 const _: () = assert!(PAGE_SIZE == 4096);
 

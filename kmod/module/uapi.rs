@@ -21,6 +21,8 @@ const IOC_NRSHIFT: u32 = 0;
 const IOC_TYPESHIFT: u32 = 8;
 const IOC_SIZESHIFT: u32 = 16;
 const IOC_DIRSHIFT: u32 = 30;
+/// `_IOC_NONE`: no argument.
+const IOC_NONE: u32 = 0;
 /// `_IOC_WRITE`: user space writes the argument (the kernel reads it).
 const IOC_WRITE: u32 = 1;
 /// `_IOC_READ`: user space reads the argument (the kernel writes it).
@@ -41,6 +43,12 @@ pub const MARROW_IOC_WINDOW_INFO: u32 = ioc(IOC_READ | IOC_WRITE, 3, MarrowWindo
 /// `_IOWR('M', 4, struct marrow_alloc)`: allocate DMA-coherent queue memory
 /// for the device of window `window`; returns its mmap offset and bus address.
 pub const MARROW_IOC_ALLOC: u32 = ioc(IOC_READ | IOC_WRITE, 4, MarrowAlloc::SIZE);
+
+/// `_IO('M', nr)`: a command without an argument. The module defines none,
+/// so every such number is `ENOTTY`; the guest test asks with one.
+pub const fn marrow_io(nr: u32) -> u32 {
+    ioc(IOC_NONE, nr, 0)
+}
 
 /// Window flag: the window may be mapped writable (else read-only).
 pub const MARROW_WIN_WRITE: u32 = 1 << 0;

@@ -337,11 +337,7 @@ fn phase_user(t: &mut Tap) {
     t.refused(map_rw(&fd, 0, PAGE), libc::EINVAL, "M2 mmap before selecting a window");
     t.refused(select(&fd, 7), libc::ENOENT, "M3 SELECT_WINDOW of an empty slot (7)");
     t.refused(select(&fd, 1000), libc::ENOENT, "M4 SELECT_WINDOW out of range (1000)");
-    t.refused(
-        ioctl_ptr(&fd, uapi::MARROW_IOC_TYPE << 8 | 99, std::ptr::null_mut()),
-        libc::ENOTTY,
-        "M5 unknown ioctl _IO('M', 99)",
-    );
+    t.refused(ioctl_ptr(&fd, uapi::marrow_io(99), std::ptr::null_mut()), libc::ENOTTY, "M5 unknown ioctl _IO('M', 99)");
     t.refused(
         ioctl_ptr(&fd, libc::TCGETS as u32, std::ptr::null_mut()),
         libc::ENOTTY,
