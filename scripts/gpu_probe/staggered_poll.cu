@@ -16,6 +16,9 @@
 //   post:  DOCA's order (4 x 16 B WQE, fence, doorbell, record, fence,
 //          doorbell); the CPU reads the WQE, waits DELAY ns (the engine's
 //          work), writes a CQE; the GPU polls the CQE's tail.
+// The post's from_device fence after its CQE orders the loads before it,
+// so it may wait for the reads still in flight, up to (D - 1) * S more;
+// the post lines include whatever that costs, as the exclusive wait would.
 // Each line: the hold (SM cycles spun between the last store and the first
 // read: holding the read back, as tried before), D (reads in flight), S
 // (SM cycles between issues), and the
