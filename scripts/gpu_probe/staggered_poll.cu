@@ -10,7 +10,7 @@
 // Whether the GPU keeps same-address reads apart (no merging in L2 or the
 // host interface) is what this probe finds out.
 //
-// A pinned CPU thread answers, as in device_put.cu (the minimal NIC):
+// The minimal NIC of minimal_nic.cuh answers:
 //   floor: the GPU stores i to a ping word, the CPU stores i in the next
 //          64-byte slot of a pong ring, the GPU polls that slot;
 //   post:  DOCA's order (4 x 16 B WQE, fence, doorbell, record, fence,
@@ -40,25 +40,17 @@
 #include <vector>
 #include <cuda_runtime.h>
 #include "marrow/device.h"
+#include "minimal_nic.cuh"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-constexpr uint32_t ITERS = 2000, SQ = 1024, NCQE = 4096, QPN = 0x100;
-constexpr size_t OFF_REC = SQ * 64, OFF_DB = OFF_REC + 4096, OFF_CQ = OFF_DB + 4096, OFF_PING = OFF_CQ + NCQE * 64,
-                 LEN = OFF_PING + 4096;
 constexpr uint64_t TIMEOUT_NS = 100000000ull;
 
-__device__ __forceinline__ uint64_t now() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ void spin_cycles(uint32_t c) {
     uint64_t t = clock64();
     while ((uint64_t)clock64() - t < c) {
     }
 }
-
-__host__ __device__ inline uint32_t bswap(uint32_t v) {
-    return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
-}
-__device__ inline uint64_t doorbell(uint32_t end) { return (uint64_t)bswap((end & 0xffffu) << 8) | ((uint64_t)bswap(QPN << 8) << 32); }
 
 // What a poll waits for: the floor's pong value, or a CQE tail's owner bit.
 struct Pong {
@@ -143,59 +135,6 @@ __global__ void post_kernel(uint8_t *host, int d, uint32_t spacing, uint32_t hol
     }
     *rc = 0;
 }
-
-// The minimal NIC of device_put.cu, answering pings in floor mode.
-struct Nic {
-    uint8_t *host = nullptr;
-    std::atomic<bool> stop{false}, floor{false};
-    std::atomic<long> delay_ns{0};
-    std::atomic<uint64_t> ci{0};
-    void run(int cpu) {
-        cpu_set_t s;
-        CPU_ZERO(&s);
-        CPU_SET(cpu, &s);
-        pthread_setaffinity_np(pthread_self(), sizeof s, &s);
-        volatile uint64_t *db = (volatile uint64_t *)(host + OFF_DB);
-        volatile uint64_t *ping = (volatile uint64_t *)(host + OFF_PING);
-        uint64_t last_ping = 0;
-        while (!stop.load(std::memory_order_relaxed)) {
-            if (floor.load(std::memory_order_relaxed)) {
-                uint64_t v = *ping;
-                if (v != last_ping) {
-                    __atomic_store_n((uint64_t *)(host + OFF_CQ + (v % NCQE) * 64), v, __ATOMIC_RELEASE);
-                    last_ping = v;
-                }
-                __builtin_ia32_pause();
-                continue;
-            }
-            uint64_t dv = *db;
-            uint32_t end16 = bswap((uint32_t)dv) >> 8;
-            uint64_t c = ci.load(std::memory_order_relaxed);
-            if (dv != 0 && (uint16_t)(end16 - (uint16_t)c) != 0 && (uint16_t)(end16 - (uint16_t)c) <= SQ) {
-                long dl = delay_ns.load(std::memory_order_relaxed);
-                if (dl) {
-                    auto t0 = std::chrono::steady_clock::now();
-                    while (std::chrono::steady_clock::now() - t0 < std::chrono::nanoseconds(dl)) {
-                    }
-                }
-                uint64_t end = c + (uint16_t)(end16 - (uint16_t)c);
-                for (; c < end; c++) {
-                    const volatile uint64_t *w = (const uint64_t *)(host + (c % SQ) * 64);
-                    uint64_t x = w[0] ^ w[7];
-                    uint8_t *cqe = host + OFF_CQ + (c % NCQE) * 64;
-                    ((volatile uint64_t *)cqe)[0] = x;
-                    uint8_t tail[8] = {0, 0, 0, 0, (uint8_t)(c >> 8), (uint8_t)c, 0,
-                                       (uint8_t)((MARROW_MLX5_CQE_REQ << 4) | ((c / NCQE) & 1))};
-                    uint64_t tw;
-                    memcpy(&tw, tail, 8);
-                    __atomic_store_n((uint64_t *)(cqe + 56), tw, __ATOMIC_RELEASE);
-                }
-                ci.store(c, std::memory_order_relaxed);
-            }
-            __builtin_ia32_pause();
-        }
-    }
-};
 
 struct Stats {
     double p10, p50, p90, mean;
