@@ -40,8 +40,6 @@
 #include "minimal_nic.cuh"
 #include "probe_gcrb.cuh"
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-
 __global__ void floor_kernel(uint8_t *host, uint64_t base, uint64_t *ns, int *rc) {
     uint64_t t0 = now();
     for (uint64_t i = base + 1; i <= base + ITERS; i++) {
@@ -136,11 +134,8 @@ __global__ void put_kernel(uint8_t *page, uint64_t *ns, int *rc) {
 
 int main(int argc, char **argv) {
     int cpu = argc > 1 ? atoi(argv[1]) : 2;
-    uint8_t *host = (uint8_t *)mmap(nullptr, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (host == MAP_FAILED) { perror("mmap"); return 1; }
-    CK(cudaHostRegister(host, LEN, cudaHostRegisterMapped));
     uint8_t *dhost, *page, *local;
-    CK(cudaHostGetDevicePointer((void **)&dhost, host, 0));
+    uint8_t *host = map_host(&dhost);
     uint64_t *dns;
     int *drc;
     CK(cudaMalloc(&page, 4096 + MARROW_GCRB_TRACE_ENTRIES * 64));
@@ -149,18 +144,12 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&drc, 4));
     Nic nic;
     nic.host = host;
-    // A fresh CQ and queue for each run: every slot invalid, heads at zero.
-    auto reset = [&] {
-        memset(host, 0, LEN);
-        for (uint32_t k = 0; k < NCQE; k++) host[OFF_CQ + k * 64 + 63] = MARROW_MLX5_CQE_INVALID << 4 | 1;
-        nic.ci = 0;
-    };
-    reset();
+    nic.reset();
     std::thread t([&] { nic.run(cpu); });
     uint64_t floor_base = 0;
     auto run = [&](int mode) -> double {
         nic.floor = mode == 0;
-        reset();
+        nic.reset();
         if (mode == 0) {
             floor_kernel<<<1, 1>>>(dhost, floor_base, dns, drc);
             floor_base += ITERS;

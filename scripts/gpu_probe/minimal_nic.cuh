@@ -8,10 +8,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <cuda_runtime.h>
 #include "marrow/device.h"
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 constexpr uint32_t ITERS = 2000, SQ = 1024, NCQE = 4096, QPN = 0x100;
 // Host memory: the SQ, the record page, the doorbell page, the CQ, the ping page.
@@ -34,6 +40,12 @@ struct Nic {
     std::atomic<long> delay_ns{0};
     std::atomic<uint64_t> ci{0};  // next WQE to execute (= next CQE)
     std::atomic<bool> floor{false};
+    // A fresh CQ and queue for each run: every slot invalid, heads at zero.
+    void reset() {
+        memset(host, 0, LEN);
+        for (uint32_t k = 0; k < NCQE; k++) host[OFF_CQ + k * 64 + 63] = MARROW_MLX5_CQE_INVALID << 4 | 1;
+        ci = 0;
+    }
     void run(int cpu) {
         cpu_set_t s;
         CPU_ZERO(&s);
@@ -81,3 +93,13 @@ struct Nic {
         }
     }
 };
+
+// The host memory above, mapped and registered with the GPU; `*dev` is its
+// device address.
+inline uint8_t *map_host(uint8_t **dev) {
+    uint8_t *host = (uint8_t *)mmap(nullptr, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (host == MAP_FAILED) { perror("mmap"); exit(1); }
+    CK(cudaHostRegister(host, LEN, cudaHostRegisterMapped));
+    CK(cudaHostGetDevicePointer((void **)dev, host, 0));
+    return host;
+}

@@ -42,8 +42,6 @@
 #include "marrow/device.h"
 #include "minimal_nic.cuh"
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-
 constexpr uint64_t TIMEOUT_NS = 100000000ull;
 
 __device__ __forceinline__ void spin_cycles(uint32_t c) {
@@ -142,28 +140,20 @@ struct Stats {
 
 int main(int argc, char **argv) {
     int cpu = argc > 1 ? atoi(argv[1]) : 2;
-    uint8_t *host = (uint8_t *)mmap(nullptr, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (host == MAP_FAILED) { perror("mmap"); return 1; }
-    CK(cudaHostRegister(host, LEN, cudaHostRegisterMapped));
     uint8_t *dhost;
-    CK(cudaHostGetDevicePointer((void **)&dhost, host, 0));
+    uint8_t *host = map_host(&dhost);
     uint64_t *deach;
     int *drc;
     CK(cudaMalloc(&deach, ITERS * 8));
     CK(cudaMalloc(&drc, 4));
     Nic nic;
     nic.host = host;
-    auto reset = [&] {
-        memset(host, 0, LEN);
-        for (uint32_t k = 0; k < NCQE; k++) host[OFF_CQ + k * 64 + 63] = MARROW_MLX5_CQE_INVALID << 4 | 1;
-        nic.ci = 0;
-    };
-    reset();
+    nic.reset();
     std::thread t([&] { nic.run(cpu); });
     uint64_t floor_base = 0;
     auto run = [&](bool floor, int d, uint32_t spacing, uint32_t hold) -> Stats {
         nic.floor = floor;
-        reset();
+        nic.reset();
         if (floor) {
             floor_kernel<<<1, 1>>>(dhost, floor_base, d, spacing, hold, deach, drc);
             floor_base += ITERS;
