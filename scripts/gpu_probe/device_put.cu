@@ -57,14 +57,7 @@ __global__ void floor_kernel(uint8_t *host, uint64_t base, uint64_t *ns, int *rc
 __global__ void bare_kernel(uint8_t *host, uint64_t first, uint64_t *ns, int *rc) {
     uint64_t t0 = now();
     for (uint64_t idx = first; idx < first + ITERS; idx++) {
-        uint64_t *w = (uint64_t *)(host + (idx % SQ) * 64);
-        for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx, idx);
-        marrow::fence_sys();
-        uint64_t db = doorbell((uint32_t)idx + 1);
-        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
-        marrow::store_device_u32((uint32_t *)(host + OFF_REC) + 1, bswap((uint32_t)idx + 1));
-        marrow::fence_sys();
-        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+        bare_post(host, idx);
         // The CQE of WQE idx is the idx-th: its owner bit is (idx / NCQE) & 1.
         const uint32_t *tail = (const uint32_t *)(host + OFF_CQ + (idx % NCQE) * 64 + 60);
         uint32_t want_own = (uint32_t)((idx / NCQE) & 1);

@@ -32,6 +32,20 @@ __host__ __device__ inline uint32_t bswap(uint32_t v) {
 }
 __device__ inline uint64_t doorbell(uint32_t end) { return (uint64_t)bswap((end & 0xffffu) << 8) | ((uint64_t)bswap(QPN << 8) << 32); }
 
+// WQE `idx` posted in DOCA's order, bare: its 4 x 16 B stores, fence,
+// doorbell, record, fence, doorbell (the record and the second doorbell
+// for a NIC that reads the record). Its CQE is the idx-th of the CQ.
+__device__ inline void bare_post(uint8_t *host, uint64_t idx) {
+    uint64_t *w = (uint64_t *)(host + (idx % SQ) * 64);
+    for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx, idx);
+    marrow::fence_sys();
+    uint64_t db = doorbell((uint32_t)idx + 1);
+    marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+    marrow::store_device_u32((uint32_t *)(host + OFF_REC) + 1, bswap((uint32_t)idx + 1));
+    marrow::fence_sys();
+    marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+}
+
 // The minimal NIC: executes (reads) every WQE the doorbell announces and
 // completes each with a CQE; the floor's pings are answered in the CQ too.
 struct Nic {

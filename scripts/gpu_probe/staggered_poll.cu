@@ -115,14 +115,7 @@ __global__ void floor_kernel(uint8_t *host, uint64_t base, int d, uint32_t spaci
 __global__ void post_kernel(uint8_t *host, int d, uint32_t spacing, uint32_t hold, uint64_t *each, int *rc) {
     uint64_t t = now();
     for (uint64_t idx = 0; idx < ITERS; idx++) {
-        uint64_t *w = (uint64_t *)(host + (idx % SQ) * 64);
-        for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx, idx);
-        marrow::fence_sys();
-        uint64_t db = doorbell((uint32_t)idx + 1);
-        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
-        marrow::store_device_u32((uint32_t *)(host + OFF_REC) + 1, bswap((uint32_t)idx + 1));
-        marrow::fence_sys();
-        marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+        bare_post(host, idx);
         spin_cycles(hold);
         const uint32_t *tail = (const uint32_t *)(host + OFF_CQ + (idx % NCQE) * 64 + 60);
         if (!poll(d, tail, CqeTail{(uint32_t)((idx / NCQE) & 1)}, spacing)) { *rc = 1; return; }
