@@ -178,6 +178,12 @@ enum BenchCmd {
         /// With --doca: only the comparison with DOCA.
         #[arg(long, requires = "doca")]
         doca_only: bool,
+        /// Only these measurements, comma-separated: latency (the blocking
+        /// put against the ping-pong floor), qps (the same put with many QPs
+        /// on the engine), rates (posting rates and bandwidth), loop
+        /// (compute -> put -> compute).
+        #[arg(long, value_name = "PARTS", value_parser = marrow_bench::gpu::Parts::parse, default_value = "latency,qps,rates,loop")]
+        only: marrow_bench::gpu::Parts,
     },
     /// Transport P2P between two GPUs (one process each): every operation
     /// checked, then round trip and bandwidth against their floors.
@@ -635,14 +641,14 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Cmd::Bench(BenchCmd::Gpu { json, csv, doca, doca_only }) => {
+        Cmd::Bench(BenchCmd::Gpu { json, csv, doca, doca_only, only }) => {
             let f = Format::of(json, csv);
             if let Some(code) = require_gpus(1, f) {
                 return code;
             }
             let (mut stdout, mut sink) = (std::io::stdout().lock(), std::io::sink());
             let o: &mut dyn Write = if f.is_text() { &mut stdout } else { &mut sink };
-            match marrow_bench::gpu::bench(o, doca.as_deref(), doca_only) {
+            match marrow_bench::gpu::bench(o, only, doca.as_deref(), doca_only) {
                 Ok(report) => {
                     let _ = o.flush();
                     bench_out::print(f, &report)

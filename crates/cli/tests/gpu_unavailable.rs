@@ -19,6 +19,7 @@ fn gpu_commands_name_what_is_missing() {
         &["demo", "--gpu"][..],
         &["bench", "gpu"][..],
         &["bench", "gpu", "--doca", "doca_peer.cubin", "--doca-only"][..],
+        &["bench", "gpu", "--only", "latency,qps"][..],
         &["bench", "p2p"][..],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_marrow")).args(args).output().unwrap();
@@ -34,4 +35,13 @@ fn doca_only_needs_a_doca_cubin() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--doca <CUBIN>"), "{err}");
+}
+
+#[test]
+fn only_an_unknown_part_is_refused_with_the_parts() {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_marrow")).args(["bench", "gpu", "--only", "latency,latncy"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"latncy\" is not a part of bench gpu (the parts: latency, qps, rates, loop)"), "{err}");
 }

@@ -10,7 +10,10 @@
 mod checks;
 mod doca;
 mod latency;
+mod parts;
 mod rates;
+
+pub use parts::{Part, Parts};
 
 use crate::error::BenchError;
 use crate::figure_report::{Collect, FigureReport};
@@ -161,7 +164,7 @@ pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<FigureReport> {
     faults(&gpu, o, true, render)?;
     writeln!(o, "a dropped doorbell on an exclusive channel with early doorbells (flags.early_doorbell rings twice):")?;
     early_doorbell_covers_a_drop(&gpu, o, render)?;
-    benchmarks(&gpu, o, &mut c)?;
+    benchmarks(&gpu, o, &mut c, Parts::all())?;
     writeln!(o, "all GPU checks passed")?;
     Ok(c.report)
 }
@@ -215,81 +218,119 @@ pub fn run_wire(
     Ok(c.report)
 }
 
-fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
+fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, parts: Parts) -> Res<()> {
+    let has = |p| parts.has(p);
     c.section("shared");
     writeln!(
         o,
         "shared channels (any thread posts; reservation atomic, ready chain, CQ lock; early doorbells, the default):"
     )?;
-    writeln!(o, "latency:")?;
-    latency_breakdown(gpu, o, c, bench_config())?;
-    let r = rig(gpu, bench_config())?;
-    latency(&r, o, c)?;
-    loop_bench(&r, o, c)?;
-    drop(r);
-    engine_qps(gpu, o, c)?;
-    writeln!(o, "rates:")?;
-    let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?;
-    rates(&r, o, c, false, false)?;
-    drop(r);
-    writeln!(
-        o,
-        "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):"
-    )?;
-    c.section("shared, lazy put_nbi doorbells");
+    if has(Part::Latency) || has(Part::Loop) {
+        writeln!(o, "latency:")?;
+        if has(Part::Latency) {
+            latency_breakdown(gpu, o, c, bench_config())?;
+        }
+        let r = rig(gpu, bench_config())?;
+        if has(Part::Latency) {
+            latency(&r, o, c)?;
+        }
+        if has(Part::Loop) {
+            loop_bench(&r, o, c)?;
+        }
+    }
+    if has(Part::Qps) {
+        engine_qps(gpu, o, c)?;
+    }
+    if has(Part::Rates) {
+        writeln!(o, "rates:")?;
+        rates(&rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?, o, c, false, false)?;
+    }
     let lazy = WorldConfig { lazy_nbi_doorbell: true, ..bench_config() };
-    let r = rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..lazy })?;
-    rates(&r, o, c, false, true)?;
-    drop(r);
-    loop_bench(&rig(gpu, lazy)?, o, c)?;
-    writeln!(
-        o,
-        "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode; early doorbells, the default):"
-    )?;
-    c.section("exclusive");
+    if has(Part::Rates) || has(Part::Loop) {
+        writeln!(
+            o,
+            "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):"
+        )?;
+        c.section("shared, lazy put_nbi doorbells");
+    }
+    if has(Part::Rates) {
+        rates(&rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..lazy })?, o, c, false, true)?;
+    }
+    if has(Part::Loop) {
+        loop_bench(&rig(gpu, lazy)?, o, c)?;
+    }
     let exclusive = WorldConfig { exclusive: true, ..bench_config() };
-    latency_breakdown(gpu, o, c, exclusive)?;
-    let r = rig(gpu, exclusive)?;
-    latency(&r, o, c)?;
-    loop_bench(&r, o, c)?;
-    rates(&r, o, c, true, false)?;
-    drop(r);
-    writeln!(
-        o,
-        "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):"
-    )?;
-    c.section("exclusive, lazy put_nbi doorbells");
-    let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
-    loop_bench(&r, o, c)?;
-    rates(&r, o, c, true, true)?;
-    drop(r);
-    writeln!(
-        o,
-        "exclusive without early doorbells (flags.early_doorbell off: the record, a fence, then the one doorbell):"
-    )?;
-    c.section("exclusive, no early doorbells");
+    if has(Part::Latency) || has(Part::Rates) || has(Part::Loop) {
+        writeln!(
+            o,
+            "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode; early doorbells, the default):"
+        )?;
+        c.section("exclusive");
+        if has(Part::Latency) {
+            latency_breakdown(gpu, o, c, exclusive)?;
+        }
+        let r = rig(gpu, exclusive)?;
+        if has(Part::Latency) {
+            latency(&r, o, c)?;
+        }
+        if has(Part::Loop) {
+            loop_bench(&r, o, c)?;
+        }
+        if has(Part::Rates) {
+            rates(&r, o, c, true, false)?;
+        }
+    }
+    if has(Part::Rates) || has(Part::Loop) {
+        writeln!(
+            o,
+            "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):"
+        )?;
+        c.section("exclusive, lazy put_nbi doorbells");
+        let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
+        if has(Part::Loop) {
+            loop_bench(&r, o, c)?;
+        }
+        if has(Part::Rates) {
+            rates(&r, o, c, true, true)?;
+        }
+    }
     let late = WorldConfig { early_doorbell: false, ..exclusive };
-    latency_breakdown(gpu, o, c, late)?;
-    let r = rig(gpu, late)?;
-    latency(&r, o, c)?;
-    rates(&r, o, c, true, false)?;
-    drop(r);
-    writeln!(o, "shared without early doorbells:")?;
-    c.section("shared, no early doorbells");
-    latency(&rig(gpu, WorldConfig { early_doorbell: false, ..bench_config() })?, o, c)?;
+    if has(Part::Latency) || has(Part::Rates) {
+        writeln!(
+            o,
+            "exclusive without early doorbells (flags.early_doorbell off: the record, a fence, then the one doorbell):"
+        )?;
+        c.section("exclusive, no early doorbells");
+        if has(Part::Latency) {
+            latency_breakdown(gpu, o, c, late)?;
+        }
+        let r = rig(gpu, late)?;
+        if has(Part::Latency) {
+            latency(&r, o, c)?;
+        }
+        if has(Part::Rates) {
+            rates(&r, o, c, true, false)?;
+        }
+    }
+    if has(Part::Latency) {
+        writeln!(o, "shared without early doorbells:")?;
+        c.section("shared, no early doorbells");
+        latency(&rig(gpu, WorldConfig { early_doorbell: false, ..bench_config() })?, o, c)?;
+    }
     Ok(())
 }
 
-/// `marrow bench gpu`: the GPU figures alone, each against its floor; with
-/// `doca`, a CUBIN of DOCA's device verbs (`scripts/doca_peer/build.sh`),
-/// then marrow against DOCA on the same softnic (with `doca_only`, that
-/// alone). The text goes to `o`, the figures come back as rows.
-pub fn bench(o: &mut dyn Write, doca: Option<&std::path::Path>, doca_only: bool) -> Res<FigureReport> {
+/// `marrow bench gpu`: the GPU figures alone, each against its floor, those
+/// of `parts`; with `doca`, a CUBIN of DOCA's device verbs
+/// (`scripts/doca_peer/build.sh`), then marrow against DOCA on the same
+/// softnic (with `doca_only`, that alone). The text goes to `o`, the
+/// figures come back as rows.
+pub fn bench(o: &mut dyn Write, parts: Parts, doca: Option<&std::path::Path>, doca_only: bool) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
     writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch)?;
     let mut c = Collect::new("bench gpu", format!("{} ({})", gpu.name, gpu.arch));
     if !(doca_only && doca.is_some()) {
-        benchmarks(&gpu, o, &mut c)?;
+        benchmarks(&gpu, o, &mut c, parts)?;
     }
     if let Some(cubin) = doca {
         doca::doca(&gpu, o, &mut c, cubin)?;
