@@ -218,104 +218,135 @@ pub fn run_wire(
     Ok(c.report)
 }
 
+/// One measurement of the bench, on its section's channels.
+#[derive(Clone, Copy)]
+enum Step {
+    /// The blocking put traced on a channel of its own ([`latency_breakdown`]).
+    Breakdown,
+    /// The blocking put against its ping-pong floor ([`latency`]).
+    Latency,
+    /// compute -> put -> compute ([`loop_bench`]).
+    Loop,
+    /// The blocking put with many QPs on the engine ([`engine_qps`]).
+    Qps,
+    /// Posting rates and bandwidth ([`rates`]), on `RATE_CHANNELS`
+    /// channels where `many` (the whole GPU spreads over them).
+    Rates { many: bool },
+}
+
+impl Step {
+    fn part(self) -> Part {
+        match self {
+            Step::Breakdown | Step::Latency => Part::Latency,
+            Step::Loop => Part::Loop,
+            Step::Qps => Part::Qps,
+            Step::Rates { .. } => Part::Rates,
+        }
+    }
+}
+
+/// A section of the bench: its name in the report, its heading in the
+/// text, its channels, and its steps in the order they run.
+struct Section {
+    name: &'static str,
+    heading: &'static str,
+    config: WorldConfig,
+    steps: &'static [Step],
+}
+
+/// The bench, in order: shared channels (the default), then exclusive
+/// ones, each as configured by default and with one flag changed.
+fn sections() -> [Section; 6] {
+    use Step::*;
+    let shared = bench_config();
+    let exclusive = WorldConfig { exclusive: true, ..shared };
+    [
+        Section {
+            name: "shared",
+            heading: "shared channels (any thread posts; reservation atomic, ready chain, CQ lock; early doorbells, the default):",
+            config: shared,
+            steps: &[Breakdown, Latency, Loop, Qps, Rates { many: true }],
+        },
+        Section {
+            name: "shared, lazy put_nbi doorbells",
+            heading: "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):",
+            config: WorldConfig { lazy_nbi_doorbell: true, ..shared },
+            steps: &[Rates { many: true }, Loop],
+        },
+        Section {
+            name: "exclusive",
+            heading: "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode; early doorbells, the default):",
+            config: exclusive,
+            steps: &[Breakdown, Latency, Loop, Rates { many: false }],
+        },
+        Section {
+            name: "exclusive, lazy put_nbi doorbells",
+            heading: "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):",
+            config: WorldConfig { lazy_nbi_doorbell: true, ..exclusive },
+            steps: &[Loop, Rates { many: false }],
+        },
+        Section {
+            name: "exclusive, no early doorbells",
+            heading: "exclusive without early doorbells (flags.early_doorbell off: the record, a fence, then the one doorbell):",
+            config: WorldConfig { early_doorbell: false, ..exclusive },
+            steps: &[Breakdown, Latency, Rates { many: false }],
+        },
+        Section {
+            name: "shared, no early doorbells",
+            heading: "shared without early doorbells:",
+            config: WorldConfig { early_doorbell: false, ..shared },
+            steps: &[Latency],
+        },
+    ]
+}
+
+/// The steps of `parts`, section by section. Consecutive steps on the same
+/// channels share one rig (a world registered with the GPU), as a run of
+/// the whole bench always has.
 fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, parts: Parts) -> Res<()> {
-    let has = |p| parts.has(p);
-    c.section("shared");
-    writeln!(
-        o,
-        "shared channels (any thread posts; reservation atomic, ready chain, CQ lock; early doorbells, the default):"
-    )?;
-    if has(Part::Latency) || has(Part::Loop) {
-        writeln!(o, "latency:")?;
-        if has(Part::Latency) {
-            latency_breakdown(gpu, o, c, bench_config())?;
+    for s in sections() {
+        let steps: Vec<Step> = s.steps.iter().copied().filter(|st| parts.has(st.part())).collect();
+        if steps.is_empty() {
+            continue;
         }
-        let r = rig(gpu, bench_config())?;
-        if has(Part::Latency) {
-            latency(&r, o, c)?;
+        c.section(s.name);
+        writeln!(o, "{}", s.heading)?;
+        // The rig in hand, and whether it has RATE_CHANNELS channels.
+        let mut held: Option<(bool, Rig)> = None;
+        for step in steps {
+            let many = match step {
+                // These make worlds of their own; the one in hand goes first.
+                Step::Breakdown => {
+                    held = None;
+                    latency_breakdown(gpu, o, c, s.config)?;
+                    continue;
+                }
+                Step::Qps => {
+                    held = None;
+                    engine_qps(gpu, o, c)?;
+                    continue;
+                }
+                Step::Rates { many } => many,
+                Step::Latency | Step::Loop => false,
+            };
+            let r = match held.take() {
+                Some((m, r)) if m == many => &held.insert((m, r)).1,
+                old => {
+                    // The old rig goes first: two at once would hold twice the memory.
+                    drop(old);
+                    let extra_channels = if many { RATE_CHANNELS - 1 } else { s.config.extra_channels };
+                    &held.insert((many, rig(gpu, WorldConfig { extra_channels, ..s.config })?)).1
+                }
+            };
+            match step {
+                Step::Latency => {
+                    latency(r, o, c)?;
+                }
+                Step::Loop => loop_bench(r, o, c)?,
+                Step::Rates { .. } => rates(r, o, c, s.config.exclusive, s.config.lazy_nbi_doorbell)?,
+                Step::Breakdown | Step::Qps => {}
+            }
         }
-        if has(Part::Loop) {
-            loop_bench(&r, o, c)?;
-        }
-    }
-    if has(Part::Qps) {
-        engine_qps(gpu, o, c)?;
-    }
-    if has(Part::Rates) {
-        writeln!(o, "rates:")?;
-        rates(&rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..bench_config() })?, o, c, false, false)?;
-    }
-    let lazy = WorldConfig { lazy_nbi_doorbell: true, ..bench_config() };
-    if has(Part::Rates) || has(Part::Loop) {
-        writeln!(
-            o,
-            "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):"
-        )?;
-        c.section("shared, lazy put_nbi doorbells");
-    }
-    if has(Part::Rates) {
-        rates(&rig(gpu, WorldConfig { extra_channels: RATE_CHANNELS - 1, ..lazy })?, o, c, false, true)?;
-    }
-    if has(Part::Loop) {
-        loop_bench(&rig(gpu, lazy)?, o, c)?;
-    }
-    let exclusive = WorldConfig { exclusive: true, ..bench_config() };
-    if has(Part::Latency) || has(Part::Rates) || has(Part::Loop) {
-        writeln!(
-            o,
-            "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode; early doorbells, the default):"
-        )?;
-        c.section("exclusive");
-        if has(Part::Latency) {
-            latency_breakdown(gpu, o, c, exclusive)?;
-        }
-        let r = rig(gpu, exclusive)?;
-        if has(Part::Latency) {
-            latency(&r, o, c)?;
-        }
-        if has(Part::Loop) {
-            loop_bench(&r, o, c)?;
-        }
-        if has(Part::Rates) {
-            rates(&r, o, c, true, false)?;
-        }
-    }
-    if has(Part::Rates) || has(Part::Loop) {
-        writeln!(
-            o,
-            "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):"
-        )?;
-        c.section("exclusive, lazy put_nbi doorbells");
-        let r = rig(gpu, WorldConfig { lazy_nbi_doorbell: true, ..exclusive })?;
-        if has(Part::Loop) {
-            loop_bench(&r, o, c)?;
-        }
-        if has(Part::Rates) {
-            rates(&r, o, c, true, true)?;
-        }
-    }
-    let late = WorldConfig { early_doorbell: false, ..exclusive };
-    if has(Part::Latency) || has(Part::Rates) {
-        writeln!(
-            o,
-            "exclusive without early doorbells (flags.early_doorbell off: the record, a fence, then the one doorbell):"
-        )?;
-        c.section("exclusive, no early doorbells");
-        if has(Part::Latency) {
-            latency_breakdown(gpu, o, c, late)?;
-        }
-        let r = rig(gpu, late)?;
-        if has(Part::Latency) {
-            latency(&r, o, c)?;
-        }
-        if has(Part::Rates) {
-            rates(&r, o, c, true, false)?;
-        }
-    }
-    if has(Part::Latency) {
-        writeln!(o, "shared without early doorbells:")?;
-        c.section("shared, no early doorbells");
-        latency(&rig(gpu, WorldConfig { early_doorbell: false, ..bench_config() })?, o, c)?;
     }
     Ok(())
 }
@@ -336,4 +367,17 @@ pub fn bench(o: &mut dyn Write, parts: Parts, doca: Option<&std::path::Path>, do
         doca::doca(&gpu, o, &mut c, cubin)?;
     }
     Ok(c.report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_part_has_steps() {
+        let all = sections();
+        for (p, name) in Part::ALL {
+            assert!(all.iter().any(|s| s.steps.iter().any(|st| st.part() == p)), "--only {name} would run nothing");
+        }
+    }
 }
