@@ -70,6 +70,11 @@ pub(crate) const APPLETS: &[&str] = &[
 ];
 /// Seconds the whole guest run may take before QEMU is killed.
 const QEMU_TIMEOUT: Duration = Duration::from_secs(420);
+/// Free space a kernel build must find before it starts: what a finished
+/// build tree takes, with room to spare. A build that runs out of space
+/// fails deep inside make with an I/O error on whatever file it was
+/// writing; this says so up front instead.
+const KERNEL_BUILD_FREE_BYTES: u64 = 4 << 30;
 
 #[derive(Subcommand)]
 pub enum KmodCmd {
@@ -470,6 +475,7 @@ fn kernel(root: &Path, work: &Path, src: &Sources, tools_bin: &Path, rustc: &str
     // configuration (the name says so): make resumes it.
     println!("   building into {}{}", kb.display(), if kb.is_dir() { " (resuming)" } else { "" });
     std::fs::create_dir_all(&kb)?;
+    enough_space(&kb, KERNEL_BUILD_FREE_BYTES)?;
     let logs = work.join("logs");
     std::fs::create_dir_all(&logs)?;
     sh_logged(kmake(src, &kb, tools_bin).arg("rustavailable"), &logs.join("rustavailable.log"))?;
@@ -512,6 +518,29 @@ fn kernel(root: &Path, work: &Path, src: &Sources, tools_bin: &Path, rustc: &str
     }
     std::fs::write(&stamp, kernel_key(&fragment, rustc))?;
     Ok(kb)
+}
+
+/// An error naming `dir`, what it needs and what its file system has free
+/// (statvfs: the blocks an unprivileged writer may use), if it is less.
+fn enough_space(dir: &Path, need: u64) -> Result<()> {
+    let st = nix::sys::statvfs::statvfs(dir).with_context(|| format!("statvfs {}", dir.display()))?;
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
+    space_verdict(dir, need, free)
+}
+
+fn space_verdict(dir: &Path, need: u64, free: u64) -> Result<()> {
+    if free < need {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        bail!(
+            "{} needs about {:.1} GiB free for the kernel build; its file system has {:.1} GiB free. \
+             Free some (old clones of this repository and their target/ folders are the usual cause) and run again: \
+             the build resumes where it stopped",
+            dir.display(),
+            gib(need),
+            gib(free)
+        );
+    }
+    Ok(())
 }
 
 fn module(root: &Path, work: &Path, src: &Sources, kb: &Path, tools_bin: &Path) -> Result<PathBuf> {
@@ -807,6 +836,19 @@ fn test(b: &Built, t: &mut Timings) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn too_little_space_is_said_before_the_build_with_both_sizes() {
+        let dir = Path::new("/x/target/kmod/kernel-7.3.4-abc");
+        let e = space_verdict(dir, 4 << 30, 3 << 29).unwrap_err().to_string();
+        assert!(e.starts_with("/x/target/kmod/kernel-7.3.4-abc needs about 4.0 GiB free"), "{e}");
+        assert!(e.contains("its file system has 1.5 GiB free") && e.contains("run again"), "{e}");
+        assert!(space_verdict(dir, 4 << 30, 4 << 30).is_ok());
+        // The real call reads this machine's file system.
+        assert!(enough_space(&std::env::temp_dir(), 1).is_ok());
+        let e = enough_space(&std::env::temp_dir(), u64::MAX).unwrap_err().to_string();
+        assert!(e.contains("needs about") && e.contains("GiB free"), "{e}");
+    }
 
     #[test]
     fn a_logged_step_keeps_its_output_and_a_failure_names_the_log() {
