@@ -70,10 +70,10 @@ pub(crate) const APPLETS: &[&str] = &[
 ];
 /// Seconds the whole guest run may take before QEMU is killed.
 const QEMU_TIMEOUT: Duration = Duration::from_secs(420);
-/// Free space a kernel build must find before it starts: what a finished
-/// build tree takes, with room to spare. A build that runs out of space
-/// fails deep inside make with an I/O error on whatever file it was
-/// writing; this says so up front instead.
+/// Free space a kernel build must find before it starts: a finished build
+/// tree, the guest's image and the interop run after it take well under
+/// this. A build that runs out of space fails deep inside make with an I/O
+/// error on whatever file it was writing; this says so up front instead.
 const KERNEL_BUILD_FREE_BYTES: u64 = 4 << 30;
 
 #[derive(Subcommand)]
