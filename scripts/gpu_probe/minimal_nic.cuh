@@ -34,16 +34,24 @@ __device__ inline uint64_t doorbell(uint32_t end) { return (uint64_t)bswap((end 
 
 // WQE `idx` posted in DOCA's order, bare: its 4 x 16 B stores, fence,
 // doorbell, record, fence, doorbell (the record and the second doorbell
-// for a NIC that reads the record). Its CQE is the idx-th of the CQ.
-__device__ inline void bare_post(uint8_t *host, uint64_t idx) {
+// for a NIC that reads the record). Its CQE is the idx-th of the CQ. With
+// `ns`, ns[0] gets the time to the end of the first fence, ns[1] from there
+// to the end of the second doorbell (globaltimer).
+__device__ inline void bare_post(uint8_t *host, uint64_t idx, uint64_t *ns = nullptr) {
+    uint64_t t0 = ns ? now() : 0;
     uint64_t *w = (uint64_t *)(host + (idx % SQ) * 64);
     for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, idx, idx);
     marrow::fence_sys();
+    uint64_t t1 = ns ? now() : 0;
     uint64_t db = doorbell((uint32_t)idx + 1);
     marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
     marrow::store_device_u32((uint32_t *)(host + OFF_REC) + 1, bswap((uint32_t)idx + 1));
     marrow::fence_sys();
     marrow::mmio_store64((uint64_t *)(host + OFF_DB), db);
+    if (ns) {
+        ns[0] = t1 - t0;
+        ns[1] = now() - t1;
+    }
 }
 
 // The minimal NIC: executes (reads) every WQE the doorbell announces and

@@ -19,6 +19,9 @@
 // The post's from_device fence after its CQE orders the loads before it,
 // so it may wait for the reads still in flight, up to (D - 1) * S more;
 // the post lines include whatever that costs, as the exclusive wait would.
+// A post line ends with the medians of the post's two parts (bare_post):
+// the WQE's stores and the first fence, then doorbell, record, second
+// fence, doorbell; the rest of its round trip is the wait.
 // Each line: the hold (SM cycles spun between the last store and the first
 // read: holding the read back, as tried before), D (reads in flight), S
 // (SM cycles between issues), and the
@@ -112,10 +115,12 @@ __global__ void floor_kernel(uint8_t *host, uint64_t base, int d, uint32_t spaci
     *rc = 0;
 }
 
-__global__ void post_kernel(uint8_t *host, int d, uint32_t spacing, uint32_t hold, uint64_t *each, int *rc) {
+// each[i]: round trip i; steps[2i], steps[2i + 1]: its post's two parts (bare_post).
+__global__ void post_kernel(uint8_t *host, int d, uint32_t spacing, uint32_t hold, uint64_t *each, uint64_t *steps,
+                            int *rc) {
     uint64_t t = now();
     for (uint64_t idx = 0; idx < ITERS; idx++) {
-        bare_post(host, idx);
+        bare_post(host, idx, steps + 2 * idx);
         spin_cycles(hold);
         const uint32_t *tail = (const uint32_t *)(host + OFF_CQ + (idx % NCQE) * 64 + 60);
         if (!poll(d, tail, CqeTail{(uint32_t)((idx / NCQE) & 1)}, spacing)) { *rc = 1; return; }
@@ -127,17 +132,25 @@ __global__ void post_kernel(uint8_t *host, int d, uint32_t spacing, uint32_t hol
     *rc = 0;
 }
 
+// A pass: its round trips' p10 / p50 / p90 / mean, and for posts the
+// medians of the post's two parts (0 for the floor).
 struct Stats {
-    double p10, p50, p90, mean;
+    double p10, p50, p90, mean, fence1, fence2;
 };
+
+static double median(std::vector<uint64_t> v) {
+    std::sort(v.begin(), v.end());
+    return (double)v[v.size() / 2];
+}
 
 int main(int argc, char **argv) {
     int cpu = argc > 1 ? atoi(argv[1]) : 2;
     uint8_t *dhost;
     uint8_t *host = map_host(&dhost);
-    uint64_t *deach;
+    uint64_t *deach, *dsteps;
     int *drc;
     CK(cudaMalloc(&deach, ITERS * 8));
+    CK(cudaMalloc(&dsteps, 2 * ITERS * 8));
     CK(cudaMalloc(&drc, 4));
     Nic nic;
     nic.host = host;
@@ -151,7 +164,7 @@ int main(int argc, char **argv) {
             floor_kernel<<<1, 1>>>(dhost, floor_base, d, spacing, hold, deach, drc);
             floor_base += ITERS;
         } else {
-            post_kernel<<<1, 1>>>(dhost, d, spacing, hold, deach, drc);
+            post_kernel<<<1, 1>>>(dhost, d, spacing, hold, deach, dsteps, drc);
         }
         CK(cudaDeviceSynchronize());
         int rc;
@@ -159,10 +172,17 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(&rc, drc, 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(e.data(), deach, ITERS * 8, cudaMemcpyDeviceToHost));
         if (rc) { printf("%s d=%d s=%u timed out\n", floor ? "floor" : "post", d, spacing); exit(1); }
-        double sum = 0;
+        double sum = 0, fence1 = 0, fence2 = 0;
         for (auto x : e) sum += (double)x;
+        if (!floor) {
+            std::vector<uint64_t> st(2 * ITERS), f1(ITERS), f2(ITERS);
+            CK(cudaMemcpy(st.data(), dsteps, 2 * ITERS * 8, cudaMemcpyDeviceToHost));
+            for (uint32_t i = 0; i < ITERS; i++) f1[i] = st[2 * i], f2[i] = st[2 * i + 1];
+            fence1 = median(f1);
+            fence2 = median(f2);
+        }
         std::sort(e.begin(), e.end());
-        return Stats{(double)e[ITERS / 10], (double)e[ITERS / 2], (double)e[ITERS * 9 / 10], sum / ITERS};
+        return Stats{(double)e[ITERS / 10], (double)e[ITERS / 2], (double)e[ITERS * 9 / 10], sum / ITERS, fence1, fence2};
     };
     struct Shape {
         int d;
@@ -170,22 +190,26 @@ int main(int argc, char **argv) {
     };
     const Shape shapes[] = {{1, 0, 0},   {1, 0, 1000}, {1, 0, 2000}, {1, 0, 4000}, {2, 600, 0}, {2, 1200, 0},
                             {4, 300, 0}, {4, 600, 0},  {8, 150, 0},  {8, 300, 0},  {8, 0, 0}};
-    printf("answering CPU %d; %u round trips a pass; ns p10 / p50 / p90 / mean, the best of 3 passes by mean\n", cpu,
-           ITERS);
+    printf("answering CPU %d; %u round trips a pass; ns p10 / p50 / p90 / mean, the best of 3 passes by mean;\n"
+           "posts also: the medians of WQE stores + first fence, and doorbell, record, second fence, doorbell\n",
+           cpu, ITERS);
     for (long delay : {-1L, 0L, 300L}) {
         nic.delay_ns = delay < 0 ? 0 : delay;
         bool floor = delay < 0;
         for (const Shape &sh : shapes) run(floor, sh.d, sh.s, sh.hold);  // warm
         for (int round = 0; round < 2; round++) {
             for (const Shape &sh : shapes) {
-                Stats best{0, 0, 0, 1e18};
+                Stats best{0, 0, 0, 1e18, 0, 0};
                 for (int pass = 0; pass < 3; pass++) {
                     Stats s = run(floor, sh.d, sh.s, sh.hold);
                     if (s.mean < best.mean) best = s;
                 }
-                printf("%-5s delay %4ld  hold %4u  D %d  S %5u cycles: %6.0f / %6.0f / %6.0f / %6.0f\n",
-                       floor ? "floor" : "post", floor ? 0L : delay, sh.hold, sh.d, sh.s, best.p10, best.p50, best.p90,
-                       best.mean);
+                printf("%-5s delay %4ld  hold %4u  D %d  S %5u cycles: %6.0f / %6.0f / %6.0f / %6.0f", floor ? "floor" : "post",
+                       floor ? 0L : delay, sh.hold, sh.d, sh.s, best.p10, best.p50, best.p90, best.mean);
+                if (floor)
+                    printf("\n");
+                else
+                    printf("; post %4.0f + %4.0f\n", best.fence1, best.fence2);
             }
         }
     }
