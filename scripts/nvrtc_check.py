@@ -5,6 +5,10 @@ Uses the NVRTC of PyPI's nvidia-cuda-nvrtc (pinned to 13.0, the series the
 H200 machine's driver 580 runs), loaded with ctypes. Checks that every
 kernel is present and that the doorbell is one st.mmio store. Exit 0 on
 success; prints NVRTC's log and exits 1 otherwise.
+
+With MARROW_NVRTC_PTX_OUT=FILE in the environment it also writes the PTX
+there, so that two trees' device code can be compared instruction for
+instruction (a change said to only rename things should leave it equal).
 """
 import ctypes
 import glob
@@ -64,6 +68,9 @@ for arch, getter in (("compute_90", "PTX"), ("sm_90", "CUBIN")):
         sys.exit(f"nvrtc_check: {arch} output lacks {missing}")
     if getter == "PTX":
         ptx = data.decode(errors="replace")
+        if os.environ.get("MARROW_NVRTC_PTX_OUT"):
+            with open(os.environ["MARROW_NVRTC_PTX_OUT"], "w") as f:
+                f.write(ptx.rstrip("\0"))
         if "st.mmio.relaxed.sys.global.b64" not in ptx:
             sys.exit("nvrtc_check: the doorbell is not an st.mmio.relaxed.sys store")
         if "globaltimer" not in ptx:
