@@ -229,9 +229,10 @@ enum Step {
     Loop,
     /// The blocking put with many QPs on the engine ([`engine_qps`]).
     Qps,
-    /// Posting rates and bandwidth ([`rates`]), on `RATE_CHANNELS`
-    /// channels where `many` (the whole GPU spreads over them).
-    Rates { many: bool },
+    /// Posting rates and bandwidth ([`rates`]); on shared channels over
+    /// `RATE_CHANNELS` of them (the whole GPU spreads over them; an
+    /// exclusive channel has one owner).
+    Rates,
 }
 
 impl Step {
@@ -240,7 +241,7 @@ impl Step {
             Step::Breakdown | Step::Latency => Part::Latency,
             Step::Loop => Part::Loop,
             Step::Qps => Part::Qps,
-            Step::Rates { .. } => Part::Rates,
+            Step::Rates => Part::Rates,
         }
     }
 }
@@ -265,31 +266,31 @@ fn sections() -> [Section; 6] {
             name: "shared",
             heading: "shared channels (any thread posts; reservation atomic, ready chain, CQ lock; early doorbells, the default):",
             config: shared,
-            steps: &[Breakdown, Latency, Loop, Qps, Rates { many: true }],
+            steps: &[Breakdown, Latency, Loop, Qps, Rates],
         },
         Section {
             name: "shared, lazy put_nbi doorbells",
             heading: "with lazy put_nbi doorbells (flags.lazy_nbi_doorbell: ring per 32 WQEBBs or a half-full ring, quiet posts a NOP; DeepEP's rule):",
             config: WorldConfig { lazy_nbi_doorbell: true, ..shared },
-            steps: &[Rates { many: true }, Loop],
+            steps: &[Rates, Loop],
         },
         Section {
             name: "exclusive",
             heading: "exclusive channels (flags.exclusive: one owner, a thread or a warp, keeps the heads in registers; DOCA's EXCLUSIVE mode; early doorbells, the default):",
             config: exclusive,
-            steps: &[Breakdown, Latency, Loop, Rates { many: false }],
+            steps: &[Breakdown, Latency, Loop, Rates],
         },
         Section {
             name: "exclusive, lazy put_nbi doorbells",
             heading: "exclusive with lazy put_nbi doorbells (a put_nbi fences nothing until it rings; quiet rings the rest):",
             config: WorldConfig { lazy_nbi_doorbell: true, ..exclusive },
-            steps: &[Loop, Rates { many: false }],
+            steps: &[Loop, Rates],
         },
         Section {
             name: "exclusive, no early doorbells",
             heading: "exclusive without early doorbells (flags.early_doorbell off: the record, a fence, then the one doorbell):",
             config: WorldConfig { early_doorbell: false, ..exclusive },
-            steps: &[Breakdown, Latency, Rates { many: false }],
+            steps: &[Breakdown, Latency, Rates],
         },
         Section {
             name: "shared, no early doorbells",
@@ -314,37 +315,24 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, parts: Parts) -> Re
         // The rig in hand, and whether it has RATE_CHANNELS channels.
         let mut held: Option<(bool, Rig)> = None;
         for step in steps {
-            let many = match step {
+            match step {
                 // These make worlds of their own; the one in hand goes first.
                 Step::Breakdown => {
                     held = None;
                     latency_breakdown(gpu, o, c, s.config)?;
-                    continue;
                 }
                 Step::Qps => {
                     held = None;
                     engine_qps(gpu, o, c)?;
-                    continue;
                 }
-                Step::Rates { many } => many,
-                Step::Latency | Step::Loop => false,
-            };
-            let r = match held.take() {
-                Some((m, r)) if m == many => &held.insert((m, r)).1,
-                old => {
-                    // The old rig goes first: two at once would hold twice the memory.
-                    drop(old);
-                    let extra_channels = if many { RATE_CHANNELS - 1 } else { s.config.extra_channels };
-                    &held.insert((many, rig(gpu, WorldConfig { extra_channels, ..s.config })?)).1
-                }
-            };
-            match step {
                 Step::Latency => {
-                    latency(r, o, c)?;
+                    latency(rig_in(&mut held, gpu, s.config, false)?, o, c)?;
                 }
-                Step::Loop => loop_bench(r, o, c)?,
-                Step::Rates { .. } => rates(r, o, c, s.config.exclusive, s.config.lazy_nbi_doorbell)?,
-                Step::Breakdown | Step::Qps => {}
+                Step::Loop => loop_bench(rig_in(&mut held, gpu, s.config, false)?, o, c)?,
+                Step::Rates => {
+                    let r = rig_in(&mut held, gpu, s.config, !s.config.exclusive)?;
+                    rates(r, o, c, s.config.exclusive, s.config.lazy_nbi_doorbell)?;
+                }
             }
         }
     }
@@ -367,6 +355,25 @@ pub fn bench(o: &mut dyn Write, parts: Parts, doca: Option<&std::path::Path>, do
         doca::doca(&gpu, o, &mut c, cubin)?;
     }
     Ok(c.report)
+}
+
+/// The rig `held` has if it is on `config`'s channels, with `RATE_CHANNELS`
+/// of them where `many`; else a new one (the old one dropped first: two at
+/// once would hold twice the memory).
+fn rig_in<'a, 'g>(
+    held: &'a mut Option<(bool, Rig<'g>)>,
+    gpu: &'g Gpu,
+    config: WorldConfig,
+    many: bool,
+) -> Res<&'a Rig<'g>> {
+    // A rig on other channels is dropped here, before the new one is made.
+    if let Some((m, r)) = held.take()
+        && m == many
+    {
+        return Ok(&held.insert((m, r)).1);
+    }
+    let extra_channels = if many { RATE_CHANNELS - 1 } else { config.extra_channels };
+    Ok(&held.insert((many, rig(gpu, WorldConfig { extra_channels, ..config })?)).1)
 }
 
 #[cfg(test)]
