@@ -136,9 +136,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dns, 8));
     CK(cudaMalloc(&drc, 4));
     Nic nic;
-    nic.host = host;
-    nic.reset();
-    std::thread t([&] { nic.run(cpu); });
+    nic.start(host, cpu);
     uint64_t floor_base = 0;
     auto run = [&](int mode) -> double {
         nic.floor = mode == 0;
@@ -186,8 +184,7 @@ int main(int argc, char **argv) {
         printf("%-30s min %6.0f  median %6.0f  max %6.0f\n", names[m], v[m][0], v[m][2], v[m][4]);
     }
     if (argc > 2) {
-        nic.stop = true;
-        t.join();
+        nic.finish();
         return 0;
     }
     printf("the NIC answering late: median of 5 passes, ns per round trip\n  delay  mode 1  mode 2  mode 3\n");
@@ -199,7 +196,6 @@ int main(int argc, char **argv) {
         for (auto &x : w) std::sort(x.begin(), x.end());
         printf("  %5ld  %6.0f  %6.0f  %6.0f\n", d, w[0][2], w[1][2], w[2][2]);
     }
-    nic.stop = true;
-    t.join();
+    nic.finish();
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <thread>
 #include <cuda_runtime.h>
 #include "marrow/device.h"
 
@@ -62,6 +63,17 @@ struct Nic {
     std::atomic<long> delay_ns{0};
     std::atomic<uint64_t> ci{0};  // next WQE to execute (= next CQE)
     std::atomic<bool> floor{false};
+    std::thread thread;
+    // Answer in `h` (map_host's memory) from a thread pinned to `cpu`.
+    void start(uint8_t *h, int cpu) {
+        host = h;
+        reset();
+        thread = std::thread([this, cpu] { run(cpu); });
+    }
+    void finish() {
+        stop = true;
+        thread.join();
+    }
     // A fresh CQ and queue for each run: every slot invalid, heads at zero.
     void reset() {
         memset(host, 0, LEN);

@@ -153,9 +153,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dsteps, 2 * ITERS * 8));
     CK(cudaMalloc(&drc, 4));
     Nic nic;
-    nic.host = host;
-    nic.reset();
-    std::thread t([&] { nic.run(cpu); });
+    nic.start(host, cpu);
     uint64_t floor_base = 0;
     auto run = [&](bool floor, int d, uint32_t spacing, uint32_t hold) -> Stats {
         nic.floor = floor;
@@ -213,7 +211,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    nic.stop = true;
-    t.join();
+    nic.finish();
     return 0;
 }
