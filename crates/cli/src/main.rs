@@ -181,9 +181,9 @@ enum BenchCmd {
         /// Only these measurements, comma-separated: latency (the blocking
         /// put against the ping-pong floor), qps (the same put with many QPs
         /// on the engine), rates (posting rates and bandwidth), loop
-        /// (compute -> put -> compute).
-        #[arg(long, value_name = "PARTS", value_parser = marrow_bench::gpu::Parts::parse, default_value = "latency,qps,rates,loop")]
-        only: marrow_bench::gpu::Parts,
+        /// (compute -> put -> compute). All of them by default.
+        #[arg(long, value_name = "PARTS", value_parser = marrow_bench::gpu::Parts::parse)]
+        only: Option<marrow_bench::gpu::Parts>,
     },
     /// Transport P2P between two GPUs (one process each): every operation
     /// checked, then round trip and bandwidth against their floors.
@@ -648,7 +648,12 @@ fn main() -> ExitCode {
             }
             let (mut stdout, mut sink) = (std::io::stdout().lock(), std::io::sink());
             let o: &mut dyn Write = if f.is_text() { &mut stdout } else { &mut sink };
-            match marrow_bench::gpu::bench(o, only, doca.as_deref(), doca_only) {
+            match marrow_bench::gpu::bench(
+                o,
+                only.unwrap_or_else(marrow_bench::gpu::Parts::all),
+                doca.as_deref(),
+                doca_only,
+            ) {
                 Ok(report) => {
                     let _ = o.flush();
                     bench_out::print(f, &report)
