@@ -223,6 +223,11 @@ pub(super) fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, 
         .map(|(_, cpu)| placement::describe(Some(cpu)))
         .collect::<Vec<_>>()
         .join(", ");
+    // The target is the channel's own, as its GCRB page says.
+    let exclusive = marrow_transport::gcrb_page::config(&r.world.channels[0].page())
+        .ok_or("channel 0's GCRB config is unreadable")?
+        .exclusive();
+    let target = gpu_rows::blocking_put_target(exclusive);
     let moved = if floor.answered_on.0 != floor.answered_on.1 {
         format!(", then {}", placement::describe(floor.answered_on.1))
     } else {
@@ -230,12 +235,13 @@ pub(super) fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, 
     };
     writeln!(
         o,
-        "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor (the pong walking a CQ-sized ring) {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target <= 1.3); ping answered on {}{moved}; engine threads last on {}",
+        "  8 B blocking put + completion: {:.2} us; GPU<->CPU ping-pong floor (the pong walking a CQ-sized ring) {:.2} us (release/acquire {:.2}, plain {:.2}); ratio {:.2} (target {}); ping answered on {}{moved}; engine threads last on {}",
         put_ns / 1e3,
         floor.ns() / 1e3,
         floor.flavours[0] / 1e3,
         floor.flavours[1] / 1e3,
         put_ns / floor.ns(),
+        target.text(),
         placement::describe(floor.answered_on.0),
         if engines.is_empty() { "none found".to_string() } else { engines },
     )?;
@@ -252,7 +258,7 @@ pub(super) fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, 
         on_cq.ns() / 1e3,
         put_ns / on_cq.ns()
     )?;
-    gpu_rows::blocking_put(put_ns, floor.flavours, put_q[1], floor_q[1]).into_iter().for_each(|x| c.add(x));
+    gpu_rows::blocking_put(exclusive, put_ns, floor.flavours, put_q[1], floor_q[1]).into_iter().for_each(|x| c.add(x));
     c.add(gpu_rows::floor_on_cq(put_ns, on_cq.ns()));
     Ok((put_ns, floor.ns()))
 }

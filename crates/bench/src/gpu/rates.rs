@@ -4,7 +4,7 @@
 
 use super::{Res, Rig, check, check_rc};
 use crate::figure_report::Collect;
-use crate::gpu_rows;
+use crate::gpu_rows::{self, Posters};
 use marrow_transport::gpu::{Grid, RwKernel};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -54,20 +54,23 @@ pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
     let many = format!("whole GPU, {} channels (warp w on channel w mod {})", all.len(), all.len());
+    let (thread, warp32, gpu) = (Grid::ONE, Grid { blocks: 1, threads: 32 }, Grid { blocks: 132, threads: 128 });
     let mut runs = vec![
-        ("1 thread", Grid::ONE, false, 1024u32, &one[..]),
-        ("1 warp", Grid { blocks: 1, threads: 32 }, false, 256, &one[..]),
-        ("1 warp, put_nbi_warp", Grid { blocks: 1, threads: 32 }, true, 256, &one[..]),
+        ("1 thread", thread, Posters::Thread, false, 1024u32, &one[..]),
+        ("1 warp", warp32, Posters::Warp, false, 256, &one[..]),
+        ("1 warp, put_nbi_warp", warp32, Posters::Warp, true, 256, &one[..]),
     ];
     // An exclusive channel has one owner: the whole GPU shares channels.
+    let whole = |pages: &[u64]| Posters::WholeGpu { channels: pages.len() };
     if !exclusive {
-        runs.push(("whole GPU 132 x 128", Grid { blocks: 132, threads: 128 }, false, 1, &one[..]));
-        runs.push(("whole GPU, put_nbi_warp", Grid { blocks: 132, threads: 128 }, true, 1, &one[..]));
+        runs.push(("whole GPU 132 x 128", gpu, whole(&one), false, 1, &one[..]));
+        runs.push(("whole GPU, put_nbi_warp", gpu, whole(&one), true, 1, &one[..]));
     }
     if all.len() > 1 {
-        runs.push((many.as_str(), Grid { blocks: 132, threads: 128 }, false, 1, &all[..]));
+        runs.push((many.as_str(), gpu, whole(&all), false, 1, &all[..]));
     }
-    for (label, grid, warp, iters, pages) in runs {
+    for (label, grid, posters, warp, iters, pages) in runs {
+        let target = gpu_rows::posting_target(exclusive, posters, warp);
         let puts = grid.size() as u64 * u64::from(iters);
         if puts > u64::from(wqebbs) {
             return check(format!("rate run {label}: {puts} puts exceed the {wqebbs}-WQEBB send queue"));
@@ -93,12 +96,13 @@ pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool
         };
         writeln!(
             o,
-            "  (a) 8 B put_nbi posting, {} channel, {label}: {rate:.3e} puts/s; floor (the same stores and fences, the WQEs into the same send queue{}, no protocol) {floor:.3e} /s; ratio {:.3} (target >= 0.8)",
+            "  (a) 8 B put_nbi posting, {} channel, {label}: {rate:.3e} puts/s; floor (the same stores and fences, the WQEs into the same send queue{}, no protocol) {floor:.3e} /s; ratio {:.3} (target {})",
             if exclusive { "exclusive" } else { "shared" },
             rings,
-            rate / floor
+            rate / floor,
+            target.text()
         )?;
-        c.add(gpu_rows::posting(exclusive, label, rings, rate, floor));
+        c.add(gpu_rows::posting(exclusive, label, rings, rate, floor, target));
     }
     let (a, b) = (r.world.bufs[0], r.world.bufs[1]);
     for len in [64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
