@@ -277,7 +277,11 @@ impl Drop for Unregister<'_> {
 /// per peer): the engine's scan visits every QP, so this shows what each
 /// costs the one in use. Each ratio is to the 1-QP figure of the same run.
 pub(super) fn engine_qps(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
-    writeln!(o, "the engine with many QPs (8 B blocking put on one, the rest idle; ratio to 1 QP, target <= 1.1):")?;
+    writeln!(
+        o,
+        "the engine with many QPs (8 B blocking put on one, the rest idle; ratio to 1 QP, target {}):",
+        gpu_rows::ENGINE_QPS_TARGET.text()
+    )?;
     let outer = c.current().to_string();
     let mut one = None;
     for n in [1usize, 32, 256] {
