@@ -154,7 +154,7 @@ pub struct Hca {
     pub(crate) rnr_timer: std::time::Duration,
     /// Wire ports ([`crate::SoftNic::attach_port`]).
     pub(crate) ports: Vec<crate::rc::port::PortHandle>,
-    /// QPs looked at again every [`hot::STRIDE`] QPs of a sweep.
+    /// QPs looked at again every [`hot::stride`] QPs of a sweep.
     hot: HotSet,
 }
 
@@ -537,7 +537,7 @@ impl Hca {
     }
 
     /// One scan of every QP: doorbells found, send queues walked, and the
-    /// recently busy QPs looked at again every 32 QPs of the sweep (see
+    /// recently busy QPs looked at again every few QPs of the sweep (see
     /// `hot.rs`). Returns the number of WQEs executed or flushed, so an idle
     /// engine can back off.
     pub fn scan(&mut self) -> usize {
@@ -545,9 +545,10 @@ impl Hca {
         // One clock read per scan: a read per QP was most of an idle QP's cost.
         let now = Instant::now();
         self.hot.expire(now);
+        let stride = hot::stride(self.hot.len());
         // QPNs are dense from the table's base: no list to allocate per scan.
         for (i, qpn) in self.qps.number_range().enumerate() {
-            if i > 0 && (i as u32).is_multiple_of(hot::STRIDE) && !self.hot.is_empty() {
+            if i > 0 && (i as u32).is_multiple_of(stride) && !self.hot.is_empty() {
                 let busy: smallvec::SmallVec<[u32; hot::MAX_HOT]> = self.hot.numbers().collect();
                 for q in busy {
                     work += self.visit(q, now);

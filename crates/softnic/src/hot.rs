@@ -4,16 +4,24 @@
 //! doorbell interrupt and finds doorbells by looking at every QP's UAR
 //! registers in turn, so with hundreds of QPs a doorbell on a busy QP would
 //! wait for the sweep to come round. The engine instead looks at the QPs
-//! that did work recently again after every [`STRIDE`] QPs of the sweep:
-//! a busy QP's doorbell is found after a few dozen idle looks however many
-//! QPs there are, and every QP is still looked at once per sweep.
+//! that did work recently again every [`stride`] QPs of the sweep: a busy
+//! QP's doorbell is found after a few idle looks however many QPs there
+//! are, and every QP is still looked at once per sweep.
 
 use std::time::{Duration, Instant};
 
-/// QPs of the sweep between two looks at the hot QPs.
-pub const STRIDE: u32 = 32;
-/// At most this many QPs are hot: the looks they add stay a fraction of a stride.
+/// QPs of the sweep between two looks at the hot QPs, per hot QP.
+pub const STRIDE_PER_HOT: u32 = 4;
+/// At most this many QPs are hot.
 pub const MAX_HOT: usize = 8;
+
+/// QPs of the sweep between two looks at `hot` hot QPs. Each look visits
+/// every hot QP, so the looks add a quarter of the sweep's visits however
+/// many QPs are hot, and the fewer are hot, the sooner each is looked at
+/// again: a lone busy QP after 4 idle ones, 8 busy ones after 32.
+pub fn stride(hot: usize) -> u32 {
+    STRIDE_PER_HOT * hot.clamp(1, MAX_HOT) as u32
+}
 /// A QP stays hot this long after its last work.
 pub const HOT_FOR: Duration = Duration::from_millis(1);
 
@@ -50,11 +58,27 @@ impl HotSet {
     pub fn is_empty(&self) -> bool {
         self.qps.is_empty()
     }
+
+    /// How many QPs are hot.
+    pub fn len(&self) -> usize {
+        self.qps.len()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_looks_add_a_quarter_of_the_sweep_and_fewer_hot_qps_wait_less() {
+        let sweep = 256u32;
+        for hot in 1..=MAX_HOT {
+            let looks = (1..sweep).filter(|i| i.is_multiple_of(stride(hot))).count();
+            assert!(looks * hot <= sweep as usize / 4, "{hot} hot QPs: {} visits added to {sweep}", looks * hot);
+        }
+        assert_eq!((stride(1), stride(MAX_HOT)), (4, 32));
+        assert!((1..MAX_HOT).all(|h| stride(h) < stride(h + 1)));
+    }
 
     #[test]
     fn busy_qps_stay_hot_up_to_the_cap_and_cool_down() {
