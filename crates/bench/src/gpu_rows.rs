@@ -58,9 +58,12 @@ pub enum Posters {
 /// A whole GPU on one shared channel queues on the reservation and the
 /// chain: 0.25, except through `put_nbi_warp`, which reserves once per
 /// warp and should keep up with the floor's one fence per WQE: 1.0. Many
-/// channels spread the queue: 0.8.
-pub fn posting_target(exclusive: bool, posters: Posters, warp_put: bool) -> Target {
+/// channels spread the queue: 0.8. Lazy doorbells (`lazy`) are measured
+/// against a floor that rings as seldom as they do, and keep the 0.8 they
+/// were built to.
+pub fn posting_target(exclusive: bool, lazy: bool, posters: Posters, warp_put: bool) -> Target {
     match (exclusive, posters) {
+        _ if lazy => Target::AtLeast(0.8),
         (true, _) => Target::AtLeast(0.9),
         (false, Posters::Thread | Posters::Warp) => Target::AtLeast(0.7),
         (false, Posters::WholeGpu { channels: 1 }) if warp_put => Target::AtLeast(1.0),
@@ -243,7 +246,7 @@ mod tests {
         }
         c.section("shared");
         post_profile([10, 25, 30, 32, 40, 31]).into_iter().for_each(|r| c.add(r));
-        c.add(posting(false, "1 thread", "", 4.0e7, 4.5e7, posting_target(false, Posters::Thread, false)));
+        c.add(posting(false, "1 thread", "", 4.0e7, 4.5e7, posting_target(false, false, Posters::Thread, false)));
         c.add(put_bandwidth(1 << 20, 64, 20.0e9, 25.0e9));
         c.section("exclusive, lazy put_nbi doorbells");
         c.add(posting(
@@ -252,7 +255,7 @@ mod tests {
             ", fences and doorbell once per 32 WQEs as a lone lazy poster rings",
             9.0e7,
             1.0e8,
-            posting_target(true, Posters::Thread, false),
+            posting_target(true, true, Posters::Thread, false),
         ));
         c.report
     }
@@ -276,7 +279,7 @@ mod tests {
         assert_eq!((c.target.as_deref(), c.target_met), (Some(">= 8"), Some(true)));
         let q = engine_qps(256, 2300.0, 1900.0);
         assert_eq!((q.ratio, q.target_met), (Some(2300.0 / 1900.0), Some(false)));
-        let a = posting(true, "1 warp", "", 4.0e7, 4.5e7, posting_target(true, Posters::Warp, false));
+        let a = posting(true, "1 warp", "", 4.0e7, 4.5e7, posting_target(true, false, Posters::Warp, false));
         assert_eq!(a.figure, "(a) 8 B put_nbi posting, exclusive channel, 1 warp");
         assert_eq!((a.ratio, a.target.as_deref(), a.target_met), (Some(4.0e7 / 4.5e7), Some(">= 0.9"), Some(false)));
         let d = put_bandwidth(64 << 20, 1, 10e9, 20e9);
@@ -291,7 +294,7 @@ mod tests {
 
     #[test]
     fn each_posting_shape_has_its_own_target() {
-        let t = |exclusive, posters, warp_put| posting_target(exclusive, posters, warp_put).text();
+        let t = |exclusive, posters, warp_put| posting_target(exclusive, false, posters, warp_put).text();
         let one_gpu = Posters::WholeGpu { channels: 1 };
         assert_eq!(t(false, Posters::Thread, false), ">= 0.7");
         assert_eq!(t(false, Posters::Warp, true), ">= 0.7");
@@ -300,11 +303,15 @@ mod tests {
         assert_eq!(t(false, Posters::WholeGpu { channels: 32 }, false), ">= 0.8");
         for posters in [Posters::Thread, Posters::Warp, one_gpu] {
             assert_eq!(t(true, posters, false), ">= 0.9");
+            for exclusive in [false, true] {
+                assert_eq!(posting_target(exclusive, true, posters, false).text(), ">= 0.8", "lazy doorbells");
+            }
         }
         // The row says whether its ratio meets the target it was given.
-        let whole = posting(false, "whole GPU", "", 3.0e7, 1.0e8, posting_target(false, one_gpu, false));
+        let whole = posting(false, "whole GPU", "", 3.0e7, 1.0e8, posting_target(false, false, one_gpu, false));
         assert_eq!(whole.target_met, Some(true));
-        let warp = posting(false, "whole GPU, put_nbi_warp", "", 9.9e7, 1.0e8, posting_target(false, one_gpu, true));
+        let warp =
+            posting(false, "whole GPU, put_nbi_warp", "", 9.9e7, 1.0e8, posting_target(false, false, one_gpu, true));
         assert_eq!(warp.target_met, Some(false));
     }
 

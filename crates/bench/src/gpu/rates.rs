@@ -70,7 +70,7 @@ pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool
         runs.push((many.as_str(), gpu, whole(&all), false, 1, &all[..]));
     }
     for (label, grid, posters, warp, iters, pages) in runs {
-        let target = gpu_rows::posting_target(exclusive, posters, warp);
+        let target = gpu_rows::posting_target(exclusive, lazy, posters, warp);
         let puts = grid.size() as u64 * u64::from(iters);
         if puts > u64::from(wqebbs) {
             return check(format!("rate run {label}: {puts} puts exceed the {wqebbs}-WQEBB send queue"));
