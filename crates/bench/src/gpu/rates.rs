@@ -54,20 +54,20 @@ pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
     let many = format!("whole GPU, {} channels (warp w on channel w mod {})", all.len(), all.len());
-    let (thread, warp32, gpu) = (Grid::ONE, Grid { blocks: 1, threads: 32 }, Grid { blocks: 132, threads: 128 });
+    let (thread, warp32, whole_gpu) = (Grid::ONE, Grid { blocks: 1, threads: 32 }, Grid { blocks: 132, threads: 128 });
     let mut runs = vec![
         ("1 thread", thread, Posters::Thread, false, 1024u32, &one[..]),
         ("1 warp", warp32, Posters::Warp, false, 256, &one[..]),
         ("1 warp, put_nbi_warp", warp32, Posters::Warp, true, 256, &one[..]),
     ];
     // An exclusive channel has one owner: the whole GPU shares channels.
-    let whole = |pages: &[u64]| Posters::WholeGpu { channels: pages.len() };
+    let gpu_on = |pages: &[u64]| Posters::WholeGpu { channels: pages.len() };
     if !exclusive {
-        runs.push(("whole GPU 132 x 128", gpu, whole(&one), false, 1, &one[..]));
-        runs.push(("whole GPU, put_nbi_warp", gpu, whole(&one), true, 1, &one[..]));
+        runs.push(("whole GPU 132 x 128", whole_gpu, gpu_on(&one), false, 1, &one[..]));
+        runs.push(("whole GPU, put_nbi_warp", whole_gpu, gpu_on(&one), true, 1, &one[..]));
     }
     if all.len() > 1 {
-        runs.push((many.as_str(), gpu, whole(&all), false, 1, &all[..]));
+        runs.push((many.as_str(), whole_gpu, gpu_on(&all), false, 1, &all[..]));
     }
     for (label, grid, posters, warp, iters, pages) in runs {
         let target = gpu_rows::posting_target(exclusive, lazy, posters, warp);
