@@ -9,6 +9,15 @@ use marrow_transport::gpu::{Grid, RwKernel};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// Who posts with `grid` on `channels` channels: a thread, a warp, or more.
+fn posters(grid: Grid, channels: usize) -> Posters {
+    match grid.size() {
+        1 => Posters::Thread,
+        2..=32 => Posters::Warp,
+        _ => Posters::WholeGpu { channels },
+    }
+}
+
 /// (a) posting rate against the floor of the same stores and fences into
 /// the same kind of memory, both timed on the GPU clock over the posting
 /// loop alone; (d) put bandwidth against cuMemcpy.
@@ -54,23 +63,21 @@ pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool
     let one = [r.page(0)];
     let all: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
     let many = format!("whole GPU, {} channels (warp w on channel w mod {})", all.len(), all.len());
-    let (thread, warp32, whole_gpu) = (Grid::ONE, Grid { blocks: 1, threads: 32 }, Grid { blocks: 132, threads: 128 });
     let mut runs = vec![
-        ("1 thread", thread, Posters::Thread, false, 1024u32, &one[..]),
-        ("1 warp", warp32, Posters::Warp, false, 256, &one[..]),
-        ("1 warp, put_nbi_warp", warp32, Posters::Warp, true, 256, &one[..]),
+        ("1 thread", Grid::ONE, false, 1024u32, &one[..]),
+        ("1 warp", Grid { blocks: 1, threads: 32 }, false, 256, &one[..]),
+        ("1 warp, put_nbi_warp", Grid { blocks: 1, threads: 32 }, true, 256, &one[..]),
     ];
     // An exclusive channel has one owner: the whole GPU shares channels.
-    let gpu_on = |pages: &[u64]| Posters::WholeGpu { channels: pages.len() };
     if !exclusive {
-        runs.push(("whole GPU 132 x 128", whole_gpu, gpu_on(&one), false, 1, &one[..]));
-        runs.push(("whole GPU, put_nbi_warp", whole_gpu, gpu_on(&one), true, 1, &one[..]));
+        runs.push(("whole GPU 132 x 128", Grid { blocks: 132, threads: 128 }, false, 1, &one[..]));
+        runs.push(("whole GPU, put_nbi_warp", Grid { blocks: 132, threads: 128 }, true, 1, &one[..]));
     }
     if all.len() > 1 {
-        runs.push((many.as_str(), whole_gpu, gpu_on(&all), false, 1, &all[..]));
+        runs.push((many.as_str(), Grid { blocks: 132, threads: 128 }, false, 1, &all[..]));
     }
-    for (label, grid, posters, warp, iters, pages) in runs {
-        let target = gpu_rows::posting_target(exclusive, lazy, posters, warp);
+    for (label, grid, warp, iters, pages) in runs {
+        let target = gpu_rows::posting_target(exclusive, lazy, posters(grid, pages.len()), warp);
         let puts = grid.size() as u64 * u64::from(iters);
         if puts > u64::from(wqebbs) {
             return check(format!("rate run {label}: {puts} puts exceed the {wqebbs}-WQEBB send queue"));
