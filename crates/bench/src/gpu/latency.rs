@@ -67,8 +67,7 @@ pub(super) fn latency_breakdown(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, f
 /// Channel 0's CQ ring (`cq_base`, `cq_ncqe` 64-byte slots), in the host
 /// memory registered with the GPU.
 fn cq_ring(r: &Rig) -> Res<marrow_driver::Region> {
-    let cfg =
-        marrow_transport::gcrb_page::config(&r.world.channels[0].page()).ok_or("channel 0's GCRB has no config")?;
+    let cfg = r.config()?;
     let (base, len) = (cfg.cq_base() as usize, cfg.cq_ncqe() as usize * 64);
     let holder = r
         .registered
@@ -224,9 +223,7 @@ pub(super) fn latency(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<(f64, 
         .collect::<Vec<_>>()
         .join(", ");
     // The target is the channel's own, as its GCRB page says.
-    let exclusive = marrow_transport::gcrb_page::config(&r.world.channels[0].page())
-        .ok_or("channel 0's GCRB config is unreadable")?
-        .exclusive();
+    let exclusive = r.config()?.exclusive();
     let target = gpu_rows::blocking_put_target(exclusive);
     let moved = if floor.answered_on.0 != floor.answered_on.1 {
         format!(", then {}", placement::describe(floor.answered_on.1))

@@ -93,6 +93,13 @@ impl Rig<'_> {
         self.gcrb.addr
     }
 
+    /// PE 0's channel's configuration, read from its GCRB page: the mode
+    /// and rings the device code runs with.
+    fn config(&self) -> Res<marrow_gcrb::gcrb_config> {
+        Ok(marrow_transport::gcrb_page::config(&self.world.channels[0].page())
+            .ok_or("channel 0's GCRB config is unreadable")?)
+    }
+
     /// Run an rw kernel from PE 0 to PE 1; the rc of every thread.
     fn launch_rw(&self, k: RwKernel, grid: u32, block: u32, len: u32, iters: u32) -> Res<Vec<i32>> {
         self.gpu.rw(k, self.page(0), 1, len, iters, Grid { blocks: grid, threads: block }).map_err(BenchError::from)
@@ -212,7 +219,7 @@ pub fn run_wire(
         let world = if wire_on { World::over_wire(cfg, &wire(None)) } else { World::new(cfg) };
         let r = rig_on(&gpu, world?, cfg.sq_wqebbs)?;
         latency(&r, o, &mut c)?;
-        rates(&r, o, &mut c, false, false)?;
+        rates(&r, o, &mut c)?;
     }
     writeln!(o, "all GPU checks passed across the wire")?;
     Ok(c.report)
@@ -331,7 +338,7 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, parts: Parts) -> Re
                 Step::Loop => loop_bench(rig_in(&mut held, gpu, s.config, false)?, o, c)?,
                 Step::Rates => {
                     let r = rig_in(&mut held, gpu, s.config, !s.config.exclusive)?;
-                    rates(r, o, c, s.config.exclusive, s.config.lazy_nbi_doorbell)?;
+                    rates(r, o, c)?;
                 }
             }
         }

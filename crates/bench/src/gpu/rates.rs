@@ -21,7 +21,12 @@ fn posters(grid: Grid, channels: usize) -> Posters {
 /// (a) posting rate against the floor of the same stores and fences into
 /// the same kind of memory, both timed on the GPU clock over the posting
 /// loop alone; (d) put bandwidth against cuMemcpy.
-pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool, lazy: bool) -> Res<()> {
+///
+/// The channels' mode (exclusive, lazy doorbells) is channel 0's, as its
+/// GCRB page says.
+pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
+    let cfg = r.config()?;
+    let (exclusive, lazy) = (cfg.exclusive(), cfg.lazy_nbi_doorbell());
     // The floor rings as often as the posts do: per post; lazy, per 32
     // WQEBBs, which for a warp posting together is every post of the group
     // (one warp instruction of the floor stores 32 WQEs).
@@ -33,8 +38,6 @@ pub(super) fn rates(r: &Rig, o: &mut dyn Write, c: &mut Collect, exclusive: bool
     // made its figure move by 10% between runs while the posts' did not.
     // Safe: the engine reads a slot only after a doorbell names it, the
     // floor rings none, and each run's posts rewrite their slots first.
-    let cfg = marrow_transport::gcrb_page::config(&r.world.channels[0].page())
-        .ok_or("channel 0's GCRB config is unreadable")?;
     let base = cfg.sq_base();
     // Its doorbell record and doorbell are scratch words on the pages of
     // the real ones, which the engine would read: the word after the QP's
