@@ -225,42 +225,41 @@ pub fn decode_cqe(bytes: &[u8]) -> Result<Completion, CqeError> {
 /// device writes it. Fields a [`Completion`] does not carry are zero.
 /// Values wider than their fields (a QPN over 24 bits) are refused.
 pub fn encode_cqe(c: &Completion, owner: bool) -> Result<[u8; 64], marrow_layout::FieldOverflow> {
-    use zerocopy::{FromZeros, IntoBytes};
+    // The setters write into `out` itself. A CQE built beside it and then
+    // copied in is read back with wide loads right after its narrow field
+    // stores, which the store buffer cannot forward; the device model
+    // encodes a CQE per signaled WQE, so that stall was on its hot path.
     let mut out = [0u8; 64];
     match *c {
         Completion::Requester { wqe_opcode, qpn, wqe_counter, byte_cnt, timestamp } => {
-            let mut q = mlx5_cqe64::new_zeroed();
+            let q: &mut mlx5_cqe64 = zerocopy::transmute_mut!(&mut out);
             q.set_sop(wqe_opcode).set_qpn(qpn)?;
             q.set_wqe_counter(wqe_counter).set_byte_cnt(byte_cnt).set_timestamp(timestamp);
             q.set_opcode(CqeOpcode::REQ)?;
             q.set_owner(owner);
-            out.copy_from_slice(q.as_bytes());
         }
         Completion::Responder { opcode, qpn, wqe_counter, byte_cnt, imm } => {
-            let mut q = mlx5_cqe64::new_zeroed();
+            let q: &mut mlx5_cqe64 = zerocopy::transmute_mut!(&mut out);
             q.set_qpn(qpn)?;
             q.set_wqe_counter(wqe_counter).set_byte_cnt(byte_cnt).set_imm_inval_pkey(imm.unwrap_or(0));
             q.set_opcode(opcode)?;
             q.set_owner(owner);
-            out.copy_from_slice(q.as_bytes());
         }
         Completion::Error(e) => {
-            let mut q = mlx5_err_cqe::new_zeroed();
+            let q: &mut mlx5_err_cqe = zerocopy::transmute_mut!(&mut out);
             q.set_syndrome(e.syndrome.0).set_vendor_err_synd(e.vendor_err_synd);
             q.set_hw_err_synd(e.hw_err_synd).set_hw_synd_type(e.hw_synd_type);
             q.set_s_wqe_opcode(e.wqe_opcode).set_qpn(e.qpn)?;
             q.set_wqe_counter(e.wqe_counter);
             q.set_opcode(e.opcode)?;
             q.set_owner(owner);
-            out.copy_from_slice(q.as_bytes());
         }
         Completion::Other { opcode, qpn, wqe_counter } => {
-            let mut q = mlx5_cqe64::new_zeroed();
+            let q: &mut mlx5_cqe64 = zerocopy::transmute_mut!(&mut out);
             q.set_qpn(qpn)?;
             q.set_wqe_counter(wqe_counter);
             q.set_opcode(opcode)?;
             q.set_owner(owner);
-            out.copy_from_slice(q.as_bytes());
         }
     }
     Ok(out)

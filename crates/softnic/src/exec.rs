@@ -179,7 +179,10 @@ pub fn execute(hca: &mut impl Initiator, qpn: u32, wqe: &[u8], ctrl: &CtrlFields
             format!("wqe_index {:#06x} in the WQEBB the producer index is {sq_ci:#06x}", ctrl.wqe_index),
         );
     }
-    let p = match view.parse_with(*ctrl) {
+    // Borrowed where it lies: moved out of its `Result`, the parsed WQE was
+    // copied with loads the store buffer could not forward.
+    let parsed = view.parse_with(*ctrl);
+    let p = match &parsed {
         Ok(p) => p,
         Err(e) => return err(Syndrome::LOCAL_QP_OP_ERR, e.to_string()),
     };
@@ -197,10 +200,10 @@ pub fn execute(hca: &mut impl Initiator, qpn: u32, wqe: &[u8], ctrl: &CtrlFields
     }
     let to = Peer { peer, wire };
     let result = match ctrl.opcode {
-        WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, &p, to),
-        WqeOpcode::SEND | WqeOpcode::SEND_IMM => send(hca, qpn, pd, &p, to),
-        WqeOpcode::RDMA_READ => rdma_read(hca, qpn, pd, &p, to),
-        _ => atomic(hca, qpn, pd, &p, to),
+        WqeOpcode::RDMA_WRITE | WqeOpcode::RDMA_WRITE_IMM => rdma_write(hca, qpn, pd, p, to),
+        WqeOpcode::SEND | WqeOpcode::SEND_IMM => send(hca, qpn, pd, p, to),
+        WqeOpcode::RDMA_READ => rdma_read(hca, qpn, pd, p, to),
+        _ => atomic(hca, qpn, pd, p, to),
     };
     result.unwrap_or_else(|o| o)
 }

@@ -783,12 +783,14 @@ impl Hca {
         }
         let qp = self.qps.get(&qpn)?;
         let slot = |i: u32| qp.sq_slot_offset(i);
-        let first = qp.mem.sq.read_array::<BB>(slot(0)).ok()?;
-        // Fixed-size moves into the inline buffer: no memmove, no memset call.
+        // Read straight into the inline buffer: fixed-size moves, no memmove
+        // or memset call, and no copy of a copy (a 64-byte value handed
+        // through a `Result` is stored at an odd offset and read back with
+        // loads the store buffer cannot forward).
         let mut inline = [0u8; 2 * BB];
-        inline[..BB].copy_from_slice(&first);
+        qp.mem.sq.read_bytes(slot(0), &mut inline[..BB]).ok()?;
+        let ds = wqe_ds(&inline);
         *wqe = WqeBuf::from_buf_and_len(inline, BB);
-        let ds = wqe_ds(&first);
         // A WQE spans at most the WQEBBs announced; a `ds` that claims more
         // is read only as far as the announced part (and fails validation).
         let bbs = wqebbs_for_ds(ds.max(1)).min(qp.pending() as usize).max(1);
