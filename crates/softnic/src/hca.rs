@@ -2,6 +2,7 @@
 //! thread runs, and the send-queue walk that fetches each WQE and hands it
 //! to [`crate::exec`].
 
+use crate::clock::ScanClock;
 use crate::cq::{Cq, CqMode};
 use crate::exec::{self, Outcome};
 use crate::fault::Faults;
@@ -542,19 +543,20 @@ impl Hca {
     /// engine can back off.
     pub fn scan(&mut self) -> usize {
         let mut work = 0;
-        // One clock read per scan: a read per QP was most of an idle QP's cost.
-        let now = Instant::now();
-        self.hot.expire(now);
+        // At most one clock read per scan, and none where nothing needs the
+        // time (clock.rs).
+        let mut clock = ScanClock::default();
+        self.hot.expire_now_and_then(&mut clock);
         let stride = hot::stride(self.hot.len());
         // QPNs are dense from the table's base: no list to allocate per scan.
         for (i, qpn) in self.qps.number_range().enumerate() {
             if i > 0 && (i as u32).is_multiple_of(stride) && !self.hot.is_empty() {
                 let busy: smallvec::SmallVec<[u32; hot::MAX_HOT]> = self.hot.numbers().collect();
                 for q in busy {
-                    work += self.visit(q, now);
+                    work += self.visit(q, &mut clock);
                 }
             }
-            work += self.visit(qpn, now);
+            work += self.visit(qpn, &mut clock);
         }
         work
     }
@@ -562,22 +564,21 @@ impl Hca {
     /// Serve `qpn` once: doorbells, send queue, wire timers. Most QPs are
     /// idle most scans: one look decides, so an idle QP costs a few loads,
     /// not the full walk.
-    fn visit(&mut self, qpn: u32, now: Instant) -> usize {
+    fn visit(&mut self, qpn: u32, clock: &mut ScanClock) -> usize {
         if self.qps.get(&qpn).is_none_or(Qp::idle) {
             return 0;
         }
-        self.find_doorbells(qpn, now);
-        let work = self.walk_send_queue(qpn) + self.tick_wire(qpn, now);
+        self.find_doorbells(qpn, clock);
+        let work = self.walk_send_queue(qpn) + self.tick_wire(qpn, clock);
         if work > 0 {
-            self.hot.touch(qpn, now);
+            self.hot.touch(qpn, clock.now());
         }
         work
     }
 
-    /// Read and clear the doorbell registers of `qpn`'s UAR page; `now` is
-    /// the scan's time (read once per scan: a clock read per QP was most of
-    /// an idle QP's cost, and the scan visits every QP).
-    fn find_doorbells(&mut self, qpn: u32, now: Instant) {
+    /// Read and clear the doorbell registers of `qpn`'s UAR page; `clock`
+    /// is the scan's time, read only for a delayed doorbell (a fault).
+    fn find_doorbells(&mut self, qpn: u32, clock: &mut ScanClock) {
         let Some(qp) = self.qps.get_mut(&qpn) else { return };
         let uar = qp.mem.uar;
         let mut found = smallvec::SmallVec::<[(usize, [u8; 8]); 2]>::new();
@@ -602,6 +603,7 @@ impl Hca {
         let ready: Vec<PendingDoorbell> = if qp.delayed.is_empty() {
             Vec::new()
         } else {
+            let now = clock.now();
             let (due, later): (Vec<_>, Vec<_>) = qp.delayed.drain(..).partition(|d| d.at <= now);
             qp.delayed = later;
             due
@@ -620,7 +622,7 @@ impl Hca {
                 continue;
             }
             if let Some(d) = qp.faults.delay_doorbell {
-                qp.delayed.push(PendingDoorbell { at: now + d, bytes });
+                qp.delayed.push(PendingDoorbell { at: clock.now() + d, bytes });
                 continue;
             }
             self.ring(qpn, bytes);

@@ -8,6 +8,7 @@
 //! QP's doorbell is found after a few idle looks however many QPs there
 //! are, and every QP is still looked at once per sweep.
 
+use crate::clock::ScanClock;
 use std::time::{Duration, Instant};
 
 /// QPs of the sweep between two looks at the hot QPs, per hot QP.
@@ -24,11 +25,17 @@ pub fn stride(hot: usize) -> u32 {
 }
 /// A QP stays hot this long after its last work.
 pub const HOT_FOR: Duration = Duration::from_millis(1);
+/// Scans between two looks at the clock for [`HOT_FOR`]: a QP then stays
+/// hot up to this many scans longer (a few extra looks at it), where a
+/// clock read on every scan was a share of every scan (`clock.rs`).
+pub const EXPIRE_EVERY: u32 = 64;
 
 /// Recently busy QPs and when each last did work.
 #[derive(Debug, Default)]
 pub struct HotSet {
     qps: Vec<(u32, Instant)>,
+    /// Scans since the last expiry.
+    scans: u32,
 }
 
 impl HotSet {
@@ -41,6 +48,19 @@ impl HotSet {
             self.qps.push((qpn, now));
         } else if let Some(oldest) = self.qps.iter_mut().min_by_key(|h| h.1) {
             *oldest = (qpn, now);
+        }
+    }
+
+    /// Called once per scan: every [`EXPIRE_EVERY`] scans with a QP hot,
+    /// forget the QPs idle for [`HOT_FOR`] at the scan's time.
+    pub(crate) fn expire_now_and_then(&mut self, clock: &mut ScanClock) {
+        if self.qps.is_empty() {
+            return;
+        }
+        self.scans += 1;
+        if self.scans >= EXPIRE_EVERY {
+            self.scans = 0;
+            self.expire(clock.now());
         }
     }
 
@@ -99,6 +119,31 @@ mod tests {
         let n: Vec<u32> = h.numbers().collect();
         assert_eq!(n, [0x200], "only the QP touched within HOT_FOR stays");
         h.expire(t0 + Duration::from_micros(200) + HOT_FOR);
+        assert!(h.is_empty());
+    }
+
+    #[test]
+    fn a_scan_expires_the_set_every_few_scans_and_an_empty_set_never() {
+        let mut h = HotSet::default();
+        // Hot long ago: expired by the first look at the clock.
+        h.touch(0x100, Instant::now() - 2 * HOT_FOR);
+        for scan in 1..EXPIRE_EVERY {
+            h.expire_now_and_then(&mut ScanClock::default());
+            assert_eq!(h.len(), 1, "scan {scan} read no clock for the set");
+        }
+        h.expire_now_and_then(&mut ScanClock::default());
+        assert!(h.is_empty(), "scan {EXPIRE_EVERY} forgot the idle QP");
+        // Empty: nothing counted, so a QP made hot now waits a full
+        // EXPIRE_EVERY scans, however long the set was empty.
+        for _ in 0..3 * EXPIRE_EVERY {
+            h.expire_now_and_then(&mut ScanClock::default());
+        }
+        h.touch(0x200, Instant::now() - 2 * HOT_FOR);
+        for _ in 1..EXPIRE_EVERY {
+            h.expire_now_and_then(&mut ScanClock::default());
+        }
+        assert_eq!(h.len(), 1);
+        h.expire_now_and_then(&mut ScanClock::default());
         assert!(h.is_empty());
     }
 }

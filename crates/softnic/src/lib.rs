@@ -19,6 +19,7 @@
 //! ```
 
 pub mod client;
+mod clock;
 pub mod cq;
 pub mod daemon;
 pub mod delegate;

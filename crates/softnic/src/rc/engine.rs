@@ -5,6 +5,7 @@
 
 use super::port::{Incoming, Outgoing};
 use super::requester::{Action, Message};
+use crate::clock::ScanClock;
 use crate::exec::Outcome;
 use crate::hca::Hca;
 use crate::qp::QpState;
@@ -79,7 +80,7 @@ impl Hca {
     }
 
     /// Run the requester timers of `qpn`; returns the actions taken.
-    pub(crate) fn tick_wire(&mut self, qpn: u32, now: Instant) -> usize {
+    pub(crate) fn tick_wire(&mut self, qpn: u32, clock: &mut ScanClock) -> usize {
         let Some(qp) = self.qps.get_mut(&qpn) else { return 0 };
         if qp.delegate.is_some() {
             return self.poll_delegate(qpn);
@@ -89,7 +90,7 @@ impl Hca {
         }
         let Some(w) = qp.wire.as_mut() else { return 0 };
         let mut actions = Vec::new();
-        w.req.tick(now, w.path.dest_qpn, &mut actions);
+        w.req.tick(clock.now(), w.path.dest_qpn, &mut actions);
         let n = actions.len();
         self.apply(qpn, actions);
         n
