@@ -415,6 +415,13 @@ impl Pair {
     pub fn wait(&mut self, s: Side, recv: bool, timeout: Duration) -> Result<Completion, WaitError> {
         let start = Instant::now();
         let threads = !self.nic.engines.is_empty();
+        // The clock is read every POLLS_PER_LOOK polls until the wait has
+        // been long, then on every poll, each followed by a yield: a read
+        // on every poll took about as long as the poll itself, so a CQE
+        // was seen up to a clock read late.
+        const POLLS_PER_LOOK: u32 = 64;
+        let mut polls = 0u32;
+        let mut long = false;
         loop {
             if !threads {
                 self.nic.scan();
@@ -427,13 +434,18 @@ impl Pair {
             if let Some(c) = poller.poll().map_err(WaitError::Poll)? {
                 return Ok(c);
             }
-            if start.elapsed() > timeout {
-                return Err(self.timeout(s, recv, start.elapsed()).into());
+            polls = polls.wrapping_add(1);
+            if long || polls.is_multiple_of(POLLS_PER_LOOK) {
+                let waited = start.elapsed();
+                if waited > timeout {
+                    return Err(self.timeout(s, recv, waited).into());
+                }
+                long = waited > Duration::from_micros(200);
+                if long {
+                    std::thread::yield_now();
+                }
             }
             std::hint::spin_loop();
-            if start.elapsed() > Duration::from_micros(200) {
-                std::thread::yield_now();
-            }
         }
     }
 
