@@ -62,12 +62,12 @@ fn main() {
         for i in 1..=n as u64 {
             let t = Instant::now();
             ping.store(i, Ordering::Release);
-            // The clock read every 64 polls, as Pair::wait reads it: a read
-            // per poll would make the floor slower than the put's wait.
+            // The clock read as Pair::wait reads it: a read per poll would
+            // make the floor slower than the put's wait.
             let mut polls = 0u32;
             while pong.load(Ordering::Acquire) != i {
                 polls = polls.wrapping_add(1);
-                if polls.is_multiple_of(64) {
+                if polls.is_multiple_of(Pair::POLLS_PER_LOOK) {
                     assert!(t.elapsed() < Duration::from_secs(5), "no pong for ping {i} in 5 s");
                 }
                 std::hint::spin_loop();

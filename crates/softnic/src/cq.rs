@@ -150,10 +150,10 @@ impl Cq {
         let off = self.next_slot_offset();
         // Payload first, op_own last: a poller that sees the new owner bit
         // (then issues its from_device barrier) sees the whole CQE.
-        let (payload, op_own) = bytes.split_first_chunk::<{ CQE - 1 }>().ok_or(CqError)?;
+        let [payload @ .., op_own] = &bytes;
         self.buf.write_array(off, payload).map_err(|_| CqError)?;
         fence(Ordering::Release);
-        self.buf.write_u8(off + CQE - 1, op_own[0]).map_err(|_| CqError)?;
+        self.buf.write_u8(off + CQE - 1, *op_own).map_err(|_| CqError)?;
         if let Some(t) = trace {
             t.record(Kind::CQE_WRITE, qpn, self.cqn, off as u64, &bytes);
         }

@@ -410,16 +410,19 @@ impl Pair {
         }
     }
 
+    /// Polls of a CQ between two reads of the clock in [`Pair::wait`]: a
+    /// read on every poll took about as long as the poll itself, so a CQE
+    /// was seen up to a clock read late. A ping-pong floor measured beside
+    /// a wait polls the same way.
+    pub const POLLS_PER_LOOK: u32 = 64;
+
     /// Wait for the next CQE on a send (`recv = false`) or receive CQ, at
     /// most `timeout`; a timeout reports the QP and CQ state.
     pub fn wait(&mut self, s: Side, recv: bool, timeout: Duration) -> Result<Completion, WaitError> {
         let start = Instant::now();
         let threads = !self.nic.engines.is_empty();
         // The clock is read every POLLS_PER_LOOK polls until the wait has
-        // been long, then on every poll, each followed by a yield: a read
-        // on every poll took about as long as the poll itself, so a CQE
-        // was seen up to a clock read late.
-        const POLLS_PER_LOOK: u32 = 64;
+        // been long, then on every poll, each followed by a yield.
         let mut polls = 0u32;
         let mut long = false;
         loop {
@@ -435,7 +438,7 @@ impl Pair {
                 return Ok(c);
             }
             polls = polls.wrapping_add(1);
-            if long || polls.is_multiple_of(POLLS_PER_LOOK) {
+            if long || polls.is_multiple_of(Self::POLLS_PER_LOOK) {
                 let waited = start.elapsed();
                 if waited > timeout {
                     return Err(self.timeout(s, recv, waited).into());
