@@ -446,20 +446,19 @@ constexpr uint64_t RESERVE_FAILED = 1ull << 63;
 MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     Group g = group_of(ch.page + (force_ring ? 1 : 0));
     if (g.solo()) return post_shared_solo(ch, op, idx_out, force_ring, lazy);
+    int rc = OK;
     uint64_t said = 0;
     ChainView view{~0ull, 0, 0};
     if (g.leader()) {
         uint64_t first;
-        int failed = reserve(ch, g.size, &first);
-        said = failed == OK ? first : RESERVE_FAILED | (uint32_t)failed;
+        rc = reserve(ch, g.size, &first);
+        said = rc == OK ? first : RESERVE_FAILED | (uint32_t)rc;
         view = chain_view(ch);
     }
     said = g.from_leader64(said);
     if (said & RESERVE_FAILED) return (int)(uint32_t)said;
     uint64_t base = said, idx = base + g.rank;
     uint64_t ctrl = write_wqe(ch, idx, op);
-    bool force = force_ring;
-    int rc = OK;
     /* The last lane's control bytes are the doorbell only with flags.db_ctrl_bytes. */
     uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
     /* Every lane's WQE stores before any holder of the chain rings past
@@ -473,7 +472,7 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     g.sync();
     if (g.leader()) {
         to_device_at(ch.gpu_scope());
-        rc = ready_and_ring(ch, base, g.size, force, lazy, last_ctrl, view, false);
+        rc = ready_and_ring(ch, base, g.size, force_ring, lazy, last_ctrl, view, false);
     }
     rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
