@@ -435,13 +435,13 @@ constexpr uint64_t RESERVE_FAILED = 1ull << 63;
  * most one doorbell per warp instead of per thread.
  *
  * ForceRing is a compile-time choice, so the lanes of a group agree on
- * it and the leader needs no vote to learn it. The group's key is still
- * the page's address plus ForceRing (GCRB pages lie MARROW_GCRB_PAGE_SIZE
- * apart, so it is no other channel's key): keyed on the page alone, one
- * warp's put_nbi read about 1% slower on the H100 (docs/PERFORMANCE.md).
- * With the error folded into the index's shuffle, a warp's post has one
- * shuffle and one vote fewer: one warp's put_nbi measured about 1% faster
- * on the H100. */
+ * it and the leader needs no vote to learn it. The group's key adds it
+ * to the page's address (GCRB pages lie MARROW_GCRB_PAGE_SIZE apart, so
+ * the key is no other channel's), although lanes of two instantiations
+ * never meet at one match: keyed on the page alone, a warp's put_nbi
+ * compiled to code that measured slower on the H100. With the error
+ * folded into the index's shuffle, a warp's post has one shuffle and one
+ * vote fewer, which measured faster there (docs/PERFORMANCE.md). */
 template <bool ForceRing>
 MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool lazy) {
     Group g = group_of(ch.page + (ForceRing ? 1 : 0));
