@@ -83,13 +83,13 @@ __global__ void steps_kernel(uint8_t *page, uint8_t *host, int mode, uint64_t *n
     for (uint64_t idx = 0; idx < ITERS && r == OK; idx++) {
         if (mode == 6 || mode == 8) {
             uint64_t got;
-            r = post<true>(ch, op, &got);
+            r = post(ch, op, &got, true);
             if (r == OK) r = wait_done(ch, got + 1, MARROW_GCRB_WAIT_CQ);
             continue;
         }
         if (mode == 7) {
             uint64_t got;
-            r = post<true>(ch, op, &got);
+            r = post(ch, op, &got, true);
             if (r != OK) break;
         }
         if (mode != 7) {

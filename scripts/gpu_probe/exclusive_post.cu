@@ -103,7 +103,7 @@ __global__ void probe(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64_t *d
         } else if (mode == 3) {
             marrow::Op op = fixed;
             op.raddr += off, op.laddr += off;
-            r = marrow::post<false>(ch, op, nullptr, false);
+            r = marrow::post(ch, op, nullptr, false, false);
         } else if (mode == 4) {
             r = marrow::put_nbi(ch, 1, off, off, 8);
         } else {

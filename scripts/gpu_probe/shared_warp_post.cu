@@ -137,7 +137,7 @@ __global__ void probe_warp(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64
         } else if (mode == 1 || mode == 8) {
             r = marrow::put_nbi(ch, 1, off, off, 8);
         } else if (mode == 2) {
-            r = marrow::post<false>(ch, op, nullptr, false);
+            r = marrow::post(ch, op, nullptr, false, false);
         } else {
             r = steps(ch, op, mode);
         }

@@ -62,11 +62,9 @@ MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
     return ch.excl ? wait_own(ch, upto, wait) : wait_shared(ch, upto, wait);
 }
 
-/* Post one WQE per calling thread (post_shared, post_own). ForceRing: a
- * caller waits for this WQE's completion, so it must be rung now. */
-template <bool ForceRing>
-MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool lazy = false) {
-    return ch.excl ? post_own<ForceRing>(ch, op, idx_out, lazy) : post_shared<ForceRing>(ch, op, idx_out, lazy);
+/* Post one WQE per calling thread (post_shared, post_own). */
+MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy = false) {
+    return ch.excl ? post_own(ch, op, idx_out, force_ring, lazy) : post_shared(ch, op, idx_out, force_ring, lazy);
 }
 
 
@@ -90,7 +88,7 @@ MARROW_FN int put_nbi(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t lo
     if (p2p(ch)) return p2p_put(ch, pe, roff, loff, len, nullptr);
     Op op;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
-    return rc != OK ? rc : post<false>(ch, op, nullptr, ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT));
+    return rc != OK ? rc : post(ch, op, nullptr, false, ch.flag(MARROW_GCRB_CONFIG_LAZY_NBI_DOORBELL_SHIFT));
 }
 
 /* Blocking put: returns when the source may be reused (the WQE completed;
@@ -104,7 +102,7 @@ MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
     Op op;
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
-    if (rc == OK) rc = post<true>(ch, op, &idx);
+    if (rc == OK) rc = post(ch, op, &idx, true);
     return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
 }
 
@@ -121,7 +119,7 @@ MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
     Op op;
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_READ, pe, roff, loff, len, &op);
-    if (rc == OK) rc = post<true>(ch, op, &idx);
+    if (rc == OK) rc = post(ch, op, &idx, true);
     if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
     /* The NIC wrote the local buffer: read it only after the CQE. */
     from_device();
@@ -160,7 +158,7 @@ MARROW_FN int atomic(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t ro
     int rc = atomic_op(ch, opcode, pe, roff, result_loff, swap_add, compare, CQ_UPDATE, &op);
     if (rc != OK) return rc;
     uint64_t idx;
-    rc = post<true>(ch, op, &idx);
+    rc = post(ch, op, &idx, true);
     if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
     if (rc != OK) return rc;
     /* The fetched value is in local memory the NIC wrote. */
@@ -205,7 +203,7 @@ MARROW_FN int put_signal(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t
     rc = atomic_op(ch, MARROW_MLX5_OPCODE_ATOMIC_FA, pe, sig_roff, scratch_loff, sig_add, 0,
                    CQ_UPDATE | (MARROW_MLX5_FENCE_MODE_SMALL_AND_FENCE << MARROW_MLX5_WQE_CTRL_SEG_FM_SHIFT), &op);
     if (rc != OK) return rc;
-    return post<true>(ch, op, nullptr);
+    return post(ch, op, nullptr, true);
 }
 
 /* Order this thread's earlier puts before its later ones: a no-op on one RC
@@ -243,7 +241,7 @@ MARROW_FN int quiet(const Channel &ch) {
         nop.opcode = MARROW_MLX5_OPCODE_NOP;
         nop.fm_ce_se = CQ_UPDATE;
         uint64_t idx;
-        int rc = post<true>(ch, nop, &idx);
+        int rc = post(ch, nop, &idx, true);
         return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
     }
     int rc = wait_ready(ch, target).rc;

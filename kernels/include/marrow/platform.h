@@ -562,6 +562,7 @@ struct Group {
     }
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return solo() ? v : __shfl_sync(mask, (unsigned long long)v, last_lane); }
     MARROW_MEMBER bool any(bool p) const { return solo() ? p : __any_sync(mask, p) != 0; }
+    MARROW_MEMBER uint32_t or32(uint32_t v) const { return solo() ? v : __reduce_or_sync(mask, v); }
     MARROW_MEMBER bool whole_warp() const { return mask == WHOLE_WARP; }
     /* Every lane of the group is active here (others may be too). */
     MARROW_MEMBER bool all_here() const { return (__activemask() & mask) == mask; }
@@ -577,6 +578,7 @@ struct Group {
     MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return v; }
     MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return v; }
     MARROW_MEMBER bool any(bool p) const { return p; }
+    MARROW_MEMBER uint32_t or32(uint32_t v) const { return v; }
     MARROW_MEMBER bool whole_warp() const { return false; }
     MARROW_MEMBER bool all_here() const { return true; }
     MARROW_MEMBER void sync() const {}

@@ -146,12 +146,9 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
     return OK;
 }
 
-/* ForceRing as in post_shared: the owner's lanes are all here (own_group),
- * at one instruction of one instantiation, so they agree on it. */
-template <bool ForceRing>
-MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool lazy) {
+MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     const Group &g = ch.grp;
-    if (g.solo()) return post_own_solo(ch, op, idx_out, ForceRing, lazy);
+    if (g.solo()) return post_own_solo(ch, op, idx_out, force_ring, lazy);
     if (!own_group(ch)) return E_BAD_CONFIG;
     Own &o = ch.own;
     /* Every lane's copy agrees (own_group), so each knows the base and the
@@ -159,10 +156,11 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     uint64_t base = o.resv, end = base + g.size;
 #if MARROW_FAST_PATH >= 2
     /* post_own_solo's test, on every lane's copy of the heads: the same
-     * answer everywhere, so nothing is exchanged. (Written out
+     * answer everywhere, so only force_ring is exchanged. (Written out
      * twice: as one inline function it compiled to other instructions
      * than the ones measured in docs/PERFORMANCE.md.) */
     if (o.status == MARROW_GCRB_STATUS_OK && end <= o.cons + ch.c.sq_wqebbs && !lazy && trace_allows_fast(ch)) {
+        bool force = g.any(force_ring);
         uint64_t idx = base + g.rank;
         o.resv = end;
         uint64_t ctrl = write_wqe_untraced(ch, idx, op);
@@ -170,7 +168,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         to_device_at(ch.gpu_scope());
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
-        if (g.leader()) ring_untraced(ch, end, last_ctrl, ForceRing);
+        if (g.leader()) ring_untraced(ch, end, last_ctrl, force);
         o.prod = end;
         if (idx_out) *idx_out = idx;
         return OK;
@@ -179,18 +177,20 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     int rc = OK;
     bool waited = false;
     if (g.leader()) rc = own_room(ch, end, &waited);
-    /* One vote tells the group whether the leader has news (an error, or
-     * heads moved by its wait); its words follow only then. A shuffle and
-     * a vote each time cost a warp's post 80 ns
-     * (scripts/gpu_probe/exclusive_post.cu). */
-    if (g.any(g.leader() && (rc != OK || waited))) {
+    /* One reduction tells the group both whether any lane forces a ring
+     * and whether the leader has news (an error, or heads moved by its
+     * wait); its words follow only then. A shuffle and a vote each time
+     * cost a warp's post 80 ns (scripts/gpu_probe/exclusive_post.cu). */
+    constexpr uint32_t FORCE = 1u, LEADER_NEWS = 2u;
+    uint32_t news = g.or32((force_ring ? FORCE : 0u) | (g.leader() && (rc != OK || waited) ? LEADER_NEWS : 0u));
+    if (news & LEADER_NEWS) {
         rc = g.from_leader32(rc);
         own_from_leader(ch, g);
     }
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     o.resv = end;
-    bool ring_now = ring_due(ForceRing, lazy, base, end, o.cons, ch.c.sq_wqebbs);
+    bool ring_now = ring_due((news & FORCE) != 0, lazy, base, end, o.cons, ch.c.sq_wqebbs);
     /* Only the WQEs of a ring get CQEs (selective signaling, rdma-core's
      * sq_sig_all = 0): an RC QP completes in order, so a CQE covers every
      * WQE before it, and unrung lazy posts cost the NIC and the poller no
@@ -202,7 +202,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         to_device_at(ch.gpu_scope());
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
-        if (g.leader()) ring(ch, end, last_ctrl, ForceRing);
+        if (g.leader()) ring(ch, end, last_ctrl, (news & 1u) != 0);
         o.prod = end;
     } else {
         /* The WQE stores stay unfenced until a ring: the ringer's fence

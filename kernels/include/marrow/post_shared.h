@@ -434,18 +434,18 @@ constexpr uint64_t RESERVE_FAILED = 1ull << 63;
  * ready chain once for all. One reservation, one turn of the chain and at
  * most one doorbell per warp instead of per thread.
  *
- * ForceRing is a compile-time choice, so the lanes of a group agree on
- * it and the leader needs no vote to learn it. The group's key adds it
- * to the page's address (GCRB pages lie MARROW_GCRB_PAGE_SIZE apart, so
- * the key is no other channel's), although lanes of two instantiations
- * never meet at one match: keyed on the page alone, a warp's put_nbi
- * compiled to code that measured slower on the H100. With the error
- * folded into the index's shuffle, a warp's post has one shuffle and one
- * vote fewer, which measured faster there (docs/PERFORMANCE.md). */
-template <bool ForceRing>
-MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool lazy) {
-    Group g = group_of(ch.page + (ForceRing ? 1 : 0));
-    if (g.solo()) return post_shared_solo(ch, op, idx_out, ForceRing, lazy);
+ * A group is the lanes with the same channel and the same force_ring.
+ * The key below is the page's address plus the flag: GCRB pages lie
+ * MARROW_GCRB_PAGE_SIZE apart, so it is no other channel's key. The
+ * leader's own force_ring is then the group's, and no vote is needed.
+ * Every caller in device.h passes a constant, so lanes that call together
+ * still form one group; lanes that disagree would post as two. With the
+ * error folded into the index's shuffle, a warp's post has one shuffle
+ * and one vote fewer: one warp's put_nbi measured about 1% faster on the
+ * H100 (docs/PERFORMANCE.md). */
+MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
+    Group g = group_of(ch.page + (force_ring ? 1 : 0));
+    if (g.solo()) return post_shared_solo(ch, op, idx_out, force_ring, lazy);
     int rc = OK;
     uint64_t said = 0;
     ChainView view{~0ull, 0, 0};
@@ -472,7 +472,7 @@ MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bo
     g.sync();
     if (g.leader()) {
         to_device_at(ch.gpu_scope());
-        rc = ready_and_ring(ch, base, g.size, ForceRing, lazy, last_ctrl, view, false);
+        rc = ready_and_ring(ch, base, g.size, force_ring, lazy, last_ctrl, view, false);
     }
     rc = g.from_leader32(rc);
     if (idx_out) *idx_out = idx;
