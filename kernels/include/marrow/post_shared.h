@@ -441,8 +441,7 @@ constexpr uint64_t RESERVE_FAILED = 1ull << 63;
  * Every caller in device.h passes a constant, so lanes that call together
  * still form one group; lanes that disagree would post as two. With the
  * error folded into the index's shuffle, a warp's post has one shuffle
- * and one vote fewer: one warp's put_nbi measured about 1% faster on the
- * H100 (docs/PERFORMANCE.md). */
+ * and one vote fewer (measured in docs/PERFORMANCE.md, 2026-12-06). */
 MARROW_FN int post_shared(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     Group g = group_of(ch.page + (force_ring ? 1 : 0));
     if (g.solo()) return post_shared_solo(ch, op, idx_out, force_ring, lazy);
