@@ -329,7 +329,7 @@ fn pe_checks_and_figures(
     rpg: u64,
 ) -> Res<()> {
     let other = 1 - rank;
-    writeln!(link.out, "device {} ({})", gpu.name, gpu.arch)?;
+    writeln!(link.out, "device {} ({}), {}", gpu.name, gpu.arch, gpu.kernels)?;
     link.say(&format!(
         "{} ({}): window {} MiB at {:#x}, peer's mapped at {:#x}",
         gpu.name,

@@ -1,7 +1,8 @@
 //! Running the device code on a GPU: cudarc with dynamic loading, so marrow
 //! builds and its CPU tests run where no CUDA exists; the kernels
 //! (`kernels/gpu/marrow_kernels.cu` over `marrow/device.h`) are compiled at
-//! run time by the machine's own NVRTC, for its own architecture.
+//! run time by the machine's own NVRTC, for its own architecture, and the
+//! PTX is kept for the next run with the same inputs ([`crate::kernel_cache`]).
 //!
 //! The softnic's rings, doorbell records, UAR pages and CQs and the PE
 //! buffers are shared host memory (memfd); the GPU reaches them through
@@ -9,10 +10,12 @@
 //! that live in host memory (docs/SOURCES.md §2.5).
 
 use crate::TransportError;
+use crate::kernel_cache::{self, Kept, KernelOrigin, KeyInputs};
 use cudarc::driver::sys as cu;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
-use cudarc::nvrtc::CompileOptions;
+use cudarc::nvrtc::{CompileOptions, Ptx};
 use marrow_mmio::Region;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The device code, embedded so the binary needs no source tree at run time.
@@ -53,6 +56,94 @@ fn tuning_defines(var: Option<&str>) -> Result<Vec<String>, TransportError> {
         .collect()
 }
 
+/// NVRTC's options for the kernels, other than the architecture and the
+/// include path.
+fn nvrtc_options() -> Result<Vec<String>, TransportError> {
+    let mut options = vec!["--std=c++17".to_string()];
+    options.extend(tuning_defines(std::env::var("MARROW_NVRTC_DEFINE").ok().as_deref())?);
+    Ok(options)
+}
+
+/// NVRTC's (major, minor) version.
+fn nvrtc_version() -> Result<(i32, i32), TransportError> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out-pointers; the library is loaded (callers
+    // checked `is_culib_present`).
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(cuda)?;
+    Ok((major, minor))
+}
+
+/// The cache key of the kernels for `arch` with `options`.
+fn kernels_key(arch: &str, options: &[String]) -> Result<String, TransportError> {
+    Ok(KeyInputs { nvrtc: nvrtc_version()?, arch, options, sources: SOURCES, kernels: KERNELS }.key())
+}
+
+/// Compile the kernels for `arch` with NVRTC alone (no driver needed).
+/// Returns the PTX and NVRTC's time.
+fn compile(arch: &str, options: Vec<String>) -> Result<(String, f64), TransportError> {
+    let dir = std::env::temp_dir().join(format!("marrow-kernels-{}-{arch}", std::process::id()));
+    let written = SOURCES.iter().try_for_each(|(path, text)| {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap_or(&dir))?;
+        std::fs::write(p, text)
+    });
+    let t = std::time::Instant::now();
+    let ptx = written.map_err(TransportError::from).and_then(|()| {
+        let opts = CompileOptions {
+            arch: Some(Box::leak(arch.to_string().into_boxed_str())),
+            include_paths: vec![dir.display().to_string()],
+            options,
+            ..Default::default()
+        };
+        cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(cuda)
+    });
+    let secs = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((ptx?.to_src(), secs))
+}
+
+/// The kernels for `ctx`'s GPU: from the cache when it holds PTX the
+/// driver takes, else compiled, loaded, then kept (kernel_cache.rs).
+fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, KernelOrigin), TransportError> {
+    let options = nvrtc_options()?;
+    let key = kernels_key(arch, &options)?;
+    let dir = kernel_cache::dir();
+    let mut refused = None;
+    if let Some(ptx) = dir.as_deref().and_then(|d| kernel_cache::load(d, &key)) {
+        match ctx.load_module(Ptx::from_src(ptx)) {
+            Ok(module) => {
+                let from = kernel_cache::file(dir.as_deref().unwrap_or(Path::new("")), &key);
+                return Ok((module, KernelOrigin::Loaded(from)));
+            }
+            Err(e) => refused = Some(format!("{e:?}")),
+        }
+    }
+    let (ptx, secs) = compile(arch, options)?;
+    let module = ctx.load_module(Ptx::from_src(ptx.clone())).map_err(cuda)?;
+    let kept = match dir {
+        None => Kept::Off,
+        Some(d) => {
+            kernel_cache::store(&d, &key, &ptx).map_or_else(|e| Kept::Failed(format!("{}: {e}", d.display())), Kept::At)
+        }
+    };
+    Ok((module, KernelOrigin::Compiled { secs, kept, refused }))
+}
+
+/// Compile the kernels for `arch` (`sm_90`) with NVRTC alone and keep the
+/// PTX in `dir`, as a GPU run on this NVRTC would find it: a cache filled
+/// where no GPU is. Returns the file and NVRTC's time. The driver has not
+/// checked this PTX; one that refuses it compiles and replaces it.
+pub fn precompile(arch: &str, dir: &Path) -> Result<(PathBuf, f64), TransportError> {
+    // SAFETY: only probes whether the library can be loaded.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(TransportError::Unavailable("libnvrtc.so (the CUDA runtime compiler)"));
+    }
+    let options = nvrtc_options()?;
+    let key = kernels_key(arch, &options)?;
+    let (ptx, secs) = compile(arch, options)?;
+    Ok((kernel_cache::store(dir, &key, &ptx)?, secs))
+}
+
 /// A GPU with marrow's kernels loaded.
 #[derive(Debug)]
 pub struct Gpu {
@@ -65,6 +156,8 @@ pub struct Gpu {
     pub arch: String,
     /// Device name.
     pub name: String,
+    /// Whether the kernels were compiled now or loaded from the cache.
+    pub kernels: KernelOrigin,
 }
 
 pub(crate) fn cuda(e: impl std::fmt::Debug) -> TransportError {
@@ -118,29 +211,13 @@ impl Gpu {
         let (major, minor) = ctx.compute_capability().map_err(cuda)?;
         let arch = format!("sm_{major}{minor}");
         let name = ctx.name().map_err(cuda)?;
-        let dir = std::env::temp_dir().join(format!("marrow-kernels-{}-{ordinal}", std::process::id()));
-        for (path, text) in SOURCES {
-            let p = dir.join(path);
-            std::fs::create_dir_all(p.parent().unwrap_or(&dir))?;
-            std::fs::write(p, text)?;
-        }
-        let mut options = vec!["--std=c++17".to_string()];
-        options.extend(tuning_defines(std::env::var("MARROW_NVRTC_DEFINE").ok().as_deref())?);
-        let opts = CompileOptions {
-            arch: Some(Box::leak(arch.clone().into_boxed_str())),
-            include_paths: vec![dir.display().to_string()],
-            options,
-            ..Default::default()
-        };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(cuda)?;
-        let module = ctx.load_module(ptx).map_err(cuda)?;
+        let (module, kernels) = load_kernels(&ctx, &arch)?;
         // Kernels run on a non-blocking stream: a copy the softnic makes on
         // another stream while a kernel waits for that very copy's CQE must
         // not be serialized behind the kernel (the legacy default stream
         // would).
         let stream = ctx.new_stream().map_err(cuda)?;
-        let _ = std::fs::remove_dir_all(&dir);
-        Ok(Gpu { ctx, stream, module, arch, name })
+        Ok(Gpu { ctx, stream, module, arch, name, kernels })
     }
 
     /// A kernel by name.

@@ -159,7 +159,7 @@ const RATE_CHANNELS: usize = 32;
 pub fn run(o: &mut dyn Write, render: RenderRecord) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
     let mut c = Collect::new("demo --gpu", format!("{} ({})", gpu.name, gpu.arch));
-    writeln!(o, "marrow demo --gpu: {} ({}), kernels compiled by this machine's NVRTC", gpu.name, gpu.arch)?;
+    writeln!(o, "marrow demo --gpu: {} ({}), {}", gpu.name, gpu.arch, gpu.kernels)?;
     data_checks(&rig(&gpu, checked_config())?, o, "through the softnic")?;
     writeln!(o, "GPU memory as data buffers (moved by the softnic through the GPU's copy engine):")?;
     gpu_memory(&gpu, o)?;
@@ -194,9 +194,10 @@ pub fn run_wire(
     let daemon = marrow_softnic::peer::PeerDaemon::start(softnic_exe, ip, 4791)?;
     writeln!(
         o,
-        "marrow demo --gpu --wire udp: {} ({}); PE 1 is another process (`marrow softnic`, pid {}, port udp:{ip}:4791), reached over RoCEv2 on loopback UDP",
+        "marrow demo --gpu --wire udp: {} ({}), {}; PE 1 is another process (`marrow softnic`, pid {}, port udp:{ip}:4791), reached over RoCEv2 on loopback UDP",
         gpu.name,
         gpu.arch,
+        gpu.kernels,
         daemon.child.id()
     )?;
     let peer = marrow_transport::WirePeer { socket: daemon.socket.clone(), ip };
@@ -353,7 +354,7 @@ fn benchmarks(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, parts: Parts) -> Re
 /// figures come back as rows.
 pub fn bench(o: &mut dyn Write, parts: Parts, doca: Option<&std::path::Path>, doca_only: bool) -> Res<FigureReport> {
     let gpu = Gpu::open()?;
-    writeln!(o, "marrow bench gpu: {} ({})", gpu.name, gpu.arch)?;
+    writeln!(o, "marrow bench gpu: {} ({}), {}", gpu.name, gpu.arch, gpu.kernels)?;
     let mut c = Collect::new("bench gpu", format!("{} ({})", gpu.name, gpu.arch));
     if !(doca_only && doca.is_some()) {
         benchmarks(&gpu, o, &mut c, parts)?;

@@ -54,7 +54,7 @@ pub fn run(
     figures: &mut Vec<super::bench::Figure>,
 ) -> Result<String, Mlx5Error> {
     let gpu = Gpu::open().map_err(cuda)?;
-    say(&format!("GPU: {} ({})", gpu.name, gpu.arch));
+    say(&format!("GPU: {} ({}), {}", gpu.name, gpu.arch, gpu.kernels));
     let dv = r.dv;
     let mailbox = Shm::create("mlx5-mailbox", 4096).map_err(cuda)?;
     gpu.register(r.buf).map_err(cuda)?;

@@ -25,7 +25,7 @@ use std::time::Duration;
 /// refused before the peer is involved.
 pub fn open(say: &mut dyn FnMut(&str)) -> Result<Gpu, ProxyError> {
     let gpu = Gpu::open().map_err(|e| ProxyError::Refused(format!("--gpu: {e}")))?;
-    say(&format!("GPU: {} ({})", gpu.name, gpu.arch));
+    say(&format!("GPU: {} ({}), {}", gpu.name, gpu.arch, gpu.kernels));
     Ok(gpu)
 }
 
