@@ -122,9 +122,13 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, 
     let module = ctx.load_module(Ptx::from_src(ptx.clone())).map_err(cuda)?;
     let kept = match dir {
         None => Kept::Off,
-        Some(d) => {
-            kernel_cache::store(&d, &key, &ptx).map_or_else(|e| Kept::Failed(format!("{}: {e}", d.display())), Kept::At)
-        }
+        Some(d) => match kernel_cache::store(&d, &key, &ptx) {
+            Ok(file) => {
+                kernel_cache::prune(&d, kernel_cache::KEEP, &file);
+                Kept::At(file)
+            }
+            Err(e) => Kept::Failed(format!("{}: {e}", d.display())),
+        },
     };
     Ok((module, KernelOrigin::Compiled { secs, kept, refused }))
 }

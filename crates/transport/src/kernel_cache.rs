@@ -13,7 +13,8 @@
 //! (the XDG base directory rule). A file is written only once the driver
 //! has loaded the PTX, under a temporary name then renamed, so a reader sees
 //! a whole file or none; a file the driver refuses is compiled again and
-//! replaced.
+//! replaced. The [`KEEP`] most recently written files stay; older ones go
+//! when a new one is stored.
 
 use sha2::{Digest, Sha256};
 use std::ffi::OsStr;
@@ -110,6 +111,27 @@ pub fn store(dir: &Path, key: &str, ptx: &str) -> std::io::Result<PathBuf> {
         let _ = std::fs::remove_file(&tmp);
     }
     written.map(|()| path)
+}
+
+/// Files a cache keeps: each build of marrow, NVRTC or knob setting makes
+/// a key of its own (about 4 MiB of PTX each), and nothing else would ever
+/// remove the old ones.
+pub const KEEP: usize = 16;
+
+/// Remove all but the `keep` most recently written `.ptx` files of `dir`
+/// (`stay`, the file just stored, always stays). Returns how many went. Files other than
+/// the cache's own are never touched; a file that cannot be removed is
+/// left, since the next store tries again.
+pub fn prune(dir: &Path, keep: usize, stay: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension() == Some(OsStr::new("ptx")) && p != stay)
+        .filter_map(|p| std::fs::metadata(&p).and_then(|m| m.modified()).ok().map(|t| (t, p)))
+        .collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
+    files.iter().skip(keep.saturating_sub(1)).filter(|(_, p)| std::fs::remove_file(p).is_ok()).count()
 }
 
 /// What became of freshly compiled PTX.
@@ -224,6 +246,27 @@ mod tests {
         assert_eq!(load(&d.join("deeper"), "k1").as_deref(), Some(".version 9.1\n"));
         let names: Vec<_> = std::fs::read_dir(d.join("deeper")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("k1.ptx")], "no temporary file is left");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_and_nothing_else_is_touched() {
+        let d = scratch("prune");
+        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(1000);
+        for i in 0..6u64 {
+            let p = store(&d, &format!("k{i}"), "ptx").unwrap();
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified(t0 + std::time::Duration::from_secs(i * 10)).unwrap();
+        }
+        std::fs::write(d.join("notes.txt"), "not the cache's").unwrap();
+        // k0 is the oldest, but it is the one just used: it stays.
+        assert_eq!(prune(&d, 3, &file(&d, "k0")), 3);
+        let mut left: Vec<String> =
+            std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["k0.ptx", "k4.ptx", "k5.ptx", "notes.txt"]);
+        assert_eq!(prune(&d, 3, &file(&d, "k0")), 0, "nothing more to remove");
+        assert_eq!(prune(&d.join("absent"), 3, &file(&d, "k0")), 0);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
