@@ -47,7 +47,7 @@ pub fn c(spec: &Spec, header: &str) -> String {
     for line in header.lines() {
         writeln!(o, " * {line}").unwrap();
     }
-    o.push_str(" *\n * CPU only: the GPU side of platform.h fences with PTX at system scope.\n */\n");
+    o.push_str(" *\n * CPU only: the GPU side of barriers.h fences with PTX at system scope.\n */\n");
     writeln!(o, "#ifndef {guard}\n#define {guard}").unwrap();
     for b in &spec.barriers {
         writeln!(o, "\n/* {} rdma-core: {}. Source: {}. */", b.doc, b.rdma_core, b.cite).unwrap();

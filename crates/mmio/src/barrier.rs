@@ -3,7 +3,7 @@
 //! the provider as a form of documentation").
 //!
 //! The functions are generated from `hw-specs/barrier.toml`, the table the
-//! device code compiled for the CPU (`kernels/include/marrow/platform.h`,
+//! device code compiled for the CPU (`kernels/include/marrow/barriers.h`,
 //! through `generated/barrier.h`) takes its barriers from too; the table
 //! with every instruction is `docs/hw/barrier.md`.
 

@@ -28,6 +28,9 @@ const SOURCES: &[(&str, &str)] = &[
     ("marrow/post_exclusive.h", include_str!("../../../kernels/include/marrow/post_exclusive.h")),
     ("marrow/p2p.h", include_str!("../../../kernels/include/marrow/p2p.h")),
     ("marrow/platform.h", include_str!("../../../kernels/include/marrow/platform.h")),
+    ("marrow/barriers.h", include_str!("../../../kernels/include/marrow/barriers.h")),
+    ("marrow/group.h", include_str!("../../../kernels/include/marrow/group.h")),
+    ("marrow/copy.h", include_str!("../../../kernels/include/marrow/copy.h")),
     ("marrow/generated/mlx5.h", include_str!("../../../kernels/include/marrow/generated/mlx5.h")),
     ("marrow/generated/gcrb.h", include_str!("../../../kernels/include/marrow/generated/gcrb.h")),
 ];

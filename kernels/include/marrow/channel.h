@@ -9,6 +9,7 @@
 #ifndef MARROW_CHANNEL_H
 #define MARROW_CHANNEL_H
 
+#include "marrow/group.h"
 #include "marrow/platform.h"
 
 namespace marrow {
@@ -98,7 +99,7 @@ struct Channel {
         return (marrow_gcrb_trace_entry *)(page + MARROW_GCRB_OFF_TRACE) + (i % MARROW_GCRB_TRACE_ENTRIES);
     }
     MARROW_MEMBER bool flag(uint32_t shift) const { return (c.flags >> shift) & 1u; }
-    /* The scope of the posting fences (flags.gpu_scope_fences; platform.h
+    /* The scope of the posting fences (flags.gpu_scope_fences; barriers.h
      * to_device_at). */
     MARROW_MEMBER bool gpu_scope() const { return flag(MARROW_GCRB_CONFIG_GPU_SCOPE_FENCES_SHIFT); }
 };

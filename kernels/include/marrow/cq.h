@@ -8,6 +8,7 @@
 #ifndef MARROW_CQ_H
 #define MARROW_CQ_H
 
+#include "marrow/barriers.h"
 #include "marrow/channel.h"
 
 namespace marrow {

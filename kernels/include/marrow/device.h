@@ -36,6 +36,10 @@
 #define MARROW_DEVICE_H
 
 /* One file per concern, each including what it builds on:
+ *   platform.h        byte order, clock, atomics, loads and stores, GPU and CPU
+ *   barriers.h        the fences that order what the NIC reads, by purpose
+ *   group.h           a warp's posting groups
+ *   copy.h            peer memory: system-scope atomics, bulk copies
  *   channel.h         the Channel, status codes, errors, deadlines, windows
  *   cq.h              the CQ walk; a shared channel's poll and wait
  *   encoder.h         the WQE, the doorbell record and the doorbell
@@ -44,6 +48,7 @@
  *   p2p.h             transport P2P and the copy-engine relay
  * and below, the public API. */
 #include "marrow/channel.h"
+#include "marrow/copy.h"
 #include "marrow/cq.h"
 #include "marrow/encoder.h"
 #include "marrow/p2p.h"

@@ -9,6 +9,7 @@
 #ifndef MARROW_ENCODER_H
 #define MARROW_ENCODER_H
 
+#include "marrow/barriers.h"
 #include "marrow/channel.h"
 
 namespace marrow {

@@ -7,7 +7,9 @@
 #ifndef MARROW_P2P_H
 #define MARROW_P2P_H
 
+#include "marrow/barriers.h"
 #include "marrow/channel.h"
+#include "marrow/copy.h"
 
 namespace marrow {
 

@@ -1,17 +1,11 @@
 /*
- * marrow device platform layer: the handful of primitives the posting and
- * polling protocol needs, for the GPU (nvcc or NVRTC, sm_90) and for the CPU
- * (g++), so that device.h is written once.
- *
- * Barriers carry the names of crates/mmio (after rdma-core util/udma_barrier.h):
- *   to_device   - WQE stores before the doorbell record the NIC reads
- *   from_device - a load that saw ownership (CQE owner) before payload loads
- *   wc_start    - doorbell record before the doorbell MMIO store
- *   wc_flush    - push the doorbell out before what follows
- * The rings, doorbell records and CQs live in host memory mapped into the GPU
- * (cudaHostRegister), so the GPU fences are system scope
- * (docs/SOURCES.md §2.3: NVSHMEM's IBGDA_MEMBAR is
- * __threadfence_system() unless NIC buffers are in GPU memory).
+ * marrow device platform layer: the primitives the posting and polling
+ * protocol is written in, for the GPU (nvcc or NVRTC, sm_90) and for the
+ * CPU (g++), so that the device code is written once: byte order, the
+ * clock, the GCRB's atomics, and the loads and stores of what the NIC
+ * reads and writes. The fences that order those for the NIC are in
+ * barriers.h, a warp's posting groups in group.h, peer-memory atomics and
+ * bulk copies in copy.h.
  */
 #ifndef MARROW_PLATFORM_H
 #define MARROW_PLATFORM_H
@@ -29,7 +23,6 @@
 #define MARROW_MEMBER inline
 #include <sched.h>
 #include <time.h>
-#include "marrow/generated/barrier.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -109,7 +102,7 @@ MARROW_FN void relax(uint32_t spins) {
  * touch while a kernel runs (the host reads them after): GPU scope on the
  * GPU, where the GCRB lives in GPU memory (NVSHMEM keeps its mvars there
  * too). Stores the NIC must see (WQEs, doorbell record, doorbell) are
- * ordered by the system-scope barriers below instead. */
+ * ordered by the system-scope barriers of barriers.h instead. */
 
 MARROW_FN uint64_t atomic_add(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
@@ -283,7 +276,6 @@ MARROW_FN void store_wqe16(uint64_t *p, uint64_t lo, uint64_t hi) {
  * barrier that follows it. */
 MARROW_FN void store_device_u32(uint32_t *p, uint32_t v) { *(volatile uint32_t *)p = v; }
 
-/* A byte or halfword the NIC writes (CQE op_own, wqe_counter): never cached. */
 /* Loads of what the NIC writes (CQEs): system scope on the GPU, so no
  * cache between the GPU and host memory answers for the NIC (DOCA polls
  * op_own with ld.relaxed.sys on sm_90). */
@@ -333,91 +325,6 @@ MARROW_FN uint64_t load_acquire_sys(const uint64_t *p) {
 #endif
 }
 
-/* ------------------------------------------------------------ barriers */
-
-/* On the GPU each is fence.acq_rel.sys: ordering at system scope is what
- * the NIC (or the softnic's CPU thread) needs; fence.sc.sys, which
- * __threadfence_system() emits, adds a total order nobody here relies on.
- * (DOCA GPUNetIO's one-sided verbs fence at GPU scope and only its CQ poll
- * at system scope, because its rings can live in GPU memory; marrow's live
- * in host memory, where the NIC's reads need the system scope.)
- *
- * On the CPU each is the row of hw-specs/barrier.toml that crates/mmio's
- * barriers come from too (generated/barrier.h): rdma-core's instruction for
- * the same purpose, e.g. the outer-shareable dmb osh* on aarch64. */
-MARROW_FN void fence_sys() {
-#if MARROW_GPU
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
-#endif
-}
-/* Two orders in one: the WQE stores before the doorbell record (the DMA
- * barrier), and the relaxed load of ready_head taken before it (post_shared.h
- * chain_view) before what follows, which makes that load an acquire. On the
- * GPU fence.acq_rel.sys gives both; on the CPU the DMA row orders stores
- * only (dmb oshst), so a thread acquire fence adds the load half. On x86
- * both are compiler barriers. */
-MARROW_FN void to_device() {
-#if MARROW_GPU
-    fence_sys();
-#else
-    marrow_cpu_to_device();
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-#endif
-}
-
-/* to_device and wc_start at the scope the NIC's reads of the rings need:
- * GPU scope where the send queue and its doorbell record live in GPU
- * memory (gcrb_config.flags.gpu_scope_fences: a NIC's peer reads of GPU
- * memory are served like the GPU's own, so what is ordered for the GPU is
- * ordered for them; DOCA's one-sided verbs fence at GPU scope by default),
- * system scope otherwise. The CPU has one scope: its row of the barrier
- * table. */
-MARROW_FN void to_device_at(bool gpu_scope) {
-#if MARROW_GPU
-    /* fence.acq_rel.gpu: both of to_device's orders, at GPU scope. */
-    if (gpu_scope) return fence_release_gpu();
-#else
-    (void)gpu_scope;
-#endif
-    to_device();
-}
-
-MARROW_FN void from_device() {
-#if MARROW_GPU
-    /* Acquire only: nothing before it needs to be ordered ahead, so no
-     * release half (DOCA's CQ poll ends in fence.acquire.sys too); unlike
-     * fence.acq_rel.sys it does not wait for this thread's outstanding
-     * stores. */
-    asm volatile("fence.acquire.sys;" ::: "memory");
-#else
-    marrow_cpu_from_device();
-#endif
-}
-
-MARROW_FN void wc_start() {
-#if MARROW_GPU
-    fence_sys();
-#else
-    marrow_cpu_wc_start();
-#endif
-}
-
-MARROW_FN void wc_start_at(bool gpu_scope) {
-#if MARROW_GPU
-    if (gpu_scope) return fence_release_gpu();
-#else
-    (void)gpu_scope;
-#endif
-    wc_start();
-}
-
-MARROW_FN void wc_flush() {
-#if MARROW_GPU
-    fence_sys();
-#else
-    marrow_cpu_wc_flush();
-#endif
-}
 
 /* One 8-byte store to the UAR doorbell register: a single MMIO write. */
 MARROW_FN void mmio_store64(uint64_t *p, uint64_t v) {
@@ -434,186 +341,6 @@ MARROW_FN uint32_t thread_id() {
     return blockIdx.x * blockDim.x + threadIdx.x;
 #else
     return cpu_thread_id();
-#endif
-}
-
-/* ------------------------------------------------------------ peer memory */
-
-/* Atomics on a peer's memory (transport P2P): system scope, so both GPUs'
- * threads see one order. */
-MARROW_FN uint64_t atomic_add_sys(uint64_t *p, uint64_t v) {
-#if MARROW_GPU
-    return atomicAdd_system((unsigned long long *)p, (unsigned long long)v);
-#else
-    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-#endif
-}
-MARROW_FN uint64_t cas_sys(uint64_t *p, uint64_t expected, uint64_t desired) {
-#if MARROW_GPU
-    return atomicCAS_system((unsigned long long *)p, expected, desired);
-#else
-    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    return expected;
-#endif
-}
-
-/* Every earlier store of this thread performed for every thread of the
- * system (quiet on peer memory): fence.sc.sys, the strongest fence. */
-MARROW_FN void fence_quiet() {
-#if MARROW_GPU
-    __threadfence_system();
-#else
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-}
-
-/* Copy `len` bytes with `n` threads, this one being `rank`: 16-byte vectors
- * strided by thread so a warp's accesses coalesce, four in flight per
- * thread, the tail in bytes. Misaligned buffers go byte by byte. */
-struct alignas(16) V16 {
-    uint64_t lo, hi;
-};
-
-/* Whether every address or length in `bits` (or-ed together) is a multiple
- * of 16: what 16-byte vectors and TMA bulk copies need. */
-MARROW_FN bool aligned16(uint64_t bits) { return bits % sizeof(V16) == 0; }
-
-MARROW_FN void copy_strided(uint8_t *dst, const uint8_t *src, uint64_t len, uint32_t rank, uint32_t n) {
-    uint64_t i = rank, step = n;
-    if (aligned16((uint64_t)dst | (uint64_t)src)) {
-        uint64_t nvec = len / 16;
-        const V16 *s = (const V16 *)src;
-        V16 *d = (V16 *)dst;
-        /* Four loads in flight before the first store (eight measured
-         * slower on the H200: fewer blocks resident). */
-        for (; i + 3 * step < nvec; i += 4 * step) {
-            V16 v[4];
-            for (int k = 0; k < 4; k++) v[k] = s[i + k * step];
-            for (int k = 0; k < 4; k++) d[i + k * step] = v[k];
-        }
-        for (; i < nvec; i += step) d[i] = s[i];
-        i = nvec * 16 + rank;
-    }
-    for (; i < len; i += step) dst[i] = src[i];
-}
-
-#if MARROW_GPU
-/* A block copies `len` bytes (both ends 16-byte aligned, len a multiple of
- * 16) through shared memory with the Tensor Memory Accelerator: threads load
- * a chunk into one of two shared buffers, thread 0 hands it to a bulk
- * asynchronous store (cp.async.bulk.global.shared::cta, sm_90) and the
- * threads fill the other buffer meanwhile. Hopper's TMA moves the peer
- * writes in large bulk transactions instead of 16 bytes per thread. All
- * threads of the block call. */
-constexpr uint32_t TMA_CHUNK = 16384;
-
-MARROW_FN void tma_store_wait_read_1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }
-MARROW_FN void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
-MARROW_FN void copy_block_tma(uint8_t *dst, const uint8_t *src, uint64_t len, uint32_t t, uint32_t n) {
-    __shared__ __align__(128) uint8_t tma_buf[2][TMA_CHUNK];
-    uint64_t chunks = (len + TMA_CHUNK - 1) / TMA_CHUNK;
-    for (uint64_t c = 0; c < chunks; c++) {
-        uint8_t *b = tma_buf[c & 1];
-        uint64_t off = c * TMA_CHUNK;
-        uint32_t this_len = (uint32_t)(len - off < TMA_CHUNK ? len - off : TMA_CHUNK);
-        /* The store issued two chunks ago from this buffer has read it. */
-        if (t == 0 && c >= 2) tma_store_wait_read_1();
-        __syncthreads();
-        const V16 *s = (const V16 *)(src + off);
-        V16 *d = (V16 *)b;
-        for (uint32_t i = t; i < this_len / 16; i += n) d[i] = s[i];
-        /* Our generic-proxy writes to shared memory before the async proxy reads them. */
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
-        if (t == 0) {
-            uint32_t sb = (uint32_t)__cvta_generic_to_shared(b);
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + off), "r"(sb), "r"(this_len)
-                         : "memory");
-            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-        }
-    }
-    /* The writes done (not only the shared reads) before the caller's quiet. */
-    if (t == 0) tma_store_wait_all();
-    __syncthreads();
-}
-#endif
-
-/* ------------------------------------------------------------ posting groups */
-
-/* The threads that post together. On the GPU: the lanes of a warp that are
- * active here and name the same key (the channel), found with
- * __match_any_sync as cooperative_groups::coalesced_threads() does. On the
- * CPU: the calling thread alone. */
-/* Every lane of a warp, as a lane mask. */
-constexpr uint32_t WHOLE_WARP = ~0u;
-
-struct Group {
-#if MARROW_GPU
-    unsigned mask;
-    uint32_t rank, size, leader_lane, last_lane;
-    /* A lane alone skips every warp instruction: each costs tens of
-     * nanoseconds even with one lane (scripts/gpu_probe/sysmem_stores.cu). */
-    MARROW_MEMBER bool solo() const { return size == 1; }
-    MARROW_MEMBER bool leader() const { return rank == 0; }
-    MARROW_MEMBER int from_leader32(int v) const { return solo() ? v : __shfl_sync(mask, v, leader_lane); }
-    MARROW_MEMBER uint64_t from_leader64(uint64_t v) const {
-        return solo() ? v : __shfl_sync(mask, (unsigned long long)v, leader_lane);
-    }
-    MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return solo() ? v : __shfl_sync(mask, (unsigned long long)v, last_lane); }
-    MARROW_MEMBER bool any(bool p) const { return solo() ? p : __any_sync(mask, p) != 0; }
-    MARROW_MEMBER uint32_t or32(uint32_t v) const { return solo() ? v : __reduce_or_sync(mask, v); }
-    MARROW_MEMBER bool whole_warp() const { return mask == WHOLE_WARP; }
-    /* Every lane of the group is active here (others may be too). */
-    MARROW_MEMBER bool all_here() const { return (__activemask() & mask) == mask; }
-    /* Memory ordering among the group: the leader acts after everyone's stores and fences. */
-    MARROW_MEMBER void sync() const {
-        if (!solo()) __syncwarp(mask);
-    }
-#else
-    uint32_t rank = 0, size = 1;
-    MARROW_MEMBER bool solo() const { return true; }
-    MARROW_MEMBER bool leader() const { return true; }
-    MARROW_MEMBER int from_leader32(int v) const { return v; }
-    MARROW_MEMBER uint64_t from_leader64(uint64_t v) const { return v; }
-    MARROW_MEMBER uint64_t from_last64(uint64_t v) const { return v; }
-    MARROW_MEMBER bool any(bool p) const { return p; }
-    MARROW_MEMBER uint32_t or32(uint32_t v) const { return v; }
-    MARROW_MEMBER bool whole_warp() const { return false; }
-    MARROW_MEMBER bool all_here() const { return true; }
-    MARROW_MEMBER void sync() const {}
-#endif
-};
-
-#if MARROW_GPU
-MARROW_FN unsigned lane_id() {
-    unsigned lane;
-    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    return lane;
-}
-
-/* The group of lanes `mask`, as seen from `lane` (one of them). */
-MARROW_FN Group group_of_mask(unsigned mask, unsigned lane) {
-    Group g;
-    g.mask = mask;
-    g.rank = __popc(mask & ((1u << lane) - 1u));
-    g.size = __popc(mask);
-    g.leader_lane = __ffs(mask) - 1;
-    g.last_lane = 31 - __clz(mask);
-    return g;
-}
-#endif
-
-MARROW_FN Group group_of(const void *key) {
-#if MARROW_GPU
-    unsigned lane = lane_id();
-    unsigned active = __activemask();
-    /* Alone in the warp: no match needed. */
-    unsigned mask = active == (1u << lane) ? active : __match_any_sync(active, (unsigned long long)key);
-    return group_of_mask(mask, lane);
-#else
-    (void)key;
-    return Group{};
 #endif
 }
 

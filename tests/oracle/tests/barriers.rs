@@ -1,7 +1,7 @@
 //! The CPU barriers against rdma-core's (`util/udma_barrier.h`, the
 //! oracle): for x86-64 and aarch64, a probe wraps each of rdma-core's
 //! macros, each generated `marrow_cpu_*` barrier and each of the device
-//! code's `platform.h` barriers in a function of its own, compiles it with
+//! code's `barriers.h` barriers in a function of its own, compiles it with
 //! that architecture's g++ and reads the instructions back with its objdump.
 //! The Rust barriers of `crates/mmio` are read from this very test binary.
 //!
@@ -42,11 +42,11 @@ fn udma_barrier_dir() -> PathBuf {
 }
 
 /// One function per barrier and source: `rc_NAME` (rdma-core), `gen_NAME`
-/// (the generated header), `dev_NAME` (platform.h), and `acquire` (the
-/// compiler's own acquire fence, which platform.h's to_device adds).
+/// (the generated header), `dev_NAME` (barriers.h), and `acquire` (the
+/// compiler's own acquire fence, which barriers.h's to_device adds).
 fn probe_source() -> String {
     let mut s = String::from(
-        "#include <udma_barrier.h>\n#include \"marrow/platform.h\"\nextern \"C\" {\n\
+        "#include <udma_barrier.h>\n#include \"marrow/barriers.h\"\nextern \"C\" {\n\
          void acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }\n",
     );
     for (name, rc) in BARRIERS {
@@ -125,14 +125,14 @@ fn generated_and_device_code_barriers_are_rdma_cores_on_every_architecture() {
             let want = body(arch.objdump, &obj, &format!("rc_{name}"));
             let generated = body(arch.objdump, &obj, &format!("gen_{name}"));
             assert_eq!(generated, want, "{}: marrow_cpu_{name} is not rdma-core's {rc}", arch.name);
-            // platform.h's to_device also orders the ready chain's earlier
+            // barriers.h's to_device also orders the ready chain's earlier
             // load (an acquire); the others are the table's row alone.
             let mut device = want.clone();
             if name == "to_device" {
                 device.extend(acquire.iter().cloned());
             }
             let got = body(arch.objdump, &obj, &format!("dev_{name}"));
-            assert_eq!(got, device, "{}: platform.h {name} is not rdma-core's {rc}", arch.name);
+            assert_eq!(got, device, "{}: barriers.h {name} is not rdma-core's {rc}", arch.name);
             compared += 2;
         }
     }
