@@ -17,7 +17,23 @@
 #include <errno.h>
 #include <stdint.h>
 
+// <cuda.h> first, as NCCL's own chain includes it before DOCA's headers
+// (gin_gdaki.h -> gin_device_common.h -> gin_device_host_common.h): DOCA's
+// common header picks its instructions by CUDA_VERSION. From 12.2 the
+// doorbell is st.mmio.relaxed.sys, and from 12.8 on sm_90 the fences are
+// fence.release / fence.acquire; without CUDA_VERSION it falls back to a
+// plain system-scope store and to a release store (or acquire load) on a
+// stack word for each fence, which is not the code NCCL runs.
+#include <cuda.h>
+
 #include "doca_gpunetio_device.h"
+
+#if !defined(DOCA_GPUNETIO_VERBS_HAS_STORE_RELAXED_MMIO)
+#error "DOCA's headers did not see CUDA_VERSION >= 12020: not the DOCA build NCCL makes"
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(DOCA_GPUNETIO_VERBS_HAS_FENCE_ACQUIRE_RELEASE_PTX)
+#error "DOCA's headers did not see CUDA_VERSION >= 12080 on sm_90: not the DOCA build NCCL makes"
+#endif
 
 // One QP as marrow describes it (crates/transport/src/gpu_doca.rs
 // DocaQueue, the same field order). Device addresses of registered host
