@@ -112,12 +112,11 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str) -> Result<(Arc<CudaModule>, 
     let key = kernels_key(arch, &options)?;
     let dir = kernel_cache::dir();
     let mut refused = None;
-    if let Some(ptx) = dir.as_deref().and_then(|d| kernel_cache::load(d, &key)) {
+    if let Some(d) = dir.as_deref()
+        && let Some(ptx) = kernel_cache::load(d, &key)
+    {
         match ctx.load_module(Ptx::from_src(ptx)) {
-            Ok(module) => {
-                let from = kernel_cache::file(dir.as_deref().unwrap_or(Path::new("")), &key);
-                return Ok((module, KernelOrigin::Loaded(from)));
-            }
+            Ok(module) => return Ok((module, KernelOrigin::Loaded(kernel_cache::file(d, &key)))),
             Err(e) => refused = Some(format!("{e:?}")),
         }
     }
