@@ -146,6 +146,16 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
     return OK;
 }
 
+/* A tuning knob (kernels/README.md): 1, the default, a warp's lanes leave
+ * their WQE stores unfenced and the leader fences once after the warp
+ * barrier, which orders the lanes' stores before the leader's fence (the
+ * barrier orders memory among its lanes, and fences are cumulative), as
+ * post_shared and DOCA's warp put (doca_gpu_dev_verbs_put_warp) do; 0,
+ * every lane fences its own stores before the barrier. */
+#ifndef MARROW_OWN_LEADER_FENCE
+#define MARROW_OWN_LEADER_FENCE 1
+#endif
+
 MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     const Group &g = ch.grp;
     if (g.solo()) return post_own_solo(ch, op, idx_out, force_ring, lazy);
@@ -165,10 +175,17 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         o.resv = end;
         uint64_t ctrl = write_wqe_untraced(ch, idx, op);
         /* Each lane's WQE stores ahead of the leader's doorbell record. */
+#if !MARROW_OWN_LEADER_FENCE
         to_device_at(ch.gpu_scope());
+#endif
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
-        if (g.leader()) ring_untraced(ch, end, last_ctrl, force);
+        if (g.leader()) {
+#if MARROW_OWN_LEADER_FENCE
+            to_device_at(ch.gpu_scope());
+#endif
+            ring_untraced(ch, end, last_ctrl, force);
+        }
         o.prod = end;
         if (idx_out) *idx_out = idx;
         return OK;
@@ -199,10 +216,17 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     uint64_t ctrl = write_wqe(ch, idx, op, ring_now);
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
+#if !MARROW_OWN_LEADER_FENCE
         to_device_at(ch.gpu_scope());
+#endif
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
-        if (g.leader()) ring(ch, end, last_ctrl, (news & 1u) != 0);
+        if (g.leader()) {
+#if MARROW_OWN_LEADER_FENCE
+            to_device_at(ch.gpu_scope());
+#endif
+            ring(ch, end, last_ctrl, (news & 1u) != 0);
+        }
         o.prod = end;
     } else {
         /* The WQE stores stay unfenced until a ring: the ringer's fence
