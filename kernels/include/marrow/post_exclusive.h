@@ -174,7 +174,8 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         uint64_t idx = base + g.rank;
         o.resv = end;
         uint64_t ctrl = write_wqe_untraced(ch, idx, op);
-        /* Each lane's WQE stores ahead of the leader's doorbell record. */
+        /* Each lane's WQE stores ahead of the leader's doorbell record: by
+         * the leader's fence after the barrier, or each lane's before it. */
 #if !MARROW_OWN_LEADER_FENCE
         to_device_at(ch.gpu_scope());
 #endif
@@ -215,7 +216,8 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
      * covered. */
     uint64_t ctrl = write_wqe(ch, idx, op, ring_now);
     if (ring_now) {
-        /* Our WQE stores, and any left unrung before, ahead of the doorbell record. */
+        /* Our WQE stores, and any left unrung before, ahead of the doorbell
+         * record, fenced as on the fast path above. */
 #if !MARROW_OWN_LEADER_FENCE
         to_device_at(ch.gpu_scope());
 #endif
