@@ -156,6 +156,24 @@ MARROW_FN int post_own_solo(const Channel &ch, const Op &op, uint64_t *idx_out, 
 #define MARROW_OWN_LEADER_FENCE 1
 #endif
 
+/* The two halves of an owner warp's WQE fence: each lane's, before the
+ * warp barrier, and the leader's, after it and before the doorbell
+ * record. The knob keeps exactly one of them. */
+MARROW_FN void own_lane_fence(const Channel &ch) {
+#if !MARROW_OWN_LEADER_FENCE
+    to_device_at(ch.gpu_scope());
+#else
+    (void)ch;
+#endif
+}
+MARROW_FN void own_leader_fence(const Channel &ch) {
+#if MARROW_OWN_LEADER_FENCE
+    to_device_at(ch.gpu_scope());
+#else
+    (void)ch;
+#endif
+}
+
 MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool force_ring, bool lazy) {
     const Group &g = ch.grp;
     if (g.solo()) return post_own_solo(ch, op, idx_out, force_ring, lazy);
@@ -176,15 +194,11 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         uint64_t ctrl = write_wqe_untraced(ch, idx, op);
         /* Each lane's WQE stores ahead of the leader's doorbell record: by
          * the leader's fence after the barrier, or each lane's before it. */
-#if !MARROW_OWN_LEADER_FENCE
-        to_device_at(ch.gpu_scope());
-#endif
+        own_lane_fence(ch);
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
         if (g.leader()) {
-#if MARROW_OWN_LEADER_FENCE
-            to_device_at(ch.gpu_scope());
-#endif
+            own_leader_fence(ch);
             ring_untraced(ch, end, last_ctrl, force);
         }
         o.prod = end;
@@ -218,15 +232,11 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     if (ring_now) {
         /* Our WQE stores, and any left unrung before, ahead of the doorbell
          * record, fenced as on the fast path above. */
-#if !MARROW_OWN_LEADER_FENCE
-        to_device_at(ch.gpu_scope());
-#endif
+        own_lane_fence(ch);
         uint64_t last_ctrl = ch.flag(MARROW_GCRB_CONFIG_DB_CTRL_BYTES_SHIFT) ? g.from_last64(ctrl) : 0;
         g.sync();
         if (g.leader()) {
-#if MARROW_OWN_LEADER_FENCE
-            to_device_at(ch.gpu_scope());
-#endif
+            own_leader_fence(ch);
             ring(ch, end, last_ctrl, (news & 1u) != 0);
         }
         o.prod = end;
