@@ -258,9 +258,11 @@ MARROW_FN int quiet_own(const Channel &ch) {
     Own &o = ch.own;
     bool tail = o.prod < o.resv;
     if (tail) {
-        /* Lazy posting left this lane's WQE stores unfenced; the leader's
-         * are fenced by the NOP's post below. */
-        if (!g.leader()) to_device_at(ch.gpu_scope());
+        /* Lazy posting left the lanes' WQE stores unfenced. The NOP's
+         * post below fences the leader's, after the barrier, and with the
+         * knob at 1 everyone's (as post_own's leader fence does); with the
+         * knob at 0 each other lane fences its own first. */
+        if (!g.leader()) own_lane_fence(ch);
         g.sync();
     }
     int rc = OK;
