@@ -102,15 +102,16 @@ impl DocaSide {
     }
 }
 
-/// A DOCA kernel's result codes: 0, or what its wait returned.
+/// A DOCA kernel's result codes: 0, or what its wait returned (the waits of
+/// scripts/doca_peer/doca_peer.cu return Linux errno values, negated).
 fn check_doca(what: &str, rc: &[i32]) -> Res<()> {
     match rc.iter().enumerate().find(|(_, c)| **c != 0) {
         None => Ok(()),
         Some((i, &c)) => check(format!(
             "DOCA's {what}: thread {i} returned {c} ({})",
-            match c {
-                -5 => "-EIO: DOCA's poll found an error CQE".to_string(),
-                -110 => "-ETIMEDOUT: no CQE within the channel's timeout".to_string(),
+            match nix::errno::Errno::from_raw(c.wrapping_neg()) {
+                nix::errno::Errno::EIO => "-EIO: DOCA's poll found an error CQE".to_string(),
+                nix::errno::Errno::ETIMEDOUT => "-ETIMEDOUT: no CQE within the channel's timeout".to_string(),
                 _ => DeviceError(c).to_string(),
             }
         )),
