@@ -222,7 +222,8 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
     if (rc != OK) return rc;
     uint64_t idx = base + g.rank;
     o.resv = end;
-    bool ring_now = ring_due((news & FORCE) != 0, lazy, base, end, o.cons, ch.c.sq_wqebbs);
+    bool force = (news & FORCE) != 0;
+    bool ring_now = ring_due(force, lazy, base, end, o.cons, ch.c.sq_wqebbs);
     /* Only the WQEs of a ring get CQEs (selective signaling, rdma-core's
      * sq_sig_all = 0): an RC QP completes in order, so a CQE covers every
      * WQE before it, and unrung lazy posts cost the NIC and the poller no
@@ -237,7 +238,7 @@ MARROW_FN int post_own(const Channel &ch, const Op &op, uint64_t *idx_out, bool 
         g.sync();
         if (g.leader()) {
             own_leader_fence(ch);
-            ring(ch, end, last_ctrl, (news & 1u) != 0);
+            ring(ch, end, last_ctrl, force);
         }
         o.prod = end;
     } else {
