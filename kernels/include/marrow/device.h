@@ -72,7 +72,6 @@ MARROW_FN int post(const Channel &ch, const Op &op, uint64_t *idx_out, bool forc
     return ch.excl ? post_own(ch, op, idx_out, force_ring, lazy) : post_shared(ch, op, idx_out, force_ring, lazy);
 }
 
-
 /* A WRITE or READ between local offset `loff` and PE `pe`'s window at `roff`. */
 MARROW_FN int rw_op(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t roff, uint64_t loff, uint32_t len, Op *op) {
     *op = Op{};

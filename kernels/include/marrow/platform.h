@@ -325,7 +325,6 @@ MARROW_FN uint64_t load_acquire_sys(const uint64_t *p) {
 #endif
 }
 
-
 /* One 8-byte store to the UAR doorbell register: a single MMIO write. */
 MARROW_FN void mmio_store64(uint64_t *p, uint64_t v) {
 #if MARROW_GPU
