@@ -146,10 +146,11 @@ MARROW_FN void ring_untraced(const Channel &ch, uint64_t end, uint64_t last_ctrl
      * read, which follows at once: a read that reaches host memory before
      * the CQE costs a whole PCIe round trip. Holding back is a matter of
      * time, not of scope, so it stays system-scope with
-     * flags.gpu_scope_fences too: a GPU-scope fence there let a tenth or
-     * more of the first reads leave too early on the H200
-     * (docs/PERFORMANCE.md). Without an early ring this is the record's
-     * fence before the one doorbell, at the posting fences' scope. */
+     * flags.gpu_scope_fences too: a GPU-scope fence there lowered the
+     * median but let some first reads leave too early, on the H200 and
+     * on an H100 (docs/PERFORMANCE.md). Without an early ring this is the
+     * record's fence before the one doorbell, at the posting fences'
+     * scope. */
     if (early && !ch.excl) {
         fence_release_gpu();
     } else if (early) {
