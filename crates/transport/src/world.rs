@@ -61,12 +61,6 @@ pub struct WorldConfig {
     /// compare with DOCA, which fences so there too (`bench gpu --doca`).
     /// Off by default. The CPU device code has one scope and ignores it.
     pub gpu_scope_fences: bool,
-    /// `flags.ds_only_stores`: a WQE's stores cover its ds segments (48
-    /// bytes for a put), as rdma-core's and DOCA's do, not its whole 64-byte
-    /// WQEBB; the rest of the WQEBB keeps what an earlier WQE left there,
-    /// which the NIC never reads. Off by default: the posting-rate floor
-    /// stores whole WQEBBs.
-    pub ds_only_stores: bool,
     /// PE 1 on a second softnic, reached from PE 0 over RoCEv2 on loopback
     /// UDP (`marrow_softnic::rc`): the device code's WQEs then cross a
     /// wire, packets, ACKs and all.
@@ -96,7 +90,6 @@ impl Default for WorldConfig {
             exclusive: false,
             cq_overrun_ignore: true,
             gpu_scope_fences: false,
-            ds_only_stores: false,
             wire: false,
         }
     }
@@ -481,7 +474,6 @@ fn channels(
             c.set_exclusive(cfg.exclusive);
             c.set_cq_overrun_ignore(q.cq_overrun_ignore);
             c.set_gpu_scope_fences(cfg.gpu_scope_fences);
-            c.set_ds_only_stores(cfg.ds_only_stores);
         })?;
         let ch = Channel { qpn: q.qpn, cqn: q.cqn, page };
         if k == 0 { channels.push(ch) } else { more.push(ch) }

@@ -244,18 +244,6 @@ fn get_and_atomics_in(w: &World) {
     assert_eq!(u64::from_ne_bytes(v), 9);
 }
 
-/// With `flags.ds_only_stores` a put's WQE leaves bytes 48..64 of its
-/// WQEBB as an earlier atomic's (ds 4) left them: the softnic reads ds
-/// segments only, so reads, atomics and puts through one ring of four,
-/// round and round, still move the right bytes.
-#[test]
-fn ds_only_stores_leave_the_wqebb_past_ds_unread() {
-    let w = world_with(WorldConfig { sq_wqebbs: 4, ncqe: 4, ds_only_stores: true, ..WorldConfig::default() });
-    get_and_atomics_in(&w);
-    put_signal_in(&w);
-    assert!(gcrb_page::config(&w.channels[0].page()).unwrap().ds_only_stores());
-}
-
 #[test]
 fn put_signal_lands_data_then_signal() {
     put_signal_in(&world(8, 8, false));

@@ -47,7 +47,7 @@ static_assert(MARROW_MLX5_WQE_DATA_SEG_BYTE_COUNT_OFF / 8 == 0 && MARROW_MLX5_WQ
 static_assert(MARROW_MLX5_WQE_ATOMIC_SEG_SWAP_ADD_OFF == 0 && MARROW_MLX5_WQE_ATOMIC_SEG_COMPARE_OFF == 8,
               "atomic: swap_add word 0, compare word 1");
 
-/* Write the WQE for `op` at index `idx`: stores of 16 bytes. Returns
+/* Write the WQE for `op` at index `idx`: 64 bytes, stores of 16. Returns
  * its first 8 bytes (opmod_idx_opcode, qpn_ds), rdma-core's doorbell value.
  * Untraced: write_wqe below adds the trace entry; a fast path that has seen
  * the trace flag clear calls this directly. */
@@ -91,16 +91,7 @@ MARROW_FN uint64_t write_wqe_untraced(const Channel &ch, uint64_t idx, const Op 
         seg[5] = d1;
         seg[6] = seg[7] = 0;
     }
-    /* The whole WQEBB, or with flags.ds_only_stores its ds segments only,
-     * as rdma-core and DOCA store them: a NIC reads ds segments and no more,
-     * and a 48-byte write WQE then costs three stores, not four. */
-    uint32_t stores = ch.flag(MARROW_GCRB_CONFIG_DS_ONLY_STORES_SHIFT) ? ds : 4;
-    store_wqe16((uint64_t *)w, seg[0], seg[1]);
-    if (stores > 1) {
-        store_wqe16((uint64_t *)w + 2, seg[2], seg[3]);
-        store_wqe16((uint64_t *)w + 4, seg[4], seg[5]);
-    }
-    if (stores > 3) store_wqe16((uint64_t *)w + 6, seg[6], seg[7]);
+    for (int i = 0; i < 8; i += 2) store_wqe16((uint64_t *)w + i, seg[i], seg[i + 1]);
     return seg[0];
 }
 

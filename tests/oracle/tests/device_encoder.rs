@@ -31,21 +31,9 @@ struct Rig {
     uar: Shm,
     wqebbs: u32,
     qpn: u32,
-    flags: Flags,
 }
 
-/// The config flags the encoder reads.
-#[derive(Clone, Copy, Debug)]
-struct Flags {
-    /// `db_ctrl_bytes`: rdma-core's doorbell, not NVSHMEM's.
-    ctrl_bytes: bool,
-    /// `early_doorbell`.
-    early: bool,
-    /// `ds_only_stores`: the WQEBB past ds is left as it was.
-    ds_only: bool,
-}
-
-fn rig(wqebbs: u32, qpn: u32, f: Flags) -> Rig {
+fn rig(wqebbs: u32, qpn: u32, ctrl_bytes: bool, early: bool) -> Rig {
     let page = Shm::create("enc-gcrb", GCRB_PAGE_SIZE as usize).unwrap();
     let sq = Shm::create("enc-sq", wqebbs as usize * BB).unwrap();
     poison(&sq);
@@ -66,13 +54,12 @@ fn rig(wqebbs: u32, qpn: u32, f: Flags) -> Rig {
     };
     gcrb_page::fill(&page.region(), &setup).unwrap();
     gcrb_page::edit_config(&page.region(), |c| {
-        c.set_db_ctrl_bytes(f.ctrl_bytes);
-        c.set_early_doorbell(f.early);
-        c.set_ds_only_stores(f.ds_only);
+        c.set_db_ctrl_bytes(ctrl_bytes);
+        c.set_early_doorbell(early);
     })
     .unwrap();
     std::mem::forget(cq); // named by the page; never touched by the encoder
-    Rig { page, sq, dbrec, uar, wqebbs, qpn, flags: f }
+    Rig { page, sq, dbrec, uar, wqebbs, qpn }
 }
 
 fn poison(s: &Shm) {
@@ -195,8 +182,7 @@ fn rdma_core(op: &EncodeOp, idx: u64, qpn: u32, signaled: bool, ds: u8) -> ([u8;
     (ctrl, data)
 }
 
-fn check_one(r: &Rig, dev: &Device, i: usize, idx: u64, op: &EncodeOp, signaled: bool) {
-    let Flags { ctrl_bytes, ds_only, .. } = r.flags;
+fn check_one(r: &Rig, dev: &Device, i: usize, idx: u64, op: &EncodeOp, signaled: bool, ctrl_bytes: bool) {
     // The send queue is poisoned once and each written WQEBB re-poisoned
     // after its check: the WQEBB and its neighbours are what is looked at.
     for s in [&r.dbrec, &r.uar] {
@@ -207,9 +193,7 @@ fn check_one(r: &Rig, dev: &Device, i: usize, idx: u64, op: &EncodeOp, signaled:
     let want = reference(op, idx, r.qpn, signaled);
     let n = r.wqebbs as usize;
     let slot = (idx % u64::from(r.wqebbs)) as usize;
-    let ctx = |what: &str| {
-        format!("op #{i} {op:?} at index {idx:#x} (slot {slot}), signaled {signaled}, {:?}: {what}", r.flags)
-    };
+    let ctx = |what: &str| format!("op #{i} {op:?} at index {idx:#x} (slot {slot}), signaled {signaled}: {what}");
     let read_bb = |k: usize| {
         let mut b = [0u8; BB];
         r.sq.region().read_bytes(k * BB, &mut b).unwrap();
@@ -224,16 +208,9 @@ fn check_one(r: &Rig, dev: &Device, i: usize, idx: u64, op: &EncodeOp, signaled:
             ctx(&format!("WQE byte {k} ({}) is {g:#04x}; build_wqe writes {w:#04x}", field_of(opcode, k)))
         );
     }
-    // The rest of the WQEBB: zeros, or untouched with ds_only_stores; the
-    // WQEBBs around it: untouched.
-    let rest = if ds_only { POISON } else { 0 };
+    // The rest of the WQEBB: zeros; the WQEBBs around it: untouched.
     for (k, &g) in wqe[want.len()..].iter().enumerate() {
-        assert_eq!(
-            g,
-            rest,
-            "{}",
-            ctx(&format!("WQE byte {} past its ds is {g:#04x}, not {rest:#04x}", want.len() + k))
-        );
+        assert_eq!(g, 0, "{}", ctx(&format!("WQE byte {} past its ds is {g:#04x}, not 0", want.len() + k)));
     }
     for k in [(slot + n - 1) % n, (slot + 1) % n] {
         if k != slot {
@@ -287,18 +264,17 @@ fn the_device_encoder_writes_what_build_wqe_and_rdma_core_write() {
     let ops: usize = std::env::var("MARROW_ENCODER_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let mut rng = fastrand::Rng::with_seed(0x00e2_c0de);
     // Ring sizes from one WQEBB to 32768, both doorbell conventions, with
-    // and without early doorbells and ds-only stores, QPNs to the 24-bit
-    // limit.
+    // and without early doorbells, QPNs to the 24-bit limit.
     let mut rigs = Vec::new();
     for (k, wqebbs) in [1u32, 2, 64, 1024, 32768].into_iter().enumerate() {
-        for bits in 0..8 {
-            let f = Flags { ctrl_bytes: bits & 1 != 0, early: bits & 2 != 0, ds_only: bits & 4 != 0 };
-            rigs.push(rig(wqebbs, [0x100, 0x1234, 0xff_ffff, 0x80_0001, 0x42][k], f));
+        for (ctrl_bytes, early) in [(false, false), (true, false), (false, true), (true, true)] {
+            let qpn = [0x100, 0x1234, 0xff_ffff, 0x80_0001, 0x42][k];
+            rigs.push((rig(wqebbs, qpn, ctrl_bytes, early), ctrl_bytes));
         }
     }
     let mut count = [0u64; 5];
     for i in 0..ops {
-        let r = &rigs[rng.usize(..rigs.len())];
+        let (r, ctrl_bytes) = &rigs[rng.usize(..rigs.len())];
         let dev = Device::on_page(&r.page.region());
         // Indexes anywhere, and often around the 16-bit wrap and the ring's end.
         let idx = match rng.u8(..3) {
@@ -307,7 +283,7 @@ fn the_device_encoder_writes_what_build_wqe_and_rdma_core_write() {
             _ => u64::from(r.wqebbs) * rng.u64(..1 << 20) + rng.u64(..2) + u64::from(r.wqebbs) - 1,
         };
         let (op, signaled) = random_op(&mut rng);
-        check_one(r, &dev, i, idx, &op, signaled);
+        check_one(r, &dev, i, idx, &op, signaled, *ctrl_bytes);
         count[[0x08, 0x10, 0x12, 0x11, 0x00].iter().position(|&o| o == op.opcode).unwrap_or(4)] += 1;
     }
     eprintln!(

@@ -4,10 +4,8 @@
 //! the blocking 8 B put and the posting rates, in DOCA's two sharing modes
 //! against marrow's two kinds of channel. DOCA fences its posts at GPU
 //! scope where marrow fences at system scope (the softnic's rings are host
-//! memory), so marrow runs three times: as it is; with
-//! `flags.gpu_scope_fences`, DOCA's scope; and as DOCA posts, with
-//! `flags.ds_only_stores` too (a write WQE's three segments stored, not
-//! its whole WQEBB). Every side gets QPs of its own
+//! memory), so marrow runs twice: as it is, and with
+//! `flags.gpu_scope_fences`, DOCA's scope. Every side gets QPs of its own
 //! from one world, so one engine serves all and every ring is the same
 //! kind of host memory. DOCA's bytes are checked where they land.
 
@@ -25,8 +23,6 @@ use std::path::Path;
 /// QPs each side gets for the posting runs (NVSHMEM and DOCA users give
 /// warps QPs of their own in the same way).
 const QPS: usize = 32;
-/// marrow's kinds of channel: as it is, GPU-scope, DOCA-style.
-const KINDS: usize = 3;
 /// Blocking puts per latency run, and runs per side, alternating.
 const LATENCY_ITERS: u32 = 2000;
 const LATENCY_ROUNDS: usize = 5;
@@ -44,23 +40,21 @@ pub(super) fn doca(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, cubin: &Path) 
             ("shared channel / DOCA GPU sharing", DocaSharing::Gpu)
         };
         c.section(format!("against DOCA, {mode}"));
-        // Channels [k QPS, (k + 1) QPS): marrow's kind k; [KINDS QPS,
-        // (KINDS + 1) QPS): DOCA. The world's first channel is marrow's.
-        let cfg = WorldConfig { exclusive, extra_channels: (KINDS + 1) * QPS - 1, ..bench_config() };
+        // Channels [0, QPS): marrow; [QPS, 2 QPS): marrow at GPU scope;
+        // [2 QPS, 3 QPS): DOCA.
+        let cfg = WorldConfig { exclusive, extra_channels: 3 * QPS - 1, ..bench_config() };
         let world = World::new(cfg)?;
-        let kinds = [("marrow", false, false), ("marrow GPU-scope", true, false), ("marrow DOCA-style", true, true)];
-        for (k, &(_, gpu_scope, ds_only)) in kinds.iter().enumerate().skip(1) {
-            for ch in &world.more[k * QPS - 1..(k + 1) * QPS - 1] {
-                gcrb_page::edit_config(&ch.page(), |c| {
-                    c.set_gpu_scope_fences(gpu_scope);
-                    c.set_ds_only_stores(ds_only);
-                })?;
-            }
+        for ch in &world.more[QPS - 1..2 * QPS - 1] {
+            gcrb_page::edit_config(&ch.page(), |c| {
+                c.set_gpu_scope_fences(true);
+            })?;
         }
         let r = rig_on(gpu, world, cfg.sq_wqebbs)?;
-        let pages: Vec<u64> = std::iter::once(r.page(0)).chain(r.more.iter().map(|g| g.addr)).collect();
-        let marrow = kinds.map(|(name, ..)| name).into_iter().enumerate();
-        let marrow = marrow.map(|(k, name)| Marrow { name, pages: pages[k * QPS..(k + 1) * QPS].to_vec() }).collect();
+        let first: Vec<u64> = std::iter::once(r.page(0)).chain(r.more[..QPS - 1].iter().map(|g| g.addr)).collect();
+        let marrow = [
+            Marrow { name: "marrow", pages: first },
+            Marrow { name: "marrow GPU-scope", pages: r.more[QPS - 1..2 * QPS - 1].iter().map(|g| g.addr).collect() },
+        ];
         let x = Compare { doca: DocaSide::new(&r, cubin)?, r: &r, marrow, mode, sharing };
         latency(&x, o, c)?;
         rates(&x, o, c)?;
@@ -72,15 +66,14 @@ pub(super) fn doca(gpu: &Gpu, o: &mut dyn Write, c: &mut Collect, cubin: &Path) 
 /// QPs, and DOCA's sharing mode.
 struct Compare<'a> {
     r: &'a Rig<'a>,
-    marrow: Vec<Marrow>,
+    marrow: [Marrow; 2],
     doca: DocaSide,
     mode: &'static str,
     sharing: DocaSharing,
 }
 
 /// marrow's `QPS` channels of one kind: as they are (system-scope posting
-/// fences), with `flags.gpu_scope_fences` (DOCA's scope), or with
-/// `flags.ds_only_stores` too (DOCA's stores).
+/// fences), or with `flags.gpu_scope_fences`, DOCA's scope.
 struct Marrow {
     name: &'static str,
     pages: Vec<u64>,
@@ -96,7 +89,7 @@ struct DocaSide {
 
 impl DocaSide {
     fn new(r: &Rig, cubin: &Path) -> Res<DocaSide> {
-        let channels = &r.world.more[KINDS * QPS - 1..];
+        let channels = &r.world.more[2 * QPS - 1..];
         let configs = channels
             .iter()
             .map(|ch| gcrb_page::config(&ch.page()).ok_or("a channel's GCRB config is unreadable"))
@@ -140,7 +133,7 @@ fn latency(x: &Compare, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
             *best = Some(t);
         }
     };
-    let mut best: Vec<Option<Timed>> = (0..=KINDS).map(|_| None).collect();
+    let mut best: [Option<Timed>; 3] = [None, None, None];
     for _ in 0..LATENCY_ROUNDS {
         for (k, m) in marrow.iter().enumerate() {
             let t = r.gpu.put_latency(m.pages[0], 1, LATENCY_ITERS)?;
@@ -149,30 +142,28 @@ fn latency(x: &Compare, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
         }
         let t = r.gpu.doca_put_latency(&d.peer, sharing, d.window, LATENCY_ITERS, d.timeout_ns)?;
         check_doca("put latency", &[t.rc])?;
-        keep(&mut best[KINDS], t);
+        keep(&mut best[2], t);
     }
     let mut landed = [0u8; 8];
     r.world.bufs[1].read_bytes(DOCA_OFF as usize, &mut landed)?;
     crate::error::same_bytes("DOCA's puts at PE 1", &landed, &pattern)?;
-    let q = best.into_iter().map(|t| t.map(|t| quantiles_us(&t.each_ns))).collect::<Option<Vec<_>>>();
-    let Some((p, m)) = q.as_ref().and_then(|q| q.split_last()) else {
+    let [Some(m), Some(g), Some(p)] = best.map(|t| t.map(|t| quantiles_us(&t.each_ns))) else {
         return Err("no latency run".into());
-    };
-    let each = |f: &dyn Fn(&str, &[f64; 4]) -> String| -> String {
-        marrow.iter().zip(m).map(|(k, q)| f(k.name, q)).collect::<Vec<_>>().join(", ")
     };
     writeln!(
         o,
-        "  {mode}: 8 B blocking put + completion, median of the best of {LATENCY_ROUNDS} runs of {LATENCY_ITERS}: {}, DOCA {:.2} us; ratios to DOCA {} (target <= 1.0); p10 / p50 / p90 / p99: {}, DOCA {} us; DOCA's bytes checked at PE 1",
-        each(&|name, q| format!("{name} {:.2} us", q[1])),
+        "  {mode}: 8 B blocking put + completion, median of the best of {LATENCY_ROUNDS} runs of {LATENCY_ITERS}: marrow {:.2} us, marrow GPU-scope {:.2} us, DOCA {:.2} us; ratios to DOCA {:.3}, {:.3} (target <= 1.0); p10 / p50 / p90 / p99: marrow {}, marrow GPU-scope {}, DOCA {} us; DOCA's bytes checked at PE 1",
+        m[1],
+        g[1],
         p[1],
-        each(&|_, q| format!("{:.3}", q[1] / p[1])),
-        each(&|name, q| format!("{name} {}", fmt_quantiles(*q))),
-        fmt_quantiles(*p)
+        m[1] / p[1],
+        g[1] / p[1],
+        fmt_quantiles(m),
+        fmt_quantiles(g),
+        fmt_quantiles(p)
     )?;
-    for (k, q) in marrow.iter().zip(m) {
-        c.add(gpu_rows::doca_latency(&format!("{mode}, {}", k.name), q[1], p[1]));
-    }
+    c.add(gpu_rows::doca_latency(&format!("{mode}, {}", marrow[0].name), m[1], p[1]));
+    c.add(gpu_rows::doca_latency(&format!("{mode}, {}", marrow[1].name), g[1], p[1]));
     Ok(())
 }
 
@@ -191,8 +182,8 @@ fn rates(x: &Compare, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
     }
     for (label, grid, warp, iters, qps) in runs {
         let puts = grid.size() as u64 * u64::from(iters);
-        // The best span of each kind of marrow channel, then of DOCA.
-        let mut best = [u64::MAX; KINDS + 1];
+        // The best span of marrow as it is, at GPU scope, and of DOCA.
+        let mut best = [u64::MAX; 3];
         for _ in 0..9 {
             for (k, m) in marrow.iter().enumerate() {
                 let (rc, ns) = r.gpu.post_rate(&m.pages[..qps], 1, iters, warp, grid)?;
@@ -201,22 +192,17 @@ fn rates(x: &Compare, o: &mut dyn Write, c: &mut Collect) -> Res<()> {
             }
             let (rc, ns) = r.gpu.doca_post_rate(&d.peer, qps, sharing, warp, d.window, iters, grid, d.timeout_ns)?;
             check_doca("post rate", &rc)?;
-            best[KINDS] = best[KINDS].min(ns.max(1));
+            best[2] = best[2].min(ns.max(1));
         }
-        let rate = best.map(|ns| puts as f64 / (ns as f64 / 1e9));
-        let (p, m) = (rate[KINDS], &rate[..KINDS]);
-        let each = |f: &dyn Fn(&str, f64) -> String| -> String {
-            marrow.iter().zip(m).map(|(k, &r)| f(k.name, r)).collect::<Vec<_>>().join(", ")
-        };
+        let [m, g, p] = best.map(|ns| puts as f64 / (ns as f64 / 1e9));
         writeln!(
             o,
-            "  {mode}: 8 B posting, {label}: {}, DOCA {p:.3e} puts/s; ratios to DOCA {} (target >= 1.0)",
-            each(&|name, r| format!("{name} {r:.3e} puts/s")),
-            each(&|_, r| format!("{:.3}", r / p)),
+            "  {mode}: 8 B posting, {label}: marrow {m:.3e} puts/s, marrow GPU-scope {g:.3e} /s, DOCA {p:.3e} /s; ratios to DOCA {:.3}, {:.3} (target >= 1.0)",
+            m / p,
+            g / p
         )?;
-        for (k, &rate) in marrow.iter().zip(m) {
-            c.add(gpu_rows::doca_rate(&format!("{mode}, {}, {label}", k.name), rate, p));
-        }
+        c.add(gpu_rows::doca_rate(&format!("{mode}, {}, {label}", marrow[0].name), m, p));
+        c.add(gpu_rows::doca_rate(&format!("{mode}, {}, {label}", marrow[1].name), g, p));
     }
     Ok(())
 }
