@@ -84,7 +84,7 @@ __global__ void steps_kernel(uint8_t *page, uint8_t *host, int mode, uint64_t *n
         if (mode == 6 || mode == 8) {
             uint64_t got;
             r = post(ch, op, &got, true);
-            if (r == OK) r = wait_done(ch, got + 1, MARROW_GCRB_WAIT_CQ);
+            if (r == OK) r = wait_done(ch, got + 1, MARROW_GCRB_WAIT_CQ, true);
             continue;
         }
         if (mode == 7) {

@@ -63,11 +63,21 @@ MARROW_FN bool cqe_is_error(uint8_t opcode) {
 }
 
 /* A shared poller's progress for its waiters, who acquire cons_idx: a
- * release fence then the store (poll_cq adds cq_ci and poll_state behind
- * the same fence). */
-MARROW_FN void publish_cons(marrow_gcrb_heads *h, uint64_t cons) {
-    fence_release_gpu();
-    store_relaxed(&h->cons_idx, cons);
+ * release fence then the write (poll_cq adds cq_ci and poll_state behind
+ * the same fence). A maximum, not a store: the writes after one fence are
+ * not ordered among themselves, so a poller's cons_idx may land after the
+ * next poller's, and a maximum never goes back. `release` false: no fence
+ * (poll_cq's own_only). */
+MARROW_FN void publish_cons(marrow_gcrb_heads *h, uint64_t cons, bool release = true) {
+    if (release) fence_release_gpu();
+    red_max_relaxed(&h->cons_idx, cons);
+}
+
+/* Whether the walk keeps the CQ doorbell record: an owner-bit CQ that does
+ * not ignore overrun (rdma-core update_cons_index). A collapsed CQ's one
+ * slot and an overrun-ignoring CQ need none. */
+MARROW_FN bool keeps_cq_record(const Channel &ch) {
+    return !ch.c.cq_mode && !ch.flag(MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT);
 }
 
 /* The walk itself, from the consumer state (cons, ci) its caller owns:
@@ -91,7 +101,7 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
      * the send queue is updated on every CQE. */
     uint64_t slack = c->cq_ncqe > c->sq_wqebbs ? c->cq_ncqe - c->sq_wqebbs : 0;
     uint64_t batch = slack >= 4 ? floor_pow2(slack / 2) : 1; /* a power of two: a mask, not a division */
-    bool oi = ch.flag(MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT);
+    bool keeps_record = keeps_cq_record(ch);
     int rc = OK;
     /* Starts idle: the first read is of one slot. */
     uint32_t idle = 1;
@@ -139,7 +149,7 @@ MARROW_FN int walk_cq(const Channel &ch, uint64_t upto, uint64_t &cons, uint64_t
             /* A CQ that ignores overrun (flags.cq_overrun_ignore, DOCA's
              * CQs) reads no consumer index: no record to keep, and no
              * system-scope fence per batch for it. */
-            if (!c->cq_mode && !oi && (ci & (batch - 1)) == 0) {
+            if (keeps_record && (ci & (batch - 1)) == 0) {
                 /* Our reads of the CQE before the NIC may reuse its slot. */
                 to_device();
                 uint32_t *dbrec = (uint32_t *)c->cq_dbrec_addr;
@@ -229,6 +239,13 @@ MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
     return up < (1u << 31) ? near + up : near - (uint32_t)(0u - up);
 }
 
+/* A tuning knob (kernels/README.md): 1, a poller that took only its own
+ * WQE's CQE publishes without the release fence (poll_cq's own_only); 0,
+ * it fences as any poller does. */
+#ifndef MARROW_OWN_PUBLISH_RELAXED
+#define MARROW_OWN_PUBLISH_RELAXED 1
+#endif
+
 /* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
  * (the others return at once and look at cons_idx). The lock and the
  * walk's position are one word, gcrb_heads.poll_state: the atomic OR that
@@ -238,19 +255,34 @@ MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
  * read just now, within 2^31 WQEBBs of cons_idx: the widening's range. One
  * release fence publishes cons_idx and cq_ci for waiters and the host, and
  * the freed word for the next poller, which reads its position from the
- * word alone. While nothing new has arrived the poller re-reads the CQE,
- * up to POLL_SPINS times, keeping the lock: a waiter then sees its CQE one
- * PCIe read after it lands, not a lock round trip later. Once `upto` is
- * reached it leaves the rest of the CQ to the next poller rather than
- * spend a PCIe read looking for more. */
-MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
+ * word alone (none where only the caller needs it: own_only below). While
+ * nothing new has arrived the poller re-reads the CQE, up to POLL_SPINS
+ * times, keeping the lock: a waiter then sees its CQE one PCIe read after
+ * it lands, not a lock round trip later. Once `upto` is reached it leaves
+ * the rest of the CQ to the next poller rather than spend a PCIe read
+ * looking for more. `own`: WQEBB upto - 1 is the caller's own WQE (a
+ * blocking call's, or quiet's NOP), whose results the NIC wrote for the
+ * caller alone. */
+MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached, bool own) {
     marrow_gcrb_heads *h = ch.heads();
     *reached = false;
     uint64_t w = atomic_or_acquire(&h->poll_state, POLL_HELD);
     if (w & POLL_HELD) return sticky_error(ch);
+    uint64_t cons = widen_cons(upto, w), cons_start = cons;
+    if (cons >= upto) {
+        /* The last holder took our CQE (after our look at cons_idx, or
+         * with no look: wait_polls_first), and its cons_idx may not have
+         * landed yet. Publish it again from the word, released (we
+         * acquired the word the holder released), give the word back as
+         * we found it, and go, rather than read the CQ for a CQE that
+         * nobody may send. */
+        publish_cons(h, cons);
+        store_relaxed(&h->poll_state, w);
+        *reached = true;
+        return OK;
+    }
     uint64_t ci = (w >> MARROW_GCRB_HEADS_CI_SHIFT) & MARROW_GCRB_HEADS_CI_MASK;
     uint32_t first = load_device_u32(cqe_tail(ch.cfg(), ci));
-    uint64_t cons = widen_cons(upto, w);
     /* cq_ci, the host's 64-bit count, widened from its last value; read
      * while the CQE is on its way, and used only after the walk. */
     uint64_t host_ci = load_relaxed(&h->cq_ci), ci_start = ci;
@@ -264,7 +296,24 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
 #endif
         rc = walk_cq(ch, upto, cons, ci, true, first);
     host_ci += ((ci_start - host_ci) & MARROW_GCRB_HEADS_CI_MASK) + (ci - ci_start);
-    publish_cons(h, cons);
+    /* The release fence orders what the walk did before the words below:
+     *   - its reads of the CQEs, for a waiter that acquires cons_idx and
+     *     goes on to read what the NIC wrote for its WQE (a get's data, an
+     *     atomic's old value). Only a WQE's own poster reads those, after
+     *     its own wait; quiet and a reservation waiting for room read
+     *     nothing the NIC wrote (the reservation's stores to the freed
+     *     slot rest on stores not being speculative, as reserve_check
+     *     says);
+     *   - the CQ doorbell records it wrote, before the freed word, so the
+     *     next poller's record never lands first;
+     *   - an error it recorded.
+     * So when the walk took our own WQE's CQE and nothing else, without
+     * error, on a CQ whose record nobody keeps, no other thread needs the
+     * fence, and a lone thread's blocking put goes without it: a round
+     * trip to L2 between its CQE and its next post (docs/PERFORMANCE.md). */
+    bool own_only = MARROW_OWN_PUBLISH_RELAXED && own && rc == OK && cons_start + 1 == upto && cons == upto &&
+                    !keeps_cq_record(ch);
+    publish_cons(h, cons, !own_only);
     store_relaxed(&h->cq_ci, host_ci);
     store_relaxed(&h->poll_state, poll_state(cons, ci));
     *reached = cons >= upto;
@@ -273,28 +322,38 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached) {
     return rc != OK ? rc : (*reached ? OK : sticky_error(ch));
 }
 
-/* Whether a shared wait's first look polls at once (1) or reads cons_idx
- * first (0), a tuning knob (kernels/README.md). Polling at once saves a
- * round trip to L2 when the CQE is there already (every caller's target is
- * one it has just reserved or read, so cons_idx is rarely past it); but a
- * CQE read issued right after the doorbell mostly finds nothing, and on
- * the H200 against the softnic the blocking put without early doorbells
- * measured slower with it, and no faster with them (docs/PERFORMANCE.md). */
+/* Whether a shared wait's first look polls the CQ at once or reads
+ * cons_idx first, a tuning knob (kernels/README.md): 0, it looks first; 1,
+ * it polls first; 2, the default, it polls first where the channel rings
+ * early (flags.early_doorbell). Polling at once saves a round trip to L2
+ * before the CQE read (every caller's target is one it has just reserved
+ * or read, so cons_idx is rarely past it). But that read must not reach
+ * host memory before the CQE does, or the CQE is seen a PCIe round trip
+ * later: after a late ring (the record, a fence, the one doorbell) the NIC
+ * starts later, and the look holds the read back; after an early ring the
+ * NIC starts a fence sooner, and the read meets the CQE. Against the
+ * softnic the blocking put measured faster polling first with early
+ * doorbells and slower without (docs/PERFORMANCE.md). */
 #ifndef MARROW_WAIT_POLLS_FIRST
-#define MARROW_WAIT_POLLS_FIRST 0
+#define MARROW_WAIT_POLLS_FIRST 2
 #endif
+MARROW_FN bool wait_polls_first(const Channel &ch) {
+    return MARROW_WAIT_POLLS_FIRST == 1 ||
+           (MARROW_WAIT_POLLS_FIRST == 2 && ch.flag(MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT));
+}
 
-/* Wait until the WQEBBs below `upto` completed, on a shared channel.
- * Whoever posted them rang for them, or left the ringing to a later holder
- * of the ready chain (ready_and_ring), so a waiter only polls. Looks after
- * the first read cons_idx first, so that waiters whose CQEs another poller
- * consumed leave without touching the lock. */
-MARROW_FN int wait_shared(const Channel &ch, uint64_t upto, uint32_t wait) {
+/* Wait until the WQEBBs below `upto` completed, on a shared channel
+ * (`own` as poll_cq's). Whoever posted them rang for them, or left the
+ * ringing to a later holder of the ready chain (ready_and_ring), so a
+ * waiter only polls. Looks after the first (wait_polls_first) read
+ * cons_idx first, so that waiters whose CQEs another poller consumed
+ * leave without touching the lock. */
+MARROW_FN int wait_shared(const Channel &ch, uint64_t upto, uint32_t wait, bool own) {
     Deadline d;
     marrow_gcrb_heads *h = ch.heads();
-    for (bool first = MARROW_WAIT_POLLS_FIRST; first || load_acquire(&h->cons_idx) < upto; first = false) {
+    for (bool first = wait_polls_first(ch); first || load_acquire(&h->cons_idx) < upto; first = false) {
         bool reached;
-        int rc = poll_cq(ch, upto, &reached);
+        int rc = poll_cq(ch, upto, &reached, own);
         if (rc != OK) return rc;
         if (reached) break;
         if (d.expired(ch, wait)) return E_TIMEOUT;

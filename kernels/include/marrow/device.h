@@ -62,9 +62,10 @@ namespace marrow {
 /* Every call below chooses its path once, here or at its top: transport
  * P2P or MLX5, then on MLX5 a shared or an exclusive channel. */
 
-/* Wait until the WQEBBs below `upto` completed. */
-MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait) {
-    return ch.excl ? wait_own(ch, upto, wait) : wait_shared(ch, upto, wait);
+/* Wait until the WQEBBs below `upto` completed. `own`: WQEBB upto - 1 is
+ * the caller's own WQE (cq.h poll_cq). */
+MARROW_FN int wait_done(const Channel &ch, uint64_t upto, uint32_t wait, bool own) {
+    return ch.excl ? wait_own(ch, upto, wait) : wait_shared(ch, upto, wait, own);
 }
 
 /* Post one WQE per calling thread (post_shared, post_own). */
@@ -107,7 +108,7 @@ MARROW_FN int put(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_WRITE, pe, roff, loff, len, &op);
     if (rc == OK) rc = post(ch, op, &idx, true);
-    return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+    return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ, true);
 }
 
 /* Blocking get: `len` bytes from PE `pe` at `roff` into local offset `loff`. */
@@ -124,7 +125,7 @@ MARROW_FN int get(const Channel &ch, uint32_t pe, uint64_t roff, uint64_t loff, 
     uint64_t idx;
     int rc = rw_op(ch, MARROW_MLX5_OPCODE_RDMA_READ, pe, roff, loff, len, &op);
     if (rc == OK) rc = post(ch, op, &idx, true);
-    if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+    if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ, true);
     /* The NIC wrote the local buffer: read it only after the CQE. */
     from_device();
     return rc;
@@ -163,7 +164,7 @@ MARROW_FN int atomic(const Channel &ch, uint8_t opcode, uint32_t pe, uint64_t ro
     if (rc != OK) return rc;
     uint64_t idx;
     rc = post(ch, op, &idx, true);
-    if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+    if (rc == OK) rc = wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ, true);
     if (rc != OK) return rc;
     /* The fetched value is in local memory the NIC wrote. */
     from_device();
@@ -246,10 +247,10 @@ MARROW_FN int quiet(const Channel &ch) {
         nop.fm_ce_se = CQ_UPDATE;
         uint64_t idx;
         int rc = post(ch, nop, &idx, true);
-        return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ);
+        return rc != OK ? rc : wait_done(ch, idx + 1, MARROW_GCRB_WAIT_CQ, true);
     }
     int rc = wait_ready(ch, target).rc;
-    return rc != OK ? rc : wait_done(ch, target, MARROW_GCRB_WAIT_CQ);
+    return rc != OK ? rc : wait_done(ch, target, MARROW_GCRB_WAIT_CQ, false);
 }
 
 /* An 8-byte value put (NVSHMEM's nvshmem_uint64_p): with P2P one store.

@@ -124,6 +124,18 @@ MARROW_FN uint64_t atomic_max(uint64_t *p, uint64_t v) {
 #endif
 }
 
+/* Raise *p to at least v, waiting for nothing: no value comes back, so the
+ * GPU issues it as a reduction (red), as atomic_or_relaxed below. */
+MARROW_FN void red_max_relaxed(uint64_t *p, uint64_t v) {
+#if MARROW_GPU
+    asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+#endif
+}
+
 MARROW_FN bool cas32(uint32_t *p, uint32_t expected, uint32_t desired) {
 #if MARROW_GPU
     return atomicCAS((unsigned int *)p, expected, desired) == expected;

@@ -39,7 +39,7 @@ MARROW_FN int reserve_check(const Channel &ch, const Reserved &r, uint32_t n) {
     /* Room already (the snapshot can only be behind): the common case. No
      * store of ours to the slot can pass it: stores are not speculative. */
     if (r.cons >= need) return OK;
-    return wait_shared(ch, need, MARROW_GCRB_WAIT_SLOT);
+    return wait_shared(ch, need, MARROW_GCRB_WAIT_SLOT, false);
 }
 
 /* reserve_check's room test in one comparison, for the solo fast path. */
