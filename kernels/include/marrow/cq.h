@@ -332,8 +332,9 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached, bool own)
  * later: after a late ring (the record, a fence, the one doorbell) the NIC
  * starts later, and the look holds the read back; after an early ring the
  * NIC starts a fence sooner, and the read meets the CQE. Against the
- * softnic the blocking put measured faster polling first with early
- * doorbells and slower without (docs/PERFORMANCE.md). */
+ * softnic the blocking put measured slower polling first without early
+ * doorbells; with them, no different on the H200 in an older build and
+ * faster on an H100 in this one (docs/PERFORMANCE.md). */
 #ifndef MARROW_WAIT_POLLS_FIRST
 #define MARROW_WAIT_POLLS_FIRST 2
 #endif
