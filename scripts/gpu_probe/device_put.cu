@@ -37,21 +37,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 #include "marrow/device.h"
-#include "minimal_nic.cuh"
-#include "probe_gcrb.cuh"
-
-__global__ void floor_kernel(uint8_t *host, uint64_t base, uint64_t *ns, int *rc) {
-    uint64_t t0 = now();
-    for (uint64_t i = base + 1; i <= base + ITERS; i++) {
-        *(volatile uint64_t *)(host + OFF_PING) = i;
-        const uint64_t *slot = (const uint64_t *)(host + OFF_CQ + (i % NCQE) * 64);
-        uint64_t start = now();
-        while (marrow::load_device_u64(slot) != i)
-            if (now() - start > 100000000ull) { *rc = 1; return; }
-    }
-    *ns = now() - t0;
-    *rc = 0;
-}
+#include "nic_put.cuh"
 
 // The bare post: WQEs at `idx` from `first`, CQEs from `ci`.
 __global__ void bare_kernel(uint8_t *host, uint64_t first, uint64_t *ns, int *rc) {
@@ -116,59 +102,25 @@ __global__ void steps_kernel(uint8_t *page, uint8_t *host, int mode, uint64_t *n
     *rc = r;
 }
 
-__global__ void put_kernel(uint8_t *page, uint64_t *ns, int *rc) {
-    marrow::Channel ch{page};
-    uint64_t t0 = now();
-    int r = marrow::OK;
-    for (uint32_t i = 0; i < ITERS && r == marrow::OK; i++) r = marrow::put(ch, 1, 0, 0, 8);
-    *ns = now() - t0;
-    *rc = r;
-}
-
 int main(int argc, char **argv) {
     int cpu = argc > 1 ? atoi(argv[1]) : 2;
-    uint8_t *dhost, *page, *local;
-    uint8_t *host = map_host(&dhost);
-    uint64_t *dns;
-    int *drc;
-    CK(cudaMalloc(&page, 4096 + MARROW_GCRB_TRACE_ENTRIES * 64));
-    CK(cudaMalloc(&local, 1 << 20));
-    CK(cudaMalloc(&dns, 8));
-    CK(cudaMalloc(&drc, 4));
-    Nic nic;
-    nic.start(host, cpu);
-    uint64_t floor_base = 0;
+    NicRig R(cpu);
     auto run = [&](int mode) -> double {
-        nic.floor = mode == 0;
-        nic.reset();
+        R.fresh(mode == 0);
         if (mode == 0) {
-            floor_kernel<<<1, 1>>>(dhost, floor_base, dns, drc);
-            floor_base += ITERS;
+            R.launch_floor();
         } else if (mode == 1) {
-            bare_kernel<<<1, 1>>>(dhost, 0, dns, drc);
+            bare_kernel<<<1, 1>>>(R.dhost, 0, R.dns, R.drc);
         } else {
-            static uint8_t img[MARROW_GCRB_PAGE_SIZE];
             uint32_t flags = 1u << MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT | 1u << MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT |
                              (mode != 3 && mode < 7 ? 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT : 0u);
-            probe_gcrb(img, flags, dhost, SQ, dhost + OFF_REC, dhost + OFF_DB, local);
-            marrow_gcrb_config *c = (marrow_gcrb_config *)(img + MARROW_GCRB_OFF_CONFIG);
-            c->qpn = QPN;
-            c->cq_base = (uint64_t)(dhost + OFF_CQ);
-            c->cq_ncqe = NCQE;
-            c->cq_dbrec_addr = (uint64_t)(dhost + OFF_REC + 64);
-            CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
+            R.channel(flags);
             if (mode >= 4)
-                steps_kernel<<<1, 1>>>(page, dhost, mode, dns, drc);
+                steps_kernel<<<1, 1>>>(R.page, R.dhost, mode, R.dns, R.drc);
             else
-                put_kernel<<<1, 1>>>(page, dns, drc);
+                put_kernel<<<1, 1>>>(R.page, R.dns, R.drc);
         }
-        CK(cudaDeviceSynchronize());
-        uint64_t ns;
-        int rc;
-        CK(cudaMemcpy(&ns, dns, 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&rc, drc, 4, cudaMemcpyDeviceToHost));
-        if (rc) { printf("mode %d failed: %d\n", mode, rc); exit(1); }
-        return (double)ns / ITERS;
+        return R.finish(mode);
     };
     constexpr int MODES = 9;
     for (int m = 0; m < MODES; m++) run(m);
@@ -184,18 +136,18 @@ int main(int argc, char **argv) {
         printf("%-30s min %6.0f  median %6.0f  max %6.0f\n", names[m], v[m][0], v[m][2], v[m][4]);
     }
     if (argc > 2) {
-        nic.finish();
+        R.nic.finish();
         return 0;
     }
     printf("the NIC answering late: median of 5 passes, ns per round trip\n  delay  mode 1  mode 2  mode 3\n");
     for (long d : {0L, 100L, 200L, 300L, 400L, 600L}) {
-        nic.delay_ns = d;
+        R.nic.delay_ns = d;
         std::vector<std::vector<double>> w(3);
         for (int pass = 0; pass < 5; pass++)
             for (int m = 1; m < 4; m++) w[m - 1].push_back(run(m));
         for (auto &x : w) std::sort(x.begin(), x.end());
         printf("  %5ld  %6.0f  %6.0f  %6.0f\n", d, w[0][2], w[1][2], w[2][2]);
     }
-    nic.finish();
+    R.nic.finish();
     return 0;
 }

@@ -28,32 +28,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 #include "marrow/device.h"
-#include "minimal_nic.cuh"
-#include "probe_gcrb.cuh"
+#include "nic_put.cuh"
 
 enum : int { NORESV = 1, SYSFENCE = 2, NOLOOK = 4, NOLOCK = 8, NOPUB = 16, NOHAND = 32 };
-
-__global__ void floor_kernel(uint8_t *host, uint64_t base, uint64_t *ns, int *rc) {
-    uint64_t t0 = now();
-    for (uint64_t i = base + 1; i <= base + ITERS; i++) {
-        *(volatile uint64_t *)(host + OFF_PING) = i;
-        const uint64_t *slot = (const uint64_t *)(host + OFF_CQ + (i % NCQE) * 64);
-        uint64_t start = now();
-        while (marrow::load_device_u64(slot) != i)
-            if (now() - start > 100000000ull) { *rc = 1; return; }
-    }
-    *ns = now() - t0;
-    *rc = 0;
-}
-
-__global__ void put_kernel(uint8_t *page, uint64_t *ns, int *rc) {
-    marrow::Channel ch{page};
-    uint64_t t0 = now();
-    int r = marrow::OK;
-    for (uint32_t i = 0; i < ITERS && r == marrow::OK; i++) r = marrow::put(ch, 1, 0, 0, 8);
-    *ns = now() - t0;
-    *rc = r;
-}
 
 __global__ void parts_kernel(uint8_t *page, int v, uint64_t *ns, int *rc) {
     using namespace marrow;
@@ -122,48 +99,23 @@ __global__ void parts_kernel(uint8_t *page, int v, uint64_t *ns, int *rc) {
 
 int main(int argc, char **argv) {
     int cpu = argc > 1 ? atoi(argv[1]) : 2;
-    uint8_t *dhost, *page, *local;
-    uint8_t *host = map_host(&dhost);
-    uint64_t *dns;
-    int *drc;
-    CK(cudaMalloc(&page, 4096 + MARROW_GCRB_TRACE_ENTRIES * 64));
-    CK(cudaMalloc(&local, 1 << 20));
-    CK(cudaMalloc(&dns, 8));
-    CK(cudaMalloc(&drc, 4));
-    Nic nic;
-    nic.start(host, cpu);
-    uint64_t floor_base = 0;
+    NicRig R(cpu);
     /* Modes: -3 the floor, -2 marrow::put exclusive, -1 marrow::put shared,
      * v >= 0 parts_kernel's variant v. */
     auto run = [&](int mode) -> double {
-        nic.floor = mode == -3;
-        nic.reset();
+        R.fresh(mode == -3);
         if (mode == -3) {
-            floor_kernel<<<1, 1>>>(dhost, floor_base, dns, drc);
-            floor_base += ITERS;
+            R.launch_floor();
         } else {
-            static uint8_t img[MARROW_GCRB_PAGE_SIZE];
             uint32_t flags = 1u << MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT | 1u << MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT |
                              (mode == -2 ? 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT : 0u);
-            probe_gcrb(img, flags, dhost, SQ, dhost + OFF_REC, dhost + OFF_DB, local);
-            marrow_gcrb_config *c = (marrow_gcrb_config *)(img + MARROW_GCRB_OFF_CONFIG);
-            c->qpn = QPN;
-            c->cq_base = (uint64_t)(dhost + OFF_CQ);
-            c->cq_ncqe = NCQE;
-            c->cq_dbrec_addr = (uint64_t)(dhost + OFF_REC + 64);
-            CK(cudaMemcpy(page, img, sizeof img, cudaMemcpyHostToDevice));
+            R.channel(flags);
             if (mode >= 0)
-                parts_kernel<<<1, 1>>>(page, mode, dns, drc);
+                parts_kernel<<<1, 1>>>(R.page, mode, R.dns, R.drc);
             else
-                put_kernel<<<1, 1>>>(page, dns, drc);
+                put_kernel<<<1, 1>>>(R.page, R.dns, R.drc);
         }
-        CK(cudaDeviceSynchronize());
-        uint64_t ns;
-        int rc;
-        CK(cudaMemcpy(&ns, dns, 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&rc, drc, 4, cudaMemcpyDeviceToHost));
-        if (rc) { printf("mode %d failed: %d\n", mode, rc); exit(1); }
-        return (double)ns / ITERS;
+        return R.finish(mode);
     };
     const std::vector<int> modes = {-3,
                                     -2,
@@ -203,6 +155,6 @@ int main(int argc, char **argv) {
         std::sort(t[k].begin(), t[k].end());
         printf("%-44s min %6.0f  median %6.0f  max %6.0f\n", name, t[k][0], t[k][passes / 2], t[k][passes - 1]);
     }
-    nic.finish();
+    R.nic.finish();
     return 0;
 }
