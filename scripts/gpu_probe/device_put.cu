@@ -112,9 +112,7 @@ int main(int argc, char **argv) {
         } else if (mode == 1) {
             bare_kernel<<<1, 1>>>(R.dhost, 0, R.dns, R.drc);
         } else {
-            uint32_t flags = 1u << MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT | 1u << MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT |
-                             (mode != 3 && mode < 7 ? 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT : 0u);
-            R.channel(flags);
+            R.channel(mode != 3 && mode < 7);
             if (mode >= 4)
                 steps_kernel<<<1, 1>>>(R.page, R.dhost, mode, R.dns, R.drc);
             else

@@ -31,9 +31,12 @@ __global__ void put_kernel(uint8_t *page, uint64_t *ns, int *rc) {
 }
 
 // A fresh GCRB at `page` (device memory) for a channel on the NIC's queues
-// in `dhost` (map_host's device address), with `flags`.
-inline void nic_channel(uint8_t *page, uint32_t flags, uint8_t *dhost, uint8_t *local) {
+// in `dhost` (map_host's device address): early doorbells, a CQ that
+// ignores overrun (the NIC never reads its record), shared or exclusive.
+inline void nic_channel(uint8_t *page, bool exclusive, uint8_t *dhost, uint8_t *local) {
     static uint8_t img[MARROW_GCRB_PAGE_SIZE];
+    uint32_t flags = 1u << MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT | 1u << MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT |
+                     (exclusive ? 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT : 0u);
     probe_gcrb(img, flags, dhost, SQ, dhost + OFF_REC, dhost + OFF_DB, local);
     marrow_gcrb_config *c = (marrow_gcrb_config *)(img + MARROW_GCRB_OFF_CONFIG);
     c->qpn = QPN;
@@ -69,8 +72,8 @@ struct NicRig {
         floor_kernel<<<1, 1>>>(dhost, floor_base, dns, drc);
         floor_base += ITERS;
     }
-    // A channel at `page` with `flags`, on the NIC's queues.
-    void channel(uint32_t flags) { nic_channel(page, flags, dhost, local); }
+    // A channel at `page` on the NIC's queues (nic_channel).
+    void channel(bool exclusive) { nic_channel(page, exclusive, dhost, local); }
     // The run's ns per round trip; a failed run ends the probe, naming `mode`.
     double finish(int mode) {
         CK(cudaDeviceSynchronize());

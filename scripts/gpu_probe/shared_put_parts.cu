@@ -107,9 +107,7 @@ int main(int argc, char **argv) {
         if (mode == -3) {
             R.launch_floor();
         } else {
-            uint32_t flags = 1u << MARROW_GCRB_CONFIG_EARLY_DOORBELL_SHIFT | 1u << MARROW_GCRB_CONFIG_CQ_OVERRUN_IGNORE_SHIFT |
-                             (mode == -2 ? 1u << MARROW_GCRB_CONFIG_EXCLUSIVE_SHIFT : 0u);
-            R.channel(flags);
+            R.channel(mode == -2);
             if (mode >= 0)
                 parts_kernel<<<1, 1>>>(R.page, mode, R.dns, R.drc);
             else

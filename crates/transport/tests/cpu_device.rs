@@ -95,6 +95,11 @@ fn assert_poll_state_agrees(h: &marrow_gcrb::gcrb_heads) {
     assert_eq!((w >> 1) & 0x7fff_ffff, h.cq_ci() & 0x7fff_ffff, "poll_state {w:#x}, cq_ci {}", h.cq_ci());
 }
 
+/// The GCRB page offset of gcrb_heads field `name`.
+fn head_field(name: &str) -> usize {
+    marrow_gcrb::GCRB_OFF_HEADS as usize + marrow_gcrb::gcrb_heads::LAYOUT.field(name).unwrap().offset
+}
+
 #[test]
 fn the_poll_word_widens_past_2_to_the_32_wqebbs_and_2_to_the_31_cqes() {
     // The heads start 2^16 short of where poll_state's fields wrap (cons at
@@ -103,14 +108,12 @@ fn the_poll_word_widens_past_2_to_the_32_wqebbs_and_2_to_the_31_cqes() {
     let w = world_with(WorldConfig { sq_wqebbs: 64, ncqe: 64, ..WorldConfig::default() });
     let (cons0, ci0) = ((1u64 << 32) - (1 << 16), (1u64 << 31) - (1 << 16));
     let page = w.channels[0].page();
-    let heads = marrow_gcrb::GCRB_OFF_HEADS as usize;
-    let field = |name: &str| heads + marrow_gcrb::gcrb_heads::LAYOUT.field(name).unwrap().offset;
     for name in ["resv_head", "ready_head", "prod_idx", "cons_idx"] {
-        page.write_8bytes(field(name), cons0.to_le_bytes()).unwrap();
+        page.write_8bytes(head_field(name), cons0.to_le_bytes()).unwrap();
     }
-    page.write_8bytes(field("cq_ci"), ci0.to_le_bytes()).unwrap();
+    page.write_8bytes(head_field("cq_ci"), ci0.to_le_bytes()).unwrap();
     let word = ((cons0 & 0xffff_ffff) << 32) | ((ci0 & 0x7fff_ffff) << 1);
-    page.write_8bytes(field("poll_state"), word.to_le_bytes()).unwrap();
+    page.write_8bytes(head_field("poll_state"), word.to_le_bytes()).unwrap();
     let dev = Device::new(&w.channels[0]);
     dev.check_config().unwrap();
     let (n, per) = (4usize, 17_000usize);
@@ -939,9 +942,7 @@ fn a_waiter_whose_cqe_another_poller_took_leaves_the_cq_to_the_next_poller() {
         let word = (1 << 32) | (1 << 1);
         let h = gcrb_page::heads(&page).unwrap();
         assert_eq!((h.resv_head(), h.cons_idx(), h.poll_state()), (1, 1, word));
-        let cons_idx =
-            marrow_gcrb::GCRB_OFF_HEADS as usize + marrow_gcrb::gcrb_heads::LAYOUT.field("cons_idx").unwrap().offset;
-        page.write_8bytes(cons_idx, 0u64.to_le_bytes()).unwrap();
+        page.write_8bytes(head_field("cons_idx"), 0u64.to_le_bytes()).unwrap();
         let next = marrow_mlx5::cqe::encode_cqe(
             &marrow_mlx5::cqe::Completion::Requester {
                 wqe_opcode: marrow_mlx5::raw::WqeOpcode::RDMA_WRITE,
