@@ -15,8 +15,11 @@
 //!   in GPU threads against the softnic;
 //! - [`p2p`]: `marrow bench p2p`, transport P2P between two GPUs;
 //! - [`figure_report`]: those benchmarks' figures (and `bench mlx5`'s) as
-//!   typed rows, for `--json` and `--csv`.
+//!   typed rows, for `--json` and `--csv`;
+//! - [`compare`]: `marrow bench compare`, runs of several builds taken by
+//!   turns, figure by figure.
 
+pub mod compare;
 pub mod error;
 pub mod figure_report;
 pub mod gpu;

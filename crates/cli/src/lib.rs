@@ -15,6 +15,7 @@
 //! other two commands.
 #![forbid(unsafe_code)]
 
+pub mod bench_compare;
 pub mod bench_out;
 pub mod columns;
 pub mod decode;

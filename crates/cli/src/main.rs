@@ -184,6 +184,23 @@ enum BenchCmd {
         /// (compute -> put -> compute). All of them by default.
         #[arg(long, value_name = "PARTS", value_parser = marrow_bench::gpu::Parts::parse)]
         only: Option<marrow_bench::gpu::Parts>,
+        /// Also write the figures as JSON to FILE, the text still printed:
+        /// one run gives both the log and the report `bench compare` reads.
+        #[arg(long, value_name = "FILE")]
+        json_out: Option<PathBuf>,
+    },
+    /// Runs of several builds taken by turns, figure by figure: each
+    /// figure's rounds side by side, one column per build, with how many
+    /// met the target, as a Markdown table.
+    Compare {
+        /// Runs: `LABEL=FILE` (a `--json` or `--json-out` report), or FILE,
+        /// labelled by its name without the extension. The same label
+        /// again is that build's next round.
+        #[arg(required = true, value_name = "[LABEL=]FILE")]
+        runs: Vec<String>,
+        /// Only the figures whose section or name contains TEXT (repeatable).
+        #[arg(long = "match", value_name = "TEXT")]
+        matching: Vec<String>,
     },
     /// Transport P2P between two GPUs (one process each): every operation
     /// checked, then round trip and bandwidth against their floors.
@@ -641,7 +658,14 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Cmd::Bench(BenchCmd::Gpu { json, csv, doca, doca_only, only }) => {
+        Cmd::Bench(BenchCmd::Compare { runs, matching }) => match marrow::bench_compare::table(&runs, &matching) {
+            Ok(table) => {
+                print!("{table}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => bench_out::fail(Format::Text, e, 2),
+        },
+        Cmd::Bench(BenchCmd::Gpu { json, csv, doca, doca_only, only, json_out }) => {
             let f = Format::of(json, csv);
             if let Some(code) = require_gpus(1, f) {
                 return code;
@@ -656,6 +680,14 @@ fn main() -> ExitCode {
             ) {
                 Ok(report) => {
                     let _ = o.flush();
+                    if let Some(path) = &json_out {
+                        let written = marrow_bench::figure_report::json(&report)
+                            .map_err(|e| e.to_string())
+                            .and_then(|j| std::fs::write(path, j).map_err(|e| format!("{}: {e}", path.display())));
+                        if let Err(e) = written {
+                            return bench_out::fail(f, format!("--json-out: {e}"), 1);
+                        }
+                    }
                     bench_out::print(f, &report)
                 }
                 Err(e) => {
