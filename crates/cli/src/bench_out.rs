@@ -75,10 +75,14 @@ pub fn print(f: Format, r: &FigureReport) -> ExitCode {
         Format::Json => marrow_bench::figure_report::json(r),
         Format::Csv => marrow_bench::figure_report::csv(r),
     };
-    let text = match text {
-        Ok(t) => t,
-        Err(e) => return fail(Format::Text, e, 1),
-    };
+    match text {
+        Ok(t) => write_stdout(&t),
+        Err(e) => fail(Format::Text, e, 1),
+    }
+}
+
+/// Write `text` to stdout; a reader that left (`| head`) is not an error.
+pub fn write_stdout(text: &str) -> ExitCode {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

@@ -659,10 +659,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Bench(BenchCmd::Compare { runs, matching }) => match marrow::bench_compare::table(&runs, &matching) {
-            Ok(table) => {
-                print!("{table}");
-                ExitCode::SUCCESS
-            }
+            Ok(table) => bench_out::write_stdout(&table),
             Err(e) => bench_out::fail(Format::Text, e, 2),
         },
         Cmd::Bench(BenchCmd::Gpu { json, csv, doca, doca_only, only, json_out }) => {
