@@ -11,6 +11,7 @@
 
 use crate::error::BenchError;
 use crate::figure_report::{FigureReport, Row};
+use std::collections::HashMap;
 
 /// One build's runs: its label and its reports, one per round, in order.
 #[derive(Debug, Clone)]
@@ -50,19 +51,16 @@ pub struct Line {
 
 /// A figure's key: its section, its name, and which of that name's rows in
 /// one report it is (a run may print the same figure more than once).
-type Key = (String, String, usize);
+type Key<'a> = (&'a str, &'a str, usize);
 
-fn keyed(report: &FigureReport) -> Vec<(Key, &Row)> {
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    report
-        .rows
-        .iter()
-        .map(|row| {
-            let n = seen.iter().filter(|&&(s, f)| s == row.section && f == row.figure).count();
-            seen.push((&row.section, &row.figure));
-            ((row.section.clone(), row.figure.clone(), n), row)
-        })
-        .collect()
+fn keyed(report: &FigureReport) -> impl Iterator<Item = (Key<'_>, &Row)> {
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+    report.rows.iter().map(move |row| {
+        let n = seen.entry((&row.section, &row.figure)).or_default();
+        let key = (row.section.as_str(), row.figure.as_str(), *n);
+        *n += 1;
+        (key, row)
+    })
 }
 
 /// The figures of `runs` side by side, in the order they were first
@@ -87,25 +85,22 @@ pub fn compare(runs: &[Runs]) -> Result<Vec<Line>, BenchError> {
             )));
         }
     }
-    let mut keys: Vec<Key> = Vec::new();
+    // Where each figure's line is, by key.
+    let mut line_of: HashMap<Key, usize> = HashMap::new();
     let mut lines: Vec<Line> = Vec::new();
     for (col, r) in runs.iter().enumerate() {
         for report in &r.reports {
             for (key, row) in keyed(report) {
-                let at = match keys.iter().position(|k| *k == key) {
-                    Some(at) => at,
-                    None => {
-                        lines.push(Line {
-                            section: row.section.clone(),
-                            figure: row.figure.clone(),
-                            unit: if row.ratio.is_some() { "ratio".into() } else { row.measured_unit.clone() },
-                            target: row.target.clone(),
-                            cells: vec![Cell::default(); runs.len()],
-                        });
-                        keys.push(key);
-                        keys.len() - 1
-                    }
-                };
+                let at = *line_of.entry(key).or_insert_with(|| {
+                    lines.push(Line {
+                        section: row.section.clone(),
+                        figure: row.figure.clone(),
+                        unit: if row.ratio.is_some() { "ratio".into() } else { row.measured_unit.clone() },
+                        target: row.target.clone(),
+                        cells: vec![Cell::default(); runs.len()],
+                    });
+                    lines.len() - 1
+                });
                 let cell = &mut lines[at].cells[col];
                 cell.values.push(row.ratio.unwrap_or(row.measured));
                 if let Some(met) = row.target_met {
