@@ -138,6 +138,12 @@ fn cell_text(unit: &str, c: &Cell) -> String {
     s
 }
 
+/// Text as one Markdown cell: its own `|` would end the cell, and a line
+/// break the row.
+fn in_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
 /// The lines as a Markdown table, one column per build; `matching` keeps
 /// the lines whose section or figure contains one of its words (all when
 /// it is empty).
@@ -148,9 +154,13 @@ pub fn markdown(labels: &[String], lines: &[Line], matching: &[String]) -> Strin
     for l in lines.iter().filter(|l| keep(l)) {
         let target = l.target.as_deref().map(|t| format!(", {t}")).unwrap_or_default();
         let cells: Vec<String> = l.cells.iter().map(|c| cell_text(&l.unit, c)).collect();
-        // A figure's own `|` would end its cell early.
-        let figure = l.figure.replace('|', "\\|");
-        out += &format!("| {} | {figure} ({}{target}) | {} |\n", l.section, l.unit, cells.join(" | "));
+        out += &format!(
+            "| {} | {} ({}{target}) | {} |\n",
+            in_cell(&l.section),
+            in_cell(&l.figure),
+            l.unit,
+            cells.join(" | ")
+        );
     }
     out
 }
@@ -159,6 +169,7 @@ pub fn markdown(labels: &[String], lines: &[Line], matching: &[String]) -> Strin
 mod tests {
     use super::*;
     use crate::figure_report::{Collect, MEASURED_OVER_FLOOR, Target};
+    use proptest::prelude::*;
 
     /// A `bench gpu`-shaped report: a posting ratio, a latency, and a
     /// figure printed twice in one section.
@@ -237,5 +248,50 @@ mod tests {
         assert!(e.contains("no reports"), "{e}");
         let e = compare(&[runs("a", vec![run(1.0, 1.0)]), runs("b", vec![])]).unwrap_err().to_string();
         assert!(e.contains("\"b\" has no report"), "{e}");
+    }
+
+    fn any_row() -> impl Strategy<Value = Row> {
+        let text = "[a-c|\\\n -]{0,4}";
+        (text, text, any::<f64>(), proptest::option::of(any::<f64>()), proptest::option::of(any::<bool>())).prop_map(
+            |(section, figure, measured, ratio, met)| {
+                let mut r = Row::new(figure, measured, "us").in_section(&section);
+                r.ratio = ratio;
+                r.target = met.map(|_| ">= 1".into());
+                r.target_met = met;
+                r
+            },
+        )
+    }
+
+    proptest! {
+        /// Any rows (NaN, infinities, `|` in names, repeated figures, rows
+        /// one build lacks): no panic, one line per distinct figure, every
+        /// row counted once, and a table row per line.
+        #[test]
+        fn any_reports_make_a_table(builds in proptest::collection::vec(
+            proptest::collection::vec(proptest::collection::vec(any_row(), 0..8), 1..3), 1..4)) {
+            let runs: Vec<Runs> = builds
+                .into_iter()
+                .enumerate()
+                .map(|(i, reports)| Runs {
+                    label: format!("b{i}"),
+                    reports: reports.into_iter().map(|rows| FigureReport { bench: "bench gpu".into(), device: String::new(), rows }).collect(),
+                })
+                .collect();
+            let lines = compare(&runs).unwrap();
+            let mut keys = std::collections::HashSet::new();
+            for r in &runs {
+                for report in &r.reports {
+                    keys.extend(keyed(report).map(|(k, _)| k));
+                }
+            }
+            prop_assert_eq!(lines.len(), keys.len());
+            for (col, r) in runs.iter().enumerate() {
+                let rows: usize = r.reports.iter().map(|x| x.rows.len()).sum();
+                prop_assert_eq!(lines.iter().map(|l| l.cells[col].values.len()).sum::<usize>(), rows);
+            }
+            let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
+            prop_assert_eq!(markdown(&labels, &lines, &[]).lines().count(), lines.len() + 2);
+        }
     }
 }
