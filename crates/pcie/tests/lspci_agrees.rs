@@ -905,6 +905,60 @@ fn flags_agree(
     n
 }
 
+/// The ARI capability's words (lspci 3.9's `ARICap:` and `ARICtl:` lines).
+fn ari_flags_agree<'a>(
+    at: &str,
+    after: &impl Fn(&str, usize) -> Option<&'a String>,
+    ari: &marrow_pcie::registers::Block,
+    bad: &mut Vec<String>,
+) -> usize {
+    flags_agree(at, after("ARICap:", 0), &[("MFVC", "ari_cap_mfvc"), ("ACS", "ari_cap_acs")], ari, bad)
+        + flags_agree(at, after("ARICtl:", 0), &[("MFVC", "ari_ctrl_mfvc"), ("ACS", "ari_ctrl_acs")], ari, bad)
+}
+
+/// The L1 PM Substates capability and control 1 words (`L1SubCap:`, `L1SubCtl1:`).
+fn l1ss_flags_agree<'a>(
+    at: &str,
+    after: &impl Fn(&str, usize) -> Option<&'a String>,
+    l1: &marrow_pcie::registers::Block,
+    bad: &mut Vec<String>,
+) -> usize {
+    let cap = [
+        ("PCI-PM_L1.2", "l1ss_cap_pcipm_l1_2"),
+        ("PCI-PM_L1.1", "l1ss_cap_pcipm_l1_1"),
+        ("ASPM_L1.2", "l1ss_cap_aspm_l1_2"),
+        ("ASPM_L1.1", "l1ss_cap_aspm_l1_1"),
+        ("L1_PM_Substates", "l1ss_cap_l1_pm_ss"),
+    ];
+    let ctl1 = [
+        ("PCI-PM_L1.2", "l1ss_ctl1_pcipm_l1_2"),
+        ("PCI-PM_L1.1", "l1ss_ctl1_pcipm_l1_1"),
+        ("ASPM_L1.2", "l1ss_ctl1_aspm_l1_2"),
+        ("ASPM_L1.1", "l1ss_ctl1_aspm_l1_1"),
+    ];
+    flags_agree(at, after("L1SubCap:", 0), &cap, l1, bad) + flags_agree(at, after("L1SubCtl1:", 0), &ctl1, l1, bad)
+}
+
+/// One VC resource's words: lspci prints its capability on the `VCn:` line,
+/// its control two lines down and its status three.
+fn vc_resource_flags_agree<'a>(
+    at: &str,
+    after: &impl Fn(&str, usize) -> Option<&'a String>,
+    head: &str,
+    r: &marrow_pcie::registers::Block,
+    bad: &mut Vec<String>,
+) -> usize {
+    flags_agree(at, after(head, 0), &[("RejSnoopTrans", "vc_res_rej_snoop")], r, bad)
+        + flags_agree(at, after(head, 2), &[("Enable", "vc_res_enable")], r, bad)
+        + flags_agree(
+            at,
+            after(head, 3),
+            &[("NegoPending", "vc_res_nego_pending"), ("InProgress", "vc_res_table_status")],
+            r,
+            bad,
+        )
+}
+
 /// PTM, ARI, DOE, Virtual Channel, L1 PM Substates, DVSEC, Enhanced
 /// Allocation, the Command/Status, Device/Link/Slot/Root registers of the
 /// PCI Express capability and the AER root registers, on synthetic spaces
@@ -1281,15 +1335,7 @@ fn lspci_agrees_on_synthetic_flags() {
         );
         count("PTM", n);
         let ari = cfg.ari().unwrap().unwrap();
-        let mut n =
-            flags_agree(&at, after("ARICap:", 0), &[("MFVC", "ari_cap_mfvc"), ("ACS", "ari_cap_acs")], &ari, &mut bad)
-                + flags_agree(
-                    &at,
-                    after("ARICtl:", 0),
-                    &[("MFVC", "ari_ctrl_mfvc"), ("ACS", "ari_ctrl_acs")],
-                    &ari,
-                    &mut bad,
-                );
+        let mut n = ari_flags_agree(&at, &after, &ari, &mut bad);
         let want = format!("Next Function: {}", ari.get("ari_cap_nfn").unwrap());
         if after("ARICap:", 0).is_some_and(|s| s.ends_with(&want)) {
             n += 1
@@ -1323,30 +1369,7 @@ fn lspci_agrees_on_synthetic_flags() {
         let n = n + usize::from(doe.flag("doe_status_error") == (status & 0x0000_0004 != 0));
         count("DOE", n);
         let l1 = cfg.l1ss().unwrap().unwrap();
-        let n = flags_agree(
-            &at,
-            after("L1SubCap:", 0),
-            &[
-                ("PCI-PM_L1.2", "l1ss_cap_pcipm_l1_2"),
-                ("PCI-PM_L1.1", "l1ss_cap_pcipm_l1_1"),
-                ("ASPM_L1.2", "l1ss_cap_aspm_l1_2"),
-                ("ASPM_L1.1", "l1ss_cap_aspm_l1_1"),
-                ("L1_PM_Substates", "l1ss_cap_l1_pm_ss"),
-            ],
-            &l1,
-            &mut bad,
-        ) + flags_agree(
-            &at,
-            after("L1SubCtl1:", 0),
-            &[
-                ("PCI-PM_L1.2", "l1ss_ctl1_pcipm_l1_2"),
-                ("PCI-PM_L1.1", "l1ss_ctl1_pcipm_l1_1"),
-                ("ASPM_L1.2", "l1ss_ctl1_aspm_l1_2"),
-                ("ASPM_L1.1", "l1ss_ctl1_aspm_l1_1"),
-            ],
-            &l1,
-            &mut bad,
-        );
+        let n = l1ss_flags_agree(&at, &after, &l1, &mut bad);
         count("L1 PM Substates", n);
         let vc = cfg.virtual_channel().unwrap().unwrap();
         let mut n = flags_agree(
@@ -1358,15 +1381,7 @@ fn lspci_agrees_on_synthetic_flags() {
         );
         for (i, r) in vc.resources.iter().enumerate() {
             let head = format!("VC{i}:");
-            n += flags_agree(&at, after(&head, 0), &[("RejSnoopTrans", "vc_res_rej_snoop")], r, &mut bad);
-            n += flags_agree(&at, after(&head, 2), &[("Enable", "vc_res_enable")], r, &mut bad);
-            n += flags_agree(
-                &at,
-                after(&head, 3),
-                &[("NegoPending", "vc_res_nego_pending"), ("InProgress", "vc_res_table_status")],
-                r,
-                &mut bad,
-            );
+            n += vc_resource_flags_agree(&at, &after, &head, r, &mut bad);
         }
         count("Virtual Channel", n);
         let aer = cfg.ext_block(ExtCapId::ERR, &marrow_pcie::generated::pcie::pci_aer_cap::LAYOUT).unwrap().unwrap();
@@ -1631,19 +1646,7 @@ fn lspci_agrees_on_real_ari_l1ss_vc() {
             };
             if let Some(ari) = cfg.ari().map(Result::unwrap) {
                 assert!(listed("Alternative Routing-ID"), "{at}");
-                let n = flags_agree(
-                    &at,
-                    after("ARICap:", 0),
-                    &[("MFVC", "ari_cap_mfvc"), ("ACS", "ari_cap_acs")],
-                    &ari,
-                    &mut bad,
-                ) + flags_agree(
-                    &at,
-                    after("ARICtl:", 0),
-                    &[("MFVC", "ari_ctrl_mfvc"), ("ACS", "ari_ctrl_acs")],
-                    &ari,
-                    &mut bad,
-                );
+                let n = ari_flags_agree(&at, &after, &ari, &mut bad);
                 *counts.entry("ARI flags").or_default() += n;
                 *counts.entry("ARI numbers").or_default() +=
                     num(after("ARICap:", 0), "Next Function: ", ari.get("ari_cap_nfn").unwrap().to_string(), &mut bad);
@@ -1652,30 +1655,7 @@ fn lspci_agrees_on_real_ari_l1ss_vc() {
             }
             if let Some(l1) = cfg.l1ss().map(Result::unwrap) {
                 assert!(listed("L1 PM Substates"), "{at}");
-                let n = flags_agree(
-                    &at,
-                    after("L1SubCap:", 0),
-                    &[
-                        ("PCI-PM_L1.2", "l1ss_cap_pcipm_l1_2"),
-                        ("PCI-PM_L1.1", "l1ss_cap_pcipm_l1_1"),
-                        ("ASPM_L1.2", "l1ss_cap_aspm_l1_2"),
-                        ("ASPM_L1.1", "l1ss_cap_aspm_l1_1"),
-                        ("L1_PM_Substates", "l1ss_cap_l1_pm_ss"),
-                    ],
-                    &l1,
-                    &mut bad,
-                ) + flags_agree(
-                    &at,
-                    after("L1SubCtl1:", 0),
-                    &[
-                        ("PCI-PM_L1.2", "l1ss_ctl1_pcipm_l1_2"),
-                        ("PCI-PM_L1.1", "l1ss_ctl1_pcipm_l1_1"),
-                        ("ASPM_L1.2", "l1ss_ctl1_aspm_l1_2"),
-                        ("ASPM_L1.1", "l1ss_ctl1_aspm_l1_1"),
-                    ],
-                    &l1,
-                    &mut bad,
-                );
+                let n = l1ss_flags_agree(&at, &after, &l1, &mut bad);
                 *counts.entry("L1SS flags").or_default() += n;
                 let g = |f: &str| l1.get(f).unwrap();
                 for (line, key, ours) in [
@@ -1724,15 +1704,7 @@ fn lspci_agrees_on_real_ari_l1ss_vc() {
                 );
                 for (i, r) in vc.resources.iter().enumerate() {
                     let head = format!("VC{i}:");
-                    n += flags_agree(&at, after(&head, 0), &[("RejSnoopTrans", "vc_res_rej_snoop")], r, &mut bad);
-                    n += flags_agree(&at, after(&head, 2), &[("Enable", "vc_res_enable")], r, &mut bad);
-                    n += flags_agree(
-                        &at,
-                        after(&head, 3),
-                        &[("NegoPending", "vc_res_nego_pending"), ("InProgress", "vc_res_table_status")],
-                        r,
-                        &mut bad,
-                    );
+                    n += vc_resource_flags_agree(&at, &after, &head, r, &mut bad);
                     let g = |f: &str| r.get(f).unwrap();
                     *counts.entry("VC numbers").or_default() +=
                         num(after(&head, 0), "PATOffset=", format!("{:02x}", g("vc_res_pat_offset")), &mut bad);
