@@ -291,41 +291,45 @@ pub struct CField {
     pub struct_size: usize,
 }
 
-fn read_table(count: usize, at: impl Fn(usize) -> *const RawField) -> Vec<CField> {
+/// Entries 0..count of one of a harness's static tables, each turned into
+/// an owned value by `own`.
+fn read_entries<R, T>(count: usize, at: impl Fn(usize) -> *const R, own: impl Fn(&R) -> T) -> Vec<T> {
     (0..count)
         .map(|i| {
             let p = at(i);
             assert!(!p.is_null(), "harness table entry {i} missing");
-            // SAFETY: `p` points into a static table of the harness; its
-            // strings are NUL-terminated literals.
-            let r = unsafe { &*p };
-            // SAFETY: as above.
-            let (s, f) = unsafe { (CStr::from_ptr(r.strct), CStr::from_ptr(r.field)) };
-            CField {
-                strct: s.to_string_lossy().into_owned(),
-                field: f.to_string_lossy().into_owned(),
-                offset: r.offset,
-                size: r.size,
-                struct_size: r.struct_size,
-            }
+            // SAFETY: `p` is non-null and points into a static table of the
+            // harness, which lives as long as the program and is never written.
+            own(unsafe { &*p })
         })
         .collect()
 }
 
+/// One of a harness table's strings.
+///
+/// # Safety
+/// `p` must be a NUL-terminated literal of the harness (static, never written).
+unsafe fn literal(p: *const c_char) -> String {
+    // SAFETY: the caller's promise.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+fn read_table(count: usize, at: impl Fn(usize) -> *const RawField) -> Vec<CField> {
+    read_entries(count, at, |r| CField {
+        // SAFETY: the harness's names are NUL-terminated literals.
+        strct: unsafe { literal(r.strct) },
+        // SAFETY: as above.
+        field: unsafe { literal(r.field) },
+        offset: r.offset,
+        size: r.size,
+        struct_size: r.struct_size,
+    })
+}
+
 /// A harness's constant table: `count` entries, each a name and a value.
 fn read_consts(count: usize, at: impl Fn(usize) -> *const RawConst) -> Vec<(String, u64)> {
-    (0..count)
-        .map(|i| {
-            let p = at(i);
-            assert!(!p.is_null(), "harness constant {i} missing");
-            // SAFETY: `p` points into a static table of the harness; the
-            // name is a NUL-terminated literal.
-            let r = unsafe { &*p };
-            // SAFETY: as above.
-            let name = unsafe { CStr::from_ptr(r.name) };
-            (name.to_string_lossy().into_owned(), r.value)
-        })
-        .collect()
+    // SAFETY: the harness's names are NUL-terminated literals.
+    read_entries(count, at, |r| (unsafe { literal(r.name) }, r.value))
 }
 
 /// Every named field of rdma-core's mlx5dv.h structs, as gcc lays them out.
@@ -439,23 +443,14 @@ pub struct IfcFieldOut {
 }
 
 fn read_ifc(count: usize, at: impl Fn(usize) -> *const IfcField) -> Vec<IfcFieldOut> {
-    (0..count)
-        .map(|i| {
-            let p = at(i);
-            assert!(!p.is_null(), "harness table entry {i} missing");
-            // SAFETY: `p` points into the harness's static table; its strings
-            // are NUL-terminated literals.
-            let r = unsafe { &*p };
-            // SAFETY: as above.
-            let (s, f) = unsafe { (CStr::from_ptr(r.strct), CStr::from_ptr(r.field)) };
-            IfcFieldOut {
-                strct: s.to_string_lossy().into_owned(),
-                field: f.to_string_lossy().into_owned(),
-                bit_off: r.bit_off,
-                bit_sz: r.bit_sz,
-            }
-        })
-        .collect()
+    read_entries(count, at, |r| IfcFieldOut {
+        // SAFETY: the harness's names are NUL-terminated literals.
+        strct: unsafe { literal(r.strct) },
+        // SAFETY: as above.
+        field: unsafe { literal(r.field) },
+        bit_off: r.bit_off,
+        bit_sz: r.bit_sz,
+    })
 }
 
 /// Every named PRM field of the generated layouts that rdma-core's
