@@ -87,12 +87,8 @@ __global__ void probe(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64_t *d
     for (uint32_t i = 0; i < N && r == marrow::OK; i++) {
         uint64_t off = (uint64_t)i * 8;
         if (mode == 0 || mode == 5) {
-            uint64_t *w = (uint64_t *)(ring + (i % SQ) * 64);
-            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
-            marrow::to_device();
-            marrow::store_device_u32(dbrec, marrow::be32(i));
-            marrow::wc_start();
-            marrow::mmio_store64(db, i);
+            floor_wqe(ring, i % SQ, i);
+            floor_ring(dbrec, db, i);
         } else if (mode == 1 || mode == 2) {
             marrow::Op op = fixed;
             op.raddr += off, op.laddr += off;
@@ -163,12 +159,8 @@ __global__ void probe_warp(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64
     for (uint32_t i = 0; i < N && r == marrow::OK; i++) {
         uint64_t off = ((uint64_t)i * 32 + lane) * 8;
         if (mode == 0) {
-            uint64_t *w = (uint64_t *)(ring + ((i * 32 + lane) % SQ) * 64);
-            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
-            marrow::to_device();
-            marrow::store_device_u32(dbrec, marrow::be32(i));
-            marrow::wc_start();
-            marrow::mmio_store64(db, i);
+            floor_wqe(ring, (i * 32 + lane) % SQ, i);
+            floor_ring(dbrec, db, i);
         } else if (mode == 1) {
             r = marrow::put_nbi(ch, 1, off, off, 8);
         } else {
@@ -203,13 +195,9 @@ __global__ void probe_lazy(uint8_t *page, uint8_t *sq, uint32_t *dbrec, uint64_t
         Op op = fixed;
         op.raddr += off, op.laddr += off;
         if (mode == 0) {
-            uint64_t *w = (uint64_t *)(sq + (i % SQ) * 64);
-            for (int k = 0; k < 8; k += 2) store_wqe16(w + k, i + k, i + k + 1);
+            floor_wqe(sq, i % SQ, i);
             if ((i + 1) % 32 == 0) {
-                to_device();
-                store_device_u32(dbrec, be32(i));
-                wc_start();
-                mmio_store64(db, i);
+                floor_ring(dbrec, db, i);
             }
         } else if (mode == 1) {
             r = put_nbi(ch, 1, off, off, 8);

@@ -117,21 +117,13 @@ __global__ void probe_warp(uint8_t *page, uint8_t *ring, uint32_t *dbrec, uint64
         marrow::Op op = fixed;
         op.raddr += off, op.laddr += off;
         if (mode == 0) {
-            uint64_t *w = (uint64_t *)(ring + ((i * 32 + lane) % SQ) * 64);
-            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
-            marrow::to_device();
-            marrow::store_device_u32(dbrec, marrow::be32(i));
-            marrow::wc_start();
-            marrow::mmio_store64(db, i);
+            floor_wqe(ring, (i * 32 + lane) % SQ, i);
+            floor_ring(dbrec, db, i);
         } else if (mode == 9) {
-            uint64_t *w = (uint64_t *)(ring + ((i * 32 + lane) % SQ) * 64);
-            for (int k = 0; k < 8; k += 2) marrow::store_wqe16(w + k, i + k, i + k + 1);
+            floor_wqe(ring, (i * 32 + lane) % SQ, i);
             __syncwarp();
             if (lane == 0) {
-                marrow::to_device();
-                marrow::store_device_u32(dbrec, marrow::be32(i));
-                marrow::wc_start();
-                marrow::mmio_store64(db, i);
+                floor_ring(dbrec, db, i);
             }
             __syncwarp();
         } else if (mode == 1 || mode == 8) {
