@@ -20,7 +20,6 @@
 //! COMPARE_SWAP and FETCH_ADD); on a wire QP they complete with
 //! LOCAL_QP_OP_ERR, the QP goes to ERR, and the trace says why.
 
-pub mod engine;
 pub mod port;
 pub mod requester;
 pub mod responder;

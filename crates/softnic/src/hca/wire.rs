@@ -3,12 +3,13 @@
 //! and the requester's [`Action`]s carried out (packets onto the port,
 //! CQEs into the send CQ).
 
-use super::port::{Incoming, Outgoing};
-use super::requester::{Action, Message};
+use super::Hca;
 use crate::clock::ScanClock;
+use crate::delegate::Refused;
 use crate::exec::Outcome;
-use crate::hca::Hca;
 use crate::qp::QpState;
+use crate::rc::port::{Incoming, Outgoing};
+use crate::rc::requester::{Action, Message};
 use crate::trace::Kind;
 use marrow_mlx5::wqe_decode::CtrlFields;
 use marrow_roce::opcode::Operation;
@@ -20,8 +21,8 @@ impl Hca {
         if let Some(d) = self.qps.get_mut(&qpn).and_then(|q| q.delegate.as_mut()) {
             return match d.d.post(msg, ctrl, byte_cnt) {
                 Ok(()) => Outcome::Sent,
-                Err(crate::delegate::Refused::Busy) => Outcome::Busy,
-                Err(crate::delegate::Refused::Error(syndrome, why)) => Outcome::Error { syndrome, vendor: 0, why },
+                Err(Refused::Busy) => Outcome::Busy,
+                Err(Refused::Error(syndrome, why)) => Outcome::Error { syndrome, vendor: 0, why },
             };
         }
         let rd_atomic = matches!(msg, Message::Read { .. } | Message::Atomic { .. });
