@@ -98,17 +98,3 @@ pub struct Series {
     /// Points by size.
     pub points: Vec<(u64, f64)>,
 }
-
-impl From<&crate::softnic::figures::Figure> for FigureRow {
-    fn from(f: &crate::softnic::figures::Figure) -> Self {
-        FigureRow {
-            name: f.name.into(),
-            measured: f.rate,
-            floor: f.floor,
-            ratio: f.ratio(),
-            unit: f.unit.into(),
-            floor_name: f.floor_name.into(),
-            target: f.target.into(),
-        }
-    }
-}

@@ -126,3 +126,14 @@ impl Config<'_> {
         Some(self.block(layout, usize::from(cap.offset), cap.offset))
     }
 }
+
+/// `layout` at `at`, inside the capability `cap` (see [`crate::regs::span_in_cap`]).
+pub(crate) fn block_in_cap(
+    cfg: &Config<'_>,
+    cap: &crate::walk::ExtCap,
+    layout: &'static marrow_layout::StructLayout,
+    at: usize,
+) -> Result<Block, CapError> {
+    crate::regs::span_in_cap(cfg, cap, at, layout.size)?;
+    cfg.block(layout, at, cap.offset)
+}

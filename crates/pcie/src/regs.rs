@@ -137,14 +137,3 @@ pub(crate) fn span_in_cap(cfg: &Config<'_>, cap: &crate::walk::ExtCap, at: usize
     }
     Ok(())
 }
-
-/// `layout` at `at`, inside the capability `cap` (see [`span_in_cap`]).
-pub(crate) fn block_in_cap(
-    cfg: &Config<'_>,
-    cap: &crate::walk::ExtCap,
-    layout: &'static marrow_layout::StructLayout,
-    at: usize,
-) -> Result<crate::registers::Block, CapError> {
-    span_in_cap(cfg, cap, at, layout.size)?;
-    cfg.block(layout, at, cap.offset)
-}

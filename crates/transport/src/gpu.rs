@@ -606,44 +606,6 @@ impl Gpu {
     }
 }
 
-/// A GCRB living in GPU memory. NVSHMEM keeps its per-QP counters
-/// ("mvars") in global memory for the same reason: thousands of threads
-/// spinning on atomics over PCIe starve the ones doing work. The rings,
-/// doorbells and CQ stay in host memory, where the NIC (here the softnic)
-/// reads and writes them.
-#[derive(Debug)]
-pub struct DeviceGcrb {
-    win: crate::p2p::Window,
-    /// The device address kernels take.
-    pub addr: u64,
-}
-
-impl Gpu {
-    /// Copy a filled GCRB page (host) into GPU memory. The memory comes
-    /// from `cuMemAlloc`, not a stream-ordered pool: the P2P relay's stream
-    /// writes its copy count into the GCRB (`cuStreamWriteValue64`), which
-    /// refuses pool memory with CUDA_ERROR_INVALID_VALUE (measured on the
-    /// H200, `docs/runs/2026-11-29-p2p-h200x2-relay-fda3c02.txt`).
-    pub fn upload(&self, page: &Region) -> Result<DeviceGcrb, TransportError> {
-        let mut host = vec![0u8; page.len()];
-        page.read_bytes(0, &mut host)?;
-        let win = self.window(host.len())?;
-        self.write_window(&win, 0, &host)?;
-        Ok(DeviceGcrb { addr: win.addr, win })
-    }
-
-    /// Copy a GCRB back from GPU memory into `page` once the kernels on the
-    /// stream are done, so the host can decode its error block, heads and
-    /// trace.
-    pub fn download(&self, d: &DeviceGcrb, page: &Region) -> Result<(), TransportError> {
-        self.stream.synchronize().map_err(cuda)?;
-        let mut host = vec![0u8; d.win.len];
-        self.read_window(&d.win, 0, &mut host)?;
-        page.write_bytes(0, &host)?;
-        Ok(())
-    }
-}
-
 impl Gpu {
     /// `marrow_compute_put_kernel`: `iters` rounds of compute then an 8-byte
     /// `put_nbi`, one `quiet` at the end, GPU-initiated: (result code, ns on

@@ -5,7 +5,8 @@
 //! the GPU clock. The caller owns the GCRB in GPU memory and reports a
 //! failing return code with its decoded state.
 
-use crate::gpu::{DeviceGcrb, Gpu, Grid, RwKernel};
+use crate::gpu::{Gpu, Grid, RwKernel};
+use crate::gpu_memory::DeviceGcrb;
 use marrow_mmio::Region;
 
 /// What went wrong, for the caller to word in its own error type.

@@ -14,6 +14,7 @@ pub mod gcrb_page;
 pub mod gpu;
 pub mod gpu_checks;
 pub mod gpu_doca;
+pub mod gpu_memory;
 pub mod kernel_cache;
 pub mod mlx5;
 pub mod p2p;

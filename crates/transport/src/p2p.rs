@@ -10,6 +10,8 @@
 
 use crate::TransportError;
 use crate::gpu::{Gpu, Grid, cuda};
+pub use crate::gpu_memory::Window;
+use crate::gpu_memory::check_range;
 use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys as cu;
 use marrow_gcrb::GcrbTransport;
@@ -17,30 +19,6 @@ use marrow_mmio::Region;
 
 /// The 64 bytes of a `CUipcMemHandle`, as sent between PEs.
 pub type IpcHandle = [u8; 64];
-
-/// A PE's window: GPU memory its peer maps (and the memory of a
-/// `DeviceGcrb`). Allocated with `cuMemAlloc`, not from a stream-ordered
-/// pool: `cuIpcGetMemHandle` refuses pool memory (CUDA_ERROR_INVALID_VALUE)
-/// unless the pool was made for IPC, and so does `cuStreamWriteValue64`.
-#[derive(Debug)]
-pub struct Window {
-    ctx: std::sync::Arc<cudarc::driver::CudaContext>,
-    /// Device address in this process.
-    pub addr: u64,
-    /// Bytes.
-    pub len: usize,
-}
-
-impl Drop for Window {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: `addr` came from cuMemAlloc in `Gpu::window` and is
-            // freed once, here; kernels using it were synchronized by then
-            // (every launch helper synchronizes its stream).
-            let _ = unsafe { cu::cuMemFree_v2(self.addr) };
-        }
-    }
-}
 
 /// The peer's window, mapped into this process (unmapped when dropped).
 #[derive(Debug)]
@@ -62,18 +40,6 @@ impl Drop for PeerWindow {
 }
 
 impl Gpu {
-    /// `len` zeroed bytes of this GPU's memory, for peers to map.
-    pub fn window(&self, len: usize) -> Result<Window, TransportError> {
-        self.ctx.bind_to_thread().map_err(cuda)?;
-        let mut addr: cu::CUdeviceptr = 0;
-        // SAFETY: `addr` is a valid out-pointer.
-        unsafe { cu::cuMemAlloc_v2(&mut addr, len) }.result().map_err(cuda)?;
-        let w = Window { ctx: self.ctx.clone(), addr, len };
-        // SAFETY: `addr..addr+len` was just allocated.
-        unsafe { cu::cuMemsetD8_v2(addr, 0, len) }.result().map_err(cuda)?;
-        Ok(w)
-    }
-
     /// The IPC handle that lets another process map `w`.
     pub fn export(&self, w: &Window) -> Result<IpcHandle, TransportError> {
         self.ctx.bind_to_thread().map_err(cuda)?;
@@ -97,22 +63,6 @@ impl Gpu {
         Ok(PeerWindow { ctx: self.ctx.clone(), addr })
     }
 
-    /// Copy host bytes into a window at `off`.
-    pub fn write_window(&self, w: &Window, off: usize, data: &[u8]) -> Result<(), TransportError> {
-        check(w, off, data.len())?;
-        self.ctx.bind_to_thread().map_err(cuda)?;
-        // SAFETY: `off..off+len` lies inside the window (checked); the source is a live slice.
-        unsafe { cu::cuMemcpyHtoD_v2(w.addr + off as u64, data.as_ptr().cast(), data.len()) }.result().map_err(cuda)
-    }
-
-    /// Copy a window's bytes at `off` out to the host.
-    pub fn read_window(&self, w: &Window, off: usize, out: &mut [u8]) -> Result<(), TransportError> {
-        check(w, off, out.len())?;
-        self.ctx.bind_to_thread().map_err(cuda)?;
-        // SAFETY: `off..off+len` lies inside the window (checked); the destination is a live slice.
-        unsafe { cu::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), w.addr + off as u64, out.len()) }.result().map_err(cuda)
-    }
-
     /// The floor for P2P bandwidth: `reps` back-to-back copies of `len`
     /// bytes by the copy engine from `src` into the peer's window (what
     /// `cudaMemcpyPeer` does under unified addressing), one synchronize.
@@ -125,7 +75,7 @@ impl Gpu {
         len: usize,
         reps: u32,
     ) -> Result<std::time::Duration, TransportError> {
-        check(src, src_off as usize, len)?;
+        check_range(src, src_off as usize, len)?;
         self.ctx.bind_to_thread().map_err(cuda)?;
         let t = std::time::Instant::now();
         for _ in 0..reps {
@@ -318,13 +268,6 @@ impl crate::p2p_relay::CopyEngine for CudaCopyEngine {
         }
         self.stream.synchronize().map_err(|e| format!("synchronizing the relay's stream: {e:?}"))
     }
-}
-
-fn check(w: &Window, off: usize, len: usize) -> Result<(), TransportError> {
-    if off.checked_add(len).is_none_or(|end| end > w.len) {
-        return Err(TransportError::Window(marrow_mmio::OutOfBounds { offset: off, len, size: w.len }));
-    }
-    Ok(())
 }
 
 /// The windows a P2P GCRB names: PE `pe`'s window at `keys[pe]`, ours

@@ -8,6 +8,7 @@
 //! - bandwidth: 64 KiB RDMA_WRITEs against `memcpy` of 64 KiB between the
 //!   same two registered buffers.
 
+use crate::report::FigureRow;
 use marrow_mlx5::raw::CompletionMode;
 use marrow_mlx5::wqe::{CtrlParams, RemoteAddr, Sge, WqeOp};
 use marrow_softnic::cq::CqMode;
@@ -155,13 +156,27 @@ pub fn trace_cost(batch: usize, runs: usize) -> (f64, f64) {
     (rates[0], rates[1])
 }
 
+impl From<&Figure> for FigureRow {
+    fn from(f: &Figure) -> Self {
+        FigureRow {
+            name: f.name.into(),
+            measured: f.rate,
+            floor: f.floor,
+            ratio: f.ratio(),
+            unit: f.unit.into(),
+            floor_name: f.floor_name.into(),
+            target: f.target.into(),
+        }
+    }
+}
+
 /// `bench softnic`'s figures as report rows: the engine rate, the 64 KiB
 /// bandwidth and what tracing costs, each best of `runs`.
-pub fn rows(runs: usize) -> Vec<crate::report::FigureRow> {
-    let mut v: Vec<crate::report::FigureRow> =
+pub fn rows(runs: usize) -> Vec<FigureRow> {
+    let mut v: Vec<FigureRow> =
         [engine_rate(4096, runs), write_bandwidth(64 << 10, 256, runs)].iter().map(Into::into).collect();
     let (off, on) = trace_cost(4096, runs);
-    v.push(crate::report::FigureRow {
+    v.push(FigureRow {
         name: "8 B RDMA_WRITE executed, trace on".into(),
         measured: on,
         floor: off,
