@@ -23,6 +23,9 @@ python3 scripts/check-paths.py
 echo "== no layout number spelled by hand in the device code or the softnic"
 python3 scripts/check-layout-literals.py --self-test
 python3 scripts/check-layout-literals.py
+echo "== no module of a crate imports another in a circle"
+python3 scripts/check-module-cycles.py --self-test
+python3 scripts/check-module-cycles.py
 echo "== cargo xtask codegen --check"
 cargo xtask codegen --check
 echo "== NVRTC 13.0: the GPU kernels compile for sm_90"

@@ -6,8 +6,7 @@
 //! and control (Linux `PCI_CB_*`). Register and bit names are
 //! `hw-specs/pcie.toml`'s.
 
-use crate::pcie_caps::{Out, flags, pm};
-use crate::pcie_header::devsel;
+use crate::pcie_out::{Out, devsel, flags, pm};
 use marrow_pcie::Config;
 use marrow_pcie::generated::pcie::{pci_cardbus_header as CB, pci_type1_header as T1};
 use marrow_pcie::registers::Block;
@@ -65,7 +64,7 @@ pub fn bridge(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
             ss("sec_status_detected_parity"),
         ),
     );
-    crate::pcie_header::rom(o, h, "rom_address1", j);
+    crate::pcie_out::rom(o, h, "rom_address1", j);
     let bc = [
         ("Parity", "bridge_ctl_parity"),
         ("SERR", "bridge_ctl_serr"),

@@ -5,71 +5,10 @@
 //! through the generated layouts, with what it could not decode as errors.
 
 use crate::pcie_json;
+use crate::pcie_out::{Out, pm};
+use marrow_pcie::Config;
 use marrow_pcie::cap_id::{CapId, ExtCapId};
-use marrow_pcie::registers::Block;
-use marrow_pcie::{CapError, Config};
 use serde_json::{Value, json};
-use std::fmt::Write;
-
-/// Text, JSON and errors of one function, filled capability by capability.
-#[derive(Debug)]
-pub struct Out {
-    pub text: String,
-    pub errors: Vec<(String, Option<u64>)>,
-    /// Whether the dump names this function device 0 function 0 (or names
-    /// no address): lspci prints an endpoint's LnkCap2 and LnkCtl2 only there.
-    pub function0: bool,
-}
-
-impl Out {
-    pub fn line(&mut self, indent: usize, s: impl AsRef<str>) {
-        let _ = writeln!(self.text, "{}{}", "\t".repeat(indent), s.as_ref());
-    }
-    pub fn error(&mut self, indent: usize, e: impl std::fmt::Display, offset: Option<u64>) {
-        self.line(indent, format!("error: {e}"));
-        self.errors.push((e.to_string(), offset));
-    }
-}
-
-/// The words for a field's value `v` from the spec's table of them; `??`
-/// for a value the table lacks (none, for a table as long as the field
-/// has values).
-pub fn word(table: &[&'static str], v: u64) -> &'static str {
-    usize::try_from(v).ok().and_then(|i| table.get(i)).copied().unwrap_or("??")
-}
-
-pub fn pm(b: bool) -> char {
-    if b { '+' } else { '-' }
-}
-
-/// `Label+ Label-…` for one-bit fields of `b`, named as lspci names them.
-pub fn flags(b: &Block, list: &[(&str, &str)]) -> String {
-    list.iter().map(|(label, bit)| format!("{label}{}", pm(b.flag(bit)))).collect::<Vec<_>>().join(" ")
-}
-
-fn cap_error_offset(e: &CapError) -> u64 {
-    e.offset().into()
-}
-
-/// A capability's registers, or the error instead of them.
-fn block_or_error(o: &mut Out, r: Option<Result<Block, CapError>>) -> Option<Block> {
-    match r? {
-        Ok(b) => Some(b),
-        Err(e) => {
-            let at = cap_error_offset(&e);
-            o.error(2, e, Some(at));
-            None
-        }
-    }
-}
-
-/// Registers of `b` in spec names, for capabilities lspci does not decode.
-fn spec_lines(o: &mut Out, b: &Block) {
-    for r in b.registers.iter().filter(|r| r.name() != "ext_cap_header") {
-        let fields: Vec<String> = r.fields().map(|(f, v)| format!("{}={v:#x}", f.name)).collect();
-        o.line(2, format!("{} [{:03x}] {:#x}: {}", r.name(), r.offset, r.raw, fields.join(" ")));
-    }
-}
 
 /// One capability of the first 256 bytes: text lines and its JSON.
 pub fn standard(o: &mut Out, cfg: &Config, c: &marrow_pcie::Cap) -> Value {
@@ -253,16 +192,4 @@ pub fn extended(o: &mut Out, cfg: &Config, c: &marrow_pcie::ExtCap) -> Value {
         }
     }
     j
-}
-
-/// Lines of registers lspci has no decode for, in spec names (used by
-/// the Lane Margining, Device 3 and IDE renderers).
-pub fn spec_block(o: &mut Out, r: Option<Result<Block, CapError>>) -> Option<Block> {
-    let b = block_or_error(o, r)?;
-    spec_lines(o, &b);
-    Some(b)
-}
-
-pub fn block_checked(o: &mut Out, r: Option<Result<Block, CapError>>) -> Option<Block> {
-    block_or_error(o, r)
 }

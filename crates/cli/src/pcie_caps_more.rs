@@ -4,8 +4,8 @@
 //! each on its `Capabilities:` line and the lines under it. What marrow
 //! adds of its own starts with `marrow:`.
 
-use crate::pcie_caps::{Out, pm};
 use crate::pcie_json;
+use crate::pcie_out::{Out, pm};
 use marrow_pcie::Config;
 use marrow_pcie::registers::Block;
 use serde_json::Value;

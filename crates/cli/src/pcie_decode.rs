@@ -8,26 +8,10 @@
 //! errors with their offsets; `--json` gives every register with its
 //! fields (`pcie_json`). TLP headers go to `pcie_tlp`.
 
-use crate::pcie_caps::Out;
+use crate::pcie_out::{Out, PcieReport};
+use marrow_pcie::Config;
 use marrow_pcie::dump::{DumpedFunction, parse_lspci_text};
-use marrow_pcie::header::PCI_BASE_ADDRESS_0;
-use marrow_pcie::{Bar, Config};
 use serde_json::{Value, json};
-
-/// The decoded text, its JSON, and the errors found (each with the
-/// config-space offset it concerns, when there is one). Clean when empty.
-#[derive(Debug)]
-pub struct PcieReport {
-    pub text: String,
-    pub json: Value,
-    pub errors: Vec<(String, Option<u64>)>,
-}
-
-impl PcieReport {
-    pub fn clean(&self) -> bool {
-        self.errors.is_empty()
-    }
-}
 
 /// Reads the dump: `lspci -x` text when it parses as such, else raw bytes.
 pub fn read_functions(raw: &[u8]) -> Result<Vec<DumpedFunction>, String> {
@@ -65,44 +49,6 @@ pub fn decode(raw: &[u8]) -> Result<PcieReport, String> {
     }
     let json = json!({ "functions": functions });
     Ok(PcieReport { text, json, errors })
-}
-
-/// A BAR as lspci words it.
-pub fn bar_text(bar: &Bar) -> String {
-    let pf = |p: bool| if p { "prefetchable" } else { "non-prefetchable" };
-    match *bar {
-        Bar::Io { address: 0, .. } => "I/O ports at <unassigned>".into(),
-        Bar::Mem32 { address: 0, prefetchable, .. } => format!("Memory at <unassigned> (32-bit, {})", pf(prefetchable)),
-        Bar::Mem64 { address: 0, prefetchable, .. } => format!("Memory at <unassigned> (64-bit, {})", pf(prefetchable)),
-        Bar::Io { address, .. } => format!("I/O ports at {address:x}"),
-        Bar::Mem32 { address, prefetchable, .. } => format!("Memory at {address:08x} (32-bit, {})", pf(prefetchable)),
-        Bar::Mem64 { address, prefetchable, .. } => format!("Memory at {address:x} (64-bit, {})", pf(prefetchable)),
-        Bar::Mem64InLastSlot { .. } => "error: 64-bit BAR in the last slot (no room for its upper half)".into(),
-        Bar::ReservedType { raw, .. } => format!("error: reserved memory type 0b11 (raw {raw:#010x})"),
-    }
-}
-
-pub fn bar_json(bar: &Bar) -> Value {
-    let (kind, pf) = match *bar {
-        Bar::Io { .. } => ("io", false),
-        Bar::Mem32 { prefetchable, .. } => ("mem32", prefetchable),
-        Bar::Mem64 { prefetchable, .. } => ("mem64", prefetchable),
-        Bar::Mem64InLastSlot { .. } => ("mem64_in_last_slot", false),
-        Bar::ReservedType { .. } => ("reserved_type", false),
-    };
-    json!({ "index": bar.index(), "offset": PCI_BASE_ADDRESS_0 + 4 * usize::from(bar.index()), "kind": kind,
-            "address": bar.address(), "prefetchable": pf })
-}
-
-/// Bytes as MiB, GiB or TiB, whichever is whole (lspci's `256MB` style).
-pub fn size_text(b: u64) -> String {
-    match b {
-        b if b >= 1 << 40 && b % (1 << 40) == 0 => format!("{}TB", b / (1 << 40)),
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}GB", b / (1 << 30)),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MB", b / (1 << 20)),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KB", b / (1 << 10)),
-        b => format!("{b}B"),
-    }
 }
 
 fn function(o: &mut Out, f: &DumpedFunction, cfg: &Config) -> Value {

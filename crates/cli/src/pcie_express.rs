@@ -2,8 +2,8 @@
 //! Enhanced Allocation (PCI EA ECN) in lspci 3.9's words (ls-caps.c
 //! `cap_express_*`, `cap_ea`), every register also as JSON.
 
-use crate::pcie_caps::{Out, block_checked, flags, pm, word};
 use crate::pcie_json;
+use crate::pcie_out::{Out, block_checked, flags, pm, word};
 use marrow_pcie::Config;
 use marrow_pcie::express::PortType;
 use serde_json::{Value, json};

@@ -2,9 +2,8 @@
 //! 3.9's words (ls-ecaps.c), the spec's where lspci has none; extra arrays
 //! (lanes, VC resources, Resizable BAR entries) go into the JSON too.
 
-use crate::pcie_caps::{Out, block_checked, flags, pm, spec_block};
-use crate::pcie_decode::size_text;
 use crate::pcie_json;
+use crate::pcie_out::{Out, block_checked, flags, pm, size_text, spec_block};
 use marrow_pcie::cap_id::ExtCapId;
 use marrow_pcie::{CapError, Config, ExtCap};
 use serde_json::{Value, json};

@@ -3,8 +3,7 @@
 //! 32 GT/s (§7.7.5, §7.7.6) and vendor-specific extended capabilities
 //! (§7.9.5): summaries with lspci's flag names where lspci prints them.
 
-use crate::pcie_caps::{Out, pm, word};
-use crate::pcie_decode::size_text;
+use crate::pcie_out::{Out, pm, size_text, word};
 use marrow_pcie::cap_id::ExtCapId;
 use marrow_pcie::generated::pcie::pci_sriov_cap;
 use marrow_pcie::header::{
@@ -312,7 +311,7 @@ fn old_caps(o: &mut String, cfg: &Config, id: ExtCapId, at: u16) {
                 );
                 for bar in &s.vf_bars {
                     if !matches!(bar, Bar::Mem32 { address: 0, prefetchable: false, .. }) {
-                        let _ = writeln!(o, "    VF BAR{} {}", bar.index(), crate::pcie_decode::bar_text(bar));
+                        let _ = writeln!(o, "    VF BAR{} {}", bar.index(), crate::pcie_out::bar_text(bar));
                     }
                 }
                 for p in s.problems() {

@@ -6,8 +6,8 @@
 //! they are, but not the VC (§7.9.1.9) and Port (§7.9.1.10) Arbitration
 //! Tables, which go on `marrow:` lines. Both go into the JSON with offsets.
 
-use crate::pcie_caps::{Out, spec_block};
 use crate::pcie_json;
+use crate::pcie_out::{Out, spec_block};
 use marrow_pcie::ide_selective::address_range;
 use marrow_pcie::vc_arb::ArbTable;
 use marrow_pcie::{CapError, Config};
@@ -44,14 +44,14 @@ pub fn ide(o: &mut Out, cfg: &Config, j: &mut Value) {
                 st.regs.offset,
                 g("ide_sel_rid2_base"),
                 g("ide_sel_rid1_limit"),
-                crate::pcie_caps::pm(st.regs.flag("ide_sel_rid2_valid")),
+                crate::pcie_out::pm(st.regs.flag("ide_sel_rid2_valid")),
                 st.addresses.len()
             ),
         );
         spec_lines(o, &st.regs);
         for (k, a) in st.addresses.iter().enumerate() {
             let (base, limit) = address_range(a);
-            let v = crate::pcie_caps::pm(a.flag("ide_addr1_valid"));
+            let v = crate::pcie_out::pm(a.flag("ide_addr1_valid"));
             o.line(2, format!("marrow: Address Association {k} [{:03x}]: {base:#x}-{limit:#x} V{v}", a.offset));
             spec_lines(o, a);
         }

@@ -2,8 +2,8 @@
 //! Multicast (§7.9.11) in lspci 3.9's words (ls-ecaps.c `cap_rclink`,
 //! `cap_multicast`), link entries into the JSON too.
 
-use crate::pcie_caps::{Out, pm};
 use crate::pcie_json;
+use crate::pcie_out::{Out, pm};
 use marrow_pcie::cap_id::CapId;
 use marrow_pcie::generated::pcie::{pci_exp_cap, pci_mcast_cap as M};
 use marrow_pcie::registers::Block;

@@ -8,7 +8,7 @@
 //! BAR, Enhanced Allocation resources, impossible BARs) goes on `marrow:`
 //! lines. Registers are read by their `hw-specs/pcie.toml` names.
 
-use crate::pcie_caps::{Out, flags, pm, word};
+use crate::pcie_out::{Out, devsel, flags, pm, rom};
 use marrow_pcie::Config;
 use marrow_pcie::generated::pcie::{pci_bar_io, pci_bar_mem, pci_type0_header as T0, pci_type1_header};
 use marrow_pcie::header::{
@@ -136,10 +136,6 @@ fn control_status(o: &mut Out, cfg: &Config, h: &Block) {
     );
 }
 
-pub fn devsel(v: u64) -> &'static str {
-    word(&["fast", "medium", "slow"], v)
-}
-
 /// `Latency:` only for a bus master; MIN_GNT and MAX_LAT (type 0 only) in
 /// units of 250 ns (PCI 3.0 §6.2.4). `Interrupt:` when the pin or the
 /// line is non-zero: from a dump, libpci's IRQ is the Interrupt Line.
@@ -242,7 +238,7 @@ fn regions(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
                 format!(
                     "marrow: Region {i}: Enhanced Allocation resource at {:x}, size {}",
                     e.base,
-                    crate::pcie_decode::size_text(e.max_offset + 1)
+                    crate::pcie_out::size_text(e.max_offset + 1)
                 ),
             );
         }
@@ -287,38 +283,9 @@ fn regions(o: &mut Out, cfg: &Config, h: &Block, j: &mut Value) {
             o.line(1, format!("marrow: error: Region {}: {p}", bar.index()));
             o.errors.push((p, Some(at)));
         }
-        bars.push(crate::pcie_decode::bar_json(&bar));
+        bars.push(crate::pcie_out::bar_json(&bar));
     }
     j["bars"] = Value::Array(bars);
-}
-
-/// lspci.c `show_rom` from a dump: the register as libpci reads it (all
-/// ones is "none"), `<ignored>` when only the raw register has address
-/// bits, `[disabled]` by its enable bit, else `[disabled by cmd]` by
-/// Command's memory enable (PCI 3.0 §6.2.5.2).
-pub fn rom(o: &mut Out, h: &Block, name: &str, j: &mut Value) {
-    let Some(r) = h.register(name) else { return };
-    let flg = r.raw;
-    let rom = if flg == u64::from(u32::MAX) { 0 } else { flg };
-    if rom == 0 && flg == 0 {
-        return;
-    }
-    let addr = |v: u64| r.layout.bits.iter().find(|b| b.name == "rom_address_mask").map_or(0, |b| b.extract(v) << b.lo);
-    let at = if addr(rom) != 0 {
-        format!("{:08x}", addr(rom))
-    } else if addr(flg) != 0 {
-        "<ignored>".into()
-    } else {
-        "<unassigned>".into()
-    };
-    let enabled = r.get("rom_address_enable") == Some(1);
-    let state = match (enabled, h.flag("command_memory")) {
-        (false, _) => " [disabled]",
-        (true, false) => " [disabled by cmd]",
-        (true, true) => "",
-    };
-    o.line(1, format!("Expansion ROM at {at}{state}"));
-    j["expansion_rom"] = json!({ "offset": r.offset, "address": addr(rom), "enabled": enabled });
 }
 
 /// The type 1 header as the generated struct, for its bit accessors.

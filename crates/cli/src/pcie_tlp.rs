@@ -4,7 +4,7 @@
 //! decoded; a header's broken rules are flagged, and dwords past the
 //! header are reported, not dropped.
 
-use crate::pcie_decode::PcieReport;
+use crate::pcie_out::PcieReport;
 use marrow_pcie::routing_id::RoutingId;
 use marrow_pcie::tlp::{Body, Prefix, TlpHeader, TlpKind, prefix_name, routing_name};
 use serde_json::json;
@@ -81,9 +81,9 @@ pub fn tlp(dws: &[u32]) -> Result<PcieReport, String> {
         o,
         "  TC {} Attr NS{} RO{} IDO{} TH {} TD {} EP {} LN {} AT {} Tag {:#05x}",
         h.tc,
-        crate::pcie_caps::pm(h.attr.contains(marrow_pcie::tlp::Attr::NS)),
-        crate::pcie_caps::pm(h.attr.contains(marrow_pcie::tlp::Attr::RO)),
-        crate::pcie_caps::pm(h.attr.contains(marrow_pcie::tlp::Attr::IDO)),
+        crate::pcie_out::pm(h.attr.contains(marrow_pcie::tlp::Attr::NS)),
+        crate::pcie_out::pm(h.attr.contains(marrow_pcie::tlp::Attr::RO)),
+        crate::pcie_out::pm(h.attr.contains(marrow_pcie::tlp::Attr::IDO)),
         h.th as u8,
         h.td as u8,
         h.ep as u8,

@@ -9,6 +9,8 @@ use crate::decode::{Options, decode};
 use crate::fields::{enum_text, struct_node};
 use crate::model::{Decoded, Kind as DecodeKind, hex_string};
 use crate::print::{render_item, render_node};
+use crate::trace_shared::Facts;
+pub use crate::trace_shared::{Detail, KINDS};
 use marrow_mlx5::cqe::{Completion, decode_cqe};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};
 use marrow_mlx5::raw::{CqeOpcode, MLX5_INVALID_LKEY, WqeOpcode, mlx5_cqe64, mlx5_qp_dbrec, mlx5_wqe_data_seg};
@@ -18,21 +20,6 @@ use serde_json::{Value as Json, json};
 use std::fmt::Write as _;
 use std::io::Write;
 use zerocopy::FromBytes;
-
-/// Every record kind the format defines.
-pub const KINDS: &[Kind] = &[
-    Kind::DOORBELL,
-    Kind::DOORBELL_DROPPED,
-    Kind::DBREC_READ,
-    Kind::WQE_FETCH,
-    Kind::CQE_WRITE,
-    Kind::QP_STATE,
-    Kind::CQ_OVERFLOW,
-    Kind::FAULT,
-    Kind::RECV_WQE_FETCH,
-    Kind::WQE_ERROR,
-    Kind::BLUEFLAME,
-];
 
 /// A record kind from its name (`wqe-fetch`, `WQE_FETCH`) or number.
 pub fn parse_kind(s: &str) -> Result<Kind, String> {
@@ -134,18 +121,6 @@ fn may_be_error(r: &Record) -> bool {
     }
 }
 
-/// How much to print per record.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Detail {
-    /// One line per record.
-    Brief,
-    /// WQEs field by field, the completion line of CQEs, receive scatter lists.
-    #[default]
-    Normal,
-    /// Also every field of CQEs, doorbells and doorbell records.
-    Full,
-}
-
 /// Options of `marrow trace show`.
 #[derive(Clone, Debug, Default)]
 pub struct ShowOptions {
@@ -207,17 +182,6 @@ pub fn qp_state_name(v: u8) -> String {
         Some(QpState::Err) => "ERR".into(),
         None => format!("unknown {v:#04x}"),
     }
-}
-
-/// What the filter's tests that need the decoded record look at (a [`View`]'s flags).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Facts {
-    /// [`View::is_error`].
-    pub is_error: bool,
-    /// [`View::wqe_opcode`].
-    pub wqe_opcode: Option<WqeOpcode>,
-    /// [`View::cqe_opcode`].
-    pub cqe_opcode: Option<CqeOpcode>,
 }
 
 /// One record, decoded.

@@ -11,7 +11,7 @@
 
 use crate::fields::FIELD_ENUMS;
 use crate::fields::{enum_lookup, hex_digits};
-use crate::trace::{Detail, Facts, KINDS};
+use crate::trace_shared::{Detail, Facts, KINDS};
 use marrow_layout::{StructLayout, low_mask};
 use marrow_mlx5::cqe::{Completion, decode_cqe};
 use marrow_mlx5::doorbell::{DoorbellStyle, decode_uar_doorbell};

@@ -14,7 +14,7 @@ pub mod rdma;
 pub mod scan;
 pub mod topo;
 
-use crate::pcie_decode::size_text;
+use crate::pcie_out::size_text;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
