@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """No module of a crate imports another in a circle.
 
-For every crate under crates/ (and xtask/), each top-level module of its
-`src/` (a file `src/NAME.rs` or a directory `src/NAME/`) is a node; a path
-`crate::OTHER...` in its code (a `use` or an inline path, comments and
-`#[cfg(test)]` modules left out) is an edge to OTHER. The crate root
-(`lib.rs`, `main.rs`) declares the modules and is not a node. Modules that
-reach each other through such edges are reported with one path that closes
-the circle, and the check fails.
+Every crate of the repository (each Cargo.toml beside a `src/`, outside
+target/) is read as a tree of modules: `src/a.rs` and `src/a/mod.rs` hold
+module `a`, `src/a/b.rs` holds `a::b`. A path in a module's code (a `use`,
+an inline `crate::`, `super::` or `self::` path, or a `use` of a child by
+its name; comments and `#[cfg(test)]` modules left out) that names another
+module is an edge between the two children of their nearest common
+ancestor that hold them: `a::x` naming `b` links `a` and `b` at the crate's
+top level, `a::x` naming `a::y` links `x` and `y` inside `a`. A child that
+names its parent, or a parent its child, links nothing. Siblings that reach
+each other through such edges are reported with one path that closes the
+circle, and the check fails.
 
 Why: a module that only the modules above it use can be read, tested and
 changed alone; two that import each other are one module in two files.
@@ -16,8 +20,10 @@ changed alone; two that import each other are one module in two files.
     python3 scripts/check-module-cycles.py --self-test
 """
 
+
 from __future__ import annotations
 
+import os
 import re
 import sys
 import tempfile
@@ -26,7 +32,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ROOT_FILES = {"lib.rs", "main.rs"}
-PATH = re.compile(r"\bcrate::(?:\{([^}]*)\}|([a-z_][a-z0-9_]*))")
 
 
 def code_of(text: str) -> str:
@@ -37,34 +42,77 @@ def code_of(text: str) -> str:
     return text[: cut.start()] if cut else text
 
 
-def modules_of(src: Path) -> dict[str, list[Path]]:
-    """Top-level module name -> its files."""
-    mods: dict[str, list[Path]] = defaultdict(list)
-    for f in sorted(src.rglob("*.rs")):
-        rel = f.relative_to(src)
-        if len(rel.parts) == 1 and rel.name in ROOT_FILES:
-            continue
-        if rel.parts[0] == "bin":
-            continue
-        name = rel.parts[0][:-3] if len(rel.parts) == 1 else rel.parts[0]
-        mods[name].append(f)
-    return mods
+def module_of(src: Path, f: Path) -> tuple[str, ...]:
+    """The module path a file holds: src/a.rs and src/a/mod.rs are (a,)."""
+    parts = f.relative_to(src).with_suffix("").parts
+    if parts[-1] in ("mod", "lib", "main"):
+        parts = parts[:-1]
+    return tuple(parts)
 
 
-def edges_of(src: Path) -> dict[str, dict[str, tuple[Path, int]]]:
-    """module -> {module it names -> (file, line) of the first such path}."""
-    mods = modules_of(src)
-    graph: dict[str, dict[str, tuple[Path, int]]] = {m: {} for m in mods}
-    for m, files in mods.items():
-        for f in files:
-            code = code_of(f.read_text(encoding="utf-8"))
-            for hit in PATH.finditer(code):
-                group, single = hit.groups()
-                names = [single] if single else [p.strip().split("::")[0] for p in group.split(",")]
-                for n in names:
-                    if n in mods and n != m and n not in graph[m]:
-                        graph[m][n] = (f, code.count("\n", 0, hit.start()) + 1)
-    return graph
+def resolve(here: tuple[str, ...], path: list[str], known: set[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The module a path names (its longest known module prefix), read from module `here`."""
+    if path[0] == "crate":
+        base, rest = (), path[1:]
+    elif path[0] in ("super", "self"):
+        base, rest = here, path
+        while rest and rest[0] in ("super", "self"):
+            base = base[:-1] if rest[0] == "super" else base
+            rest = rest[1:]
+    elif here + (path[0],) in known:
+        base, rest = here, path
+    else:
+        return None
+    target = base
+    for seg in rest:
+        if target + (seg,) not in known:
+            break
+        target = target + (seg,)
+    return target
+
+
+USE_OR_PATH = re.compile(r"\b(?:crate|super|self)(?:::\w+)*(?:::\{[^;]*?\})?|\buse\s+[a-z_]\w*(?:::\w+)*(?:::\{[^;]*?\})?")
+
+
+def paths_in(code: str):
+    """Each path in `code` (groups expanded), with its line."""
+    for hit in USE_OR_PATH.finditer(code):
+        text = re.sub(r"^use\s+", "", hit.group(0))
+        line = code.count("\n", 0, hit.start()) + 1
+        head, _, group = text.partition("::{")
+        prefix = [p for p in head.split("::") if p]
+        if group:
+            for item in group.rstrip("}").split(","):
+                item = item.strip().split(" as ")[0]
+                if item and item != "*":
+                    yield prefix + [p for p in re.split(r"::\{?", item) if p and p != "self"], line
+        yield prefix, line
+
+
+def edges_of(src: Path) -> dict[tuple[str, ...], dict[str, dict[str, tuple[Path, int]]]]:
+    """For each module with children: child -> {sibling it names -> (file, line)}.
+
+    A path from module A to module B is an edge between the two children of
+    their nearest common ancestor that hold them."""
+    files = [f for f in sorted(src.rglob("*.rs")) if f.relative_to(src).parts[0] != "bin"]
+    known = {module_of(src, f) for f in files}
+    graphs: dict[tuple[str, ...], dict[str, dict[str, tuple[Path, int]]]] = defaultdict(dict)
+    for m in known:
+        if m:
+            graphs[m[:-1]].setdefault(m[-1], {})
+    for f in files:
+        here = module_of(src, f)
+        for path, line in paths_in(code_of(f.read_text(encoding="utf-8"))):
+            there = resolve(here, path, known)
+            if there is None:
+                continue
+            n = 0
+            while n < min(len(here), len(there)) and here[n] == there[n]:
+                n += 1
+            if n < len(here) and n < len(there):
+                a, b = here[n], there[n]
+                graphs[here[:n]][a].setdefault(b, (f, line))
+    return graphs
 
 
 def cycles(graph: dict[str, dict[str, tuple[Path, int]]]) -> list[list[str]]:
@@ -124,14 +172,15 @@ def circle(graph: dict[str, dict[str, tuple[Path, int]]], comp: list[str]) -> li
 def check(crates: list[Path]) -> list[str]:
     problems = []
     for src in crates:
-        graph = edges_of(src)
-        for comp in cycles(graph):
-            path = circle(graph, comp)
-            steps = []
-            for a, b in zip(path, path[1:]):
-                f, line = graph[a][b]
-                steps.append(f"{a} -> {b} ({f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}:{line})")
-            problems.append(f"{src.parent.name}: {', '.join(comp)} import each other: " + "; ".join(steps))
+        for parent, graph in sorted(edges_of(src).items()):
+            where = src.parent.name + "".join(f"::{p}" for p in parent)
+            for comp in cycles(graph):
+                path = circle(graph, comp)
+                steps = []
+                for a, b in zip(path, path[1:]):
+                    f, line = graph[a][b]
+                    steps.append(f"{a} -> {b} ({f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}:{line})")
+                problems.append(f"{where}: {', '.join(comp)} import each other: " + "; ".join(steps))
     return problems
 
 
@@ -141,23 +190,34 @@ def self_test() -> None:
         (src / "b").mkdir(parents=True)
         (src / "lib.rs").write_text("pub mod a;\npub mod b;\npub mod c;\n")
         (src / "a.rs").write_text("use crate::b::Thing;\n// crate::c is named only here\n")
-        (src / "b" / "mod.rs").write_text("mod inner;\n")
-        (src / "b" / "inner.rs").write_text("use crate::{c::More, a};\n")
+        (src / "b" / "mod.rs").write_text("mod inner;\nmod other;\nuse inner::X;\n")
+        (src / "b" / "inner.rs").write_text("use crate::{c::More, a};\nuse super::Y;\n")
+        (src / "b" / "other.rs").write_text("fn f() { super::inner::g(); }\n")
         (src / "c.rs").write_text("pub struct More;\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n")
         found = check([src])
-        assert len(found) == 1 and "a, b import each other" in found[0], found
+        assert len(found) == 1 and "demo: a, b import each other" in found[0], found
         assert "a -> b" in found[0] and "b -> a" in found[0], found
-        (src / "b" / "inner.rs").write_text("use crate::c::More;\n")
+        # Siblings inside a directory module, through `super::`.
+        (src / "b" / "inner.rs").write_text("use crate::c::More;\nuse super::other::Z;\n")
+        found = check([src])
+        assert len(found) == 1 and "demo::b: inner, other import each other" in found[0], found
+        # A child that uses its parent, and a parent that uses its child, are no circle.
+        (src / "b" / "other.rs").write_text("use super::Y;\n")
         assert check([src]) == [], check([src])
-    print("check-module-cycles self-test: a circle through a directory module and a grouped use is found;"
-          " comments and test modules are not edges")
+    print("check-module-cycles self-test: circles between top-level modules (a directory module, a grouped use)"
+          " and between siblings (super::) are found; comments, test modules and parent-child paths are not edges")
 
 
 def main() -> int:
     if sys.argv[1:] == ["--self-test"]:
         self_test()
         return 0
-    crates = sorted(p / "src" for p in [*(ROOT / "crates").iterdir(), ROOT / "xtask"] if (p / "src").is_dir())
+    crates = []
+    for d, subdirs, names in os.walk(ROOT):
+        subdirs[:] = [s for s in subdirs if s not in ("target", ".git") and not s.startswith(".")]
+        if "Cargo.toml" in names and (Path(d) / "src").is_dir():
+            crates.append(Path(d) / "src")
+    crates.sort()
     problems = check(crates)
     for p in problems:
         print(p)

@@ -9,6 +9,7 @@
 //! Not run on the development machines (no NIC): without one it stops at
 //! [`super::open`] with the error naming what is missing.
 
+pub use super::bench_run::{Figure, Run};
 use super::setup::{Doorbell, gcrb_setup};
 use super::{Mlx5Error, open};
 use crate::cpu::Device;
@@ -49,30 +50,6 @@ pub struct BenchOpts {
     /// Rank 0 also runs the device code in GPU threads (bench_gpu) before
     /// the CPU-thread checks.
     pub gpu: bool,
-}
-
-/// One figure a run measured (none of them has a floor yet).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// Which part of the run: the device code on a CPU thread, or in GPU threads.
-    pub section: &'static str,
-    /// What was measured, in the text's words.
-    pub name: String,
-    /// The value.
-    pub value: f64,
-    /// Its unit.
-    pub unit: &'static str,
-}
-
-/// What one rank did: the lines to print, and the figures in them.
-#[derive(Clone, Debug, Default)]
-pub struct Run {
-    /// The lines to print.
-    pub text: String,
-    /// The device and port the rank ran on.
-    pub device: String,
-    /// The figures, in the order measured (rank 0 only).
-    pub figures: Vec<Figure>,
 }
 
 /// Run one rank; returns the lines to print and the figures.

@@ -51,7 +51,7 @@ pub struct GpuRank0<'a> {
 pub fn run(
     r: &GpuRank0,
     say: &mut dyn FnMut(&str),
-    figures: &mut Vec<super::bench::Figure>,
+    figures: &mut Vec<super::bench_run::Figure>,
 ) -> Result<String, Mlx5Error> {
     let gpu = Gpu::open().map_err(cuda)?;
     say(&format!("GPU: {} ({}), {}", gpu.name, gpu.arch, gpu.kernels));
@@ -83,7 +83,12 @@ pub fn run(
     result
 }
 
-fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell, figures: &mut Vec<super::bench::Figure>) -> Result<String, Mlx5Error> {
+fn checks(
+    gpu: &Gpu,
+    r: &GpuRank0,
+    db: Doorbell,
+    figures: &mut Vec<super::bench_run::Figure>,
+) -> Result<String, Mlx5Error> {
     let setup = gcrb_setup(r.dv, db, r.local, r.keys, 2_000_000_000, false)?;
     gcrb_page::fill(r.page, &setup)?;
     let dg = gpu.upload(r.page).map_err(cuda)?;
@@ -104,7 +109,7 @@ fn checks(gpu: &Gpu, r: &GpuRank0, db: Doorbell, figures: &mut Vec<super::bench:
     for l in &checked.lines {
         let _ = writeln!(out, "{l}");
     }
-    figures.push(super::bench::Figure {
+    figures.push(super::bench_run::Figure {
         section: "GPU threads",
         name: format!("GPU 8 B blocking put x{} (GPU clock)", r.iters),
         value: checked.put8_us,

@@ -17,6 +17,7 @@
 
 pub mod bench;
 pub mod bench_gpu;
+pub mod bench_run;
 pub mod gpu_map;
 pub mod setup;
 

@@ -17,6 +17,7 @@
 //! responder error), `vanished-peer` (rank 1 exits after connecting: the
 //! put's retries run out, TRANSPORT_RETRY_EXC_ERR 0x15).
 
+pub use super::bench_run::{Figure, Run};
 use super::{CpuChannel, ProxyError, ProxyRank, RankOpts};
 use crate::cpu::Device;
 use crate::gcrb_page;
@@ -52,30 +53,6 @@ pub struct BenchOpts {
     pub burst: u32,
     /// Rank 0 first runs the device code in GPU threads ([`super::bench_gpu`]).
     pub gpu: bool,
-}
-
-/// One figure.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// What.
-    pub name: String,
-    /// Value.
-    pub value: f64,
-    /// Unit.
-    pub unit: &'static str,
-}
-
-/// What a rank did.
-#[derive(Clone, Debug, Default)]
-pub struct Run {
-    /// This rank.
-    pub rank: usize,
-    /// The device and GID index it ran on.
-    pub device: (String, u8),
-    /// Lines to print.
-    pub text: String,
-    /// Figures (rank 0).
-    pub figures: Vec<Figure>,
 }
 
 const MIB: usize = 1 << 20;

@@ -12,7 +12,7 @@
 //! threads write on rank 1 ([0, 256 KiB)) are rewritten by the CPU checks
 //! that follow, which rank 1 verifies.
 
-use super::bench::{Figure, Run};
+use super::bench_run::{Figure, Run};
 use super::{ProxyError, ProxyRank};
 use crate::gcrb_page;
 use crate::gpu::Gpu;

@@ -28,6 +28,7 @@
 
 pub mod bench;
 pub mod bench_gpu;
+pub mod bench_run;
 pub mod delegate;
 pub mod status;
 
