@@ -27,11 +27,6 @@ use marrow_mlx5::cqe::Completion;
 use marrow_mlx5::raw::{MLX5_ADAPTER_PAGE_SIZE, MLX5_SEND_WQE_BB};
 use marrow_mmio::Region;
 
-const BB: usize = MLX5_SEND_WQE_BB as usize;
-
-/// A fetched WQE: one or two WQEBBs stay on the stack, unzeroed until read.
-type WqeBuf = smallvec::SmallVec<[u8; 2 * BB]>;
-
 /// Errors of the control path (object creation and modification).
 #[derive(Debug, thiserror::Error)]
 pub enum HcaError {

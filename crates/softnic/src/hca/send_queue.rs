@@ -2,15 +2,20 @@
 //! (`crate::exec`) or flushed, and completed with the CQE a ConnectX
 //! writes, the error CQE and the QP's move to ERR included.
 
-use super::{BB, Hca, WqeBuf, wqe_ds};
+use super::{Hca, wqe_ds};
 use crate::exec::{self, Outcome};
 use crate::qp::QpState;
 use crate::trace::Kind;
 use marrow_mlx5::cqe::{Completion, ErrorCompletion};
-use marrow_mlx5::raw::{CompletionMode, CqeOpcode, Syndrome, WqeOpcode};
+use marrow_mlx5::raw::{CompletionMode, CqeOpcode, MLX5_SEND_WQE_BB, Syndrome, WqeOpcode};
 use marrow_mlx5::wqe::wqebbs_for_ds;
 use marrow_mlx5::wqe_decode::CtrlFields;
 use std::time::Instant;
+
+const BB: usize = MLX5_SEND_WQE_BB as usize;
+
+/// A fetched WQE: one or two WQEBBs stay on the stack, unzeroed until read.
+type WqeBuf = smallvec::SmallVec<[u8; 2 * BB]>;
 
 impl Hca {
     /// Execute (or flush) the WQEs announced on `qpn`'s send queue.
