@@ -11,8 +11,7 @@
 
 use crate::generated::pcie::{pci_ide_addr_assoc, pci_ide_sel_stream};
 use crate::header::Config;
-use crate::registers::Block;
-use crate::registers::block_in_cap;
+use crate::registers::{Block, block_in_cap};
 use crate::regs::CapError;
 use crate::walk::ExtCap;
 use alloc::vec::Vec;
