@@ -162,11 +162,11 @@ def circle(graph: dict[str, dict[str, tuple[Path, int]]], comp: list[str]) -> li
                 path = [v]
                 while path[-1] != start:
                     path.append(prev[path[-1]])
-                return [start] + path[::-1][1:] + [start] if len(path) > 1 else [start, v, start]
+                return path[::-1] + [start]
             if w in inside and w not in prev:
                 prev[w] = v
                 todo.append(w)
-    return comp
+    raise AssertionError(f"{comp}: a strongly connected component has a circle through each member")
 
 
 def check(crates: list[Path]) -> list[str]:
