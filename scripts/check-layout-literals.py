@@ -28,7 +28,7 @@ module in a file of its own (`tests.rs`):
   roce, pcie, gcrb, mmio, layout and interop (src/); crates/verbs keeps
   a hash's constants and sample values the shapes would flag;
 - the command's decoders of mlx5 records, TLPs and PCI configuration
-  space: crates/cli/src/decode.rs, trace/, trace_shared.rs, trace_stats.rs,
+  space: crates/cli/src/decode/, trace/, trace_shared.rs, trace_stats.rs,
   trace_text.rs
   and pcie*.rs. The rest of the command formats numbers and draws random
   ones, arithmetic these shapes flag.
@@ -133,7 +133,7 @@ def check_file(path: str, text: str):
 def files():
     device = ["kernels/include/marrow/*.h", "kernels/gpu/*.cu", "kernels/cpu/*.cpp"]
     # The command's decoders (the docstring says why not all of it).
-    cli = [f"crates/cli/src/{f}.rs" for f in ("decode", "trace/*", "trace_shared", "trace_stats", "trace_text", "pcie*")]
+    cli = [f"crates/cli/src/{f}.rs" for f in ("decode/*", "trace/*", "trace_shared", "trace_stats", "trace_text", "pcie*")]
     crates = ("softnic", "driver", "mlx5", "roce", "transport", "pcie", "gcrb", "mmio", "layout", "interop")
     rust = [os.path.join("crates", c, "src", "**", "*.rs") for c in crates]
     found = [f for g in device + cli + rust for f in sorted(glob.glob(os.path.join(ROOT, g), recursive=True))]

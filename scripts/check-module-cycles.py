@@ -5,9 +5,9 @@ Every crate of the repository (each Cargo.toml beside a `src/`, outside
 target/) is read as a tree of modules: `src/a.rs` and `src/a/mod.rs` hold
 module `a`, `src/a/b.rs` holds `a::b`. A path in a module's code (a `use`,
 an inline `crate::`, `super::` or `self::` path, or a `use` of a child by
-its name; comments and `#[cfg(test)]` modules left out) that names another
-module is an edge between the two children of their nearest common
-ancestor that hold them: `a::x` naming `b` links `a` and `b` at the crate's
+its name; comments and `#[cfg(test)]` modules, inline or in files of
+their own, left out) that names another module is an edge between the
+two children of their nearest common ancestor that hold them: `a::x` naming `b` links `a` and `b` at the crate's
 top level, `a::x` naming `a::y` links `x` and `y` inside `a`. A child that
 names its parent, or a parent its child, links nothing. Siblings that reach
 each other through such edges are reported with one path that closes the
@@ -95,6 +95,13 @@ def edges_of(src: Path) -> dict[tuple[str, ...], dict[str, dict[str, tuple[Path,
     A path from module A to module B is an edge between the two children of
     their nearest common ancestor that hold them."""
     files = [f for f in sorted(src.rglob("*.rs")) if f.relative_to(src).parts[0] != "bin"]
+    # Test modules in files of their own (`#[cfg(test)] mod tests;`) are left out, as inline ones are.
+    tests = {
+        module_of(src, f) + (name,)
+        for f in files
+        for name in re.findall(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s*)?mod\s+(\w+)\s*;", f.read_text(encoding="utf-8"))
+    }
+    files = [f for f in files if not any(module_of(src, f)[: len(t)] == t for t in tests)]
     known = {module_of(src, f) for f in files}
     graphs: dict[tuple[str, ...], dict[str, dict[str, tuple[Path, int]]]] = defaultdict(dict)
     for m in known:
@@ -203,6 +210,10 @@ def self_test() -> None:
         assert len(found) == 1 and "demo::b: inner, other import each other" in found[0], found
         # A child that uses its parent, and a parent that uses its child, are no circle.
         (src / "b" / "other.rs").write_text("use super::Y;\n")
+        assert check([src]) == [], check([src])
+        # Nor is a test module in a file of its own that names a module which names its parent.
+        (src / "b" / "mod.rs").write_text("mod inner;\nmod other;\nuse inner::X;\n#[cfg(test)]\nmod tests;\n")
+        (src / "b" / "tests.rs").write_text("use crate::a;\n")
         assert check([src]) == [], check([src])
     print("check-module-cycles self-test: circles between top-level modules (a directory module, a grouped use)"
           " and between siblings (super::) are found; comments, test modules and parent-child paths are not edges")
