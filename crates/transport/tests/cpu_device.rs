@@ -925,41 +925,47 @@ fn fast_first_cqe(exclusive: bool) {
 }
 
 #[test]
-fn a_waiter_whose_cqe_another_poller_took_leaves_the_cq_to_the_next_poller() {
+fn a_waiter_whose_cqe_another_poller_took_takes_a_cqe_that_is_there() {
     // The last poller took WQE 0's CQE and freed the poll word (cons 1, one
     // CQE consumed), but its cons_idx has not landed yet: cons_idx still
-    // reads 0. A waiter for WQE 0 that takes the lock now must see from the
-    // word that its CQE is gone and leave: not wait for the next CQE (on a
-    // GPU, hundreds of PCIe reads when none comes) nor take it. The next
-    // slot holds a CQE for WQE 1, as a later poster's would; taking it
-    // shows as cons_idx 2. Untraced, the wait reads its first CQE in
-    // straight-line code (cq.h fast_first), as on the GPU.
-    for (early, trace) in [(false, false), (true, false), (true, true)] {
+    // reads 0. A waiter for WQE 0 that takes the lock now sees from the
+    // word that its CQE is gone (cons_idx is published again from it).
+    // Untraced, the wait reads its first CQE in straight-line code (cq.h
+    // fast_first), as on the GPU, and with cq.h's default
+    // (MARROW_EARLY_LEAVE 0) takes a CQE that is there, a later poster's
+    // for WQE 1, which shows as cons_idx 2; an empty slot leaves the word
+    // as it was. Traced, the general walk reads no CQE for a passed target.
+    for (early, trace, next) in
+        [(false, false, false), (false, false, true), (true, false, false), (true, false, true), (true, true, true)]
+    {
+        let case = format!("early {early} trace {trace} next CQE {next}");
         let w = world_with(WorldConfig { early_doorbell: early, trace, ..WorldConfig::default() });
         let dev = Device::new(&w.channels[0]);
         dev.put(1, 0, 0, 8).unwrap_or_else(|e| panic!("{e}\n{}", w.channels[0].report()));
         let page = w.channels[0].page();
-        let word = (1 << 32) | (1 << 1);
+        let word = |cons: u64, ci: u64| (cons << 32) | (ci << 1);
         let h = gcrb_page::heads(&page).unwrap();
-        assert_eq!((h.resv_head(), h.cons_idx(), h.poll_state()), (1, 1, word));
+        assert_eq!((h.resv_head(), h.cons_idx(), h.poll_state()), (1, 1, word(1, 1)));
         page.write_8bytes(head_field("cons_idx"), 0u64.to_le_bytes()).unwrap();
-        let next = marrow_mlx5::cqe::encode_cqe(
-            &marrow_mlx5::cqe::Completion::Requester {
-                wqe_opcode: marrow_mlx5::raw::WqeOpcode::RDMA_WRITE,
-                qpn: w.channels[0].qpn,
-                wqe_counter: 1,
-                byte_cnt: 8,
-                timestamp: 0,
-            },
-            false,
-        )
-        .unwrap();
-        let hca = w.nic.hca();
-        hca.cq(w.channels[0].cqn).unwrap().buf.write_bytes(marrow_mlx5::raw::MLX5_CQE_SIZE as usize, &next).unwrap();
+        if next {
+            let cqe = marrow_mlx5::cqe::encode_cqe(
+                &marrow_mlx5::cqe::Completion::Requester {
+                    wqe_opcode: marrow_mlx5::raw::WqeOpcode::RDMA_WRITE,
+                    qpn: w.channels[0].qpn,
+                    wqe_counter: 1,
+                    byte_cnt: 8,
+                    timestamp: 0,
+                },
+                false,
+            )
+            .unwrap();
+            let hca = w.nic.hca();
+            hca.cq(w.channels[0].cqn).unwrap().buf.write_bytes(marrow_mlx5::raw::MLX5_CQE_SIZE as usize, &cqe).unwrap();
+        }
         // quiet's target is resv_head, 1: WQE 0, which the word says is done.
-        dev.quiet().unwrap_or_else(|e| panic!("early {early} trace {trace}: {e}\n{}", w.channels[0].report()));
+        dev.quiet().unwrap_or_else(|e| panic!("{case}: {e}\n{}", w.channels[0].report()));
         let h = gcrb_page::heads(&page).unwrap();
-        let got = (h.cons_idx(), h.poll_state());
-        assert_eq!(got, (1, word), "early {early} trace {trace}: (cons_idx, poll_state), the word untouched");
+        let want = if next && !trace { (2, word(2, 2)) } else { (1, word(1, 1)) };
+        assert_eq!((h.cons_idx(), h.poll_state()), want, "{case}: (cons_idx, poll_state)");
     }
 }

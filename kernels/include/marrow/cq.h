@@ -246,6 +246,31 @@ MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
 #define MARROW_OWN_PUBLISH_RELAXED 1
 #endif
 
+/* What a poll-lock holder does when the word shows its target passed
+ * already (the last holder took its CQE), a tuning knob
+ * (kernels/README.md): 0, the default, on the fast walk it polls as for
+ * any target (POLL_SPINS looks) and takes a CQE that comes (the general
+ * walk stops at a passed target at once); 1, it leaves at once,
+ * reading no CQE (0dc88da's early leave); 2, where the walk is the fast
+ * one (fast_walk_allowed) it looks once at the next slot, takes a CQE
+ * that is there, else leaves (not yet measured on a GPU). Leaving at once
+ * saves the looks when no CQE is coming, but under many posters CQEs
+ * keep coming, and holders that gave the lock back with the next one
+ * unread made a whole GPU's put_nbi_warp slower on an H100, while a lone
+ * thread's blocking put, which never finds its target passed, gained
+ * nothing from it (docs/PERFORMANCE.md). */
+#ifndef MARROW_EARLY_LEAVE
+#define MARROW_EARLY_LEAVE 0
+#endif
+MARROW_FN bool takes_after_target(const Channel &ch) {
+#if MARROW_FAST_PATH
+    return MARROW_EARLY_LEAVE == 0 || (MARROW_EARLY_LEAVE == 2 && fast_walk_allowed(ch));
+#else
+    (void)ch;
+    return MARROW_EARLY_LEAVE == 0;
+#endif
+}
+
 /* Consume CQEs until WQEBBs below `upto` completed; one poller at a time
  * (the others return at once and look at cons_idx). The lock and the
  * walk's position are one word, gcrb_heads.poll_state: the atomic OR that
@@ -260,7 +285,8 @@ MARROW_FN uint64_t widen_cons(uint64_t near, uint64_t w) {
  * times, keeping the lock: a waiter then sees its CQE one PCIe read after
  * it lands, not a lock round trip later. Once `upto` is reached it leaves
  * the rest of the CQ to the next poller rather than spend a PCIe read
- * looking for more. `own`: WQEBB upto - 1 is the caller's own WQE (a
+ * looking for more; one that finds its target passed already does as
+ * takes_after_target says. `own`: WQEBB upto - 1 is the caller's own WQE (a
  * blocking call's, or quiet's NOP), whose results the NIC wrote for the
  * caller alone. */
 MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached, bool own) {
@@ -269,13 +295,12 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached, bool own)
     uint64_t w = atomic_or_acquire(&h->poll_state, POLL_HELD);
     if (w & POLL_HELD) return sticky_error(ch);
     uint64_t cons = widen_cons(upto, w), cons_start = cons;
-    if (cons >= upto) {
+    if (cons >= upto && !takes_after_target(ch)) {
         /* The last holder took our CQE (after our look at cons_idx, or
          * with no look: wait_polls_first), and its cons_idx may not have
          * landed yet. Publish it again from the word, released (we
          * acquired the word the holder released), give the word back as
-         * we found it, and go, rather than read the CQ for a CQE that
-         * nobody may send. */
+         * we found it, and go (takes_after_target). */
         publish_cons(h, cons);
         store_relaxed(&h->poll_state, w);
         *reached = true;
@@ -289,8 +314,11 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached, bool own)
     int rc = OK;
 #if MARROW_FAST_PATH
     if (fast_walk_allowed(ch)) {
-        /* An error CQE, or more to wait for, go on in the general walk. */
-        FirstCqe f = fast_first(ch, first, cons, ci, POLL_SPINS, MARROW_GCRB_WAIT_NONE);
+        /* A target already passed: one look where takes_after_target
+         * says so. An error CQE, or more to wait for, go on in the
+         * general walk. */
+        uint32_t looks = cons >= upto && MARROW_EARLY_LEAVE ? 1 : POLL_SPINS;
+        FirstCqe f = fast_first(ch, first, cons, ci, looks, MARROW_GCRB_WAIT_NONE);
         if (f == FirstCqe::DECODE || (f == FirstCqe::TAKEN && cons < upto)) rc = walk_cq(ch, upto, cons, ci);
     } else
 #endif
