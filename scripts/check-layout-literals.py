@@ -20,7 +20,7 @@ fails on the shapes a hand-written layout number takes:
   that gives a code its words): there the number gets its name.
 
 Scanned, leaving out generated/, code after `#[cfg(test)]` and a test
-module in a file of its own (`tests.rs`):
+module in a file of its own (`#[cfg(test)] mod tests;`, scripts/rust_tree.py):
 - the device code: kernels/include/marrow/*.h and the kernels of
   kernels/gpu and kernels/cpu;
 - the softnic, the CPU initiator, the host side, the crates they build on
@@ -41,6 +41,9 @@ import glob
 import os
 import re
 import sys
+from pathlib import Path
+
+from rust_tree import is_test_module, test_module_paths
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -116,8 +119,6 @@ def findings(code: str):
 
 def check_file(path: str, text: str):
     rust = path.endswith(".rs")
-    if rust and os.path.basename(path) == "tests.rs":
-        return []  # a `#[cfg(test)] mod tests;` of its own
     problems, in_block = [], False
     for no, line in enumerate(text.splitlines(), 1):
         if rust and line.strip() == "#[cfg(test)]":
@@ -137,7 +138,8 @@ def files():
     crates = ("softnic", "driver", "mlx5", "roce", "transport", "pcie", "gcrb", "mmio", "layout", "interop")
     rust = [os.path.join("crates", c, "src", "**", "*.rs") for c in crates]
     found = [f for g in device + cli + rust for f in sorted(glob.glob(os.path.join(ROOT, g), recursive=True))]
-    return [f for f in found if f"{os.sep}generated{os.sep}" not in f]
+    tests = test_module_paths([Path(f) for f in found])
+    return [f for f in found if f"{os.sep}generated{os.sep}" not in f and not is_test_module(Path(f), tests)]
 
 
 SAMPLES_BAD = [

@@ -30,8 +30,9 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from rust_tree import is_test_module, test_module_paths
+
 ROOT = Path(__file__).resolve().parent.parent
-ROOT_FILES = {"lib.rs", "main.rs"}
 
 
 def code_of(text: str) -> str:
@@ -95,13 +96,8 @@ def edges_of(src: Path) -> dict[tuple[str, ...], dict[str, dict[str, tuple[Path,
     A path from module A to module B is an edge between the two children of
     their nearest common ancestor that hold them."""
     files = [f for f in sorted(src.rglob("*.rs")) if f.relative_to(src).parts[0] != "bin"]
-    # Test modules in files of their own (`#[cfg(test)] mod tests;`) are left out, as inline ones are.
-    tests = {
-        module_of(src, f) + (name,)
-        for f in files
-        for name in re.findall(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s*)?mod\s+(\w+)\s*;", f.read_text(encoding="utf-8"))
-    }
-    files = [f for f in files if not any(module_of(src, f)[: len(t)] == t for t in tests)]
+    tests = test_module_paths(files)
+    files = [f for f in files if not is_test_module(f, tests)]
     known = {module_of(src, f) for f in files}
     graphs: dict[tuple[str, ...], dict[str, dict[str, tuple[Path, int]]]] = defaultdict(dict)
     for m in known:
