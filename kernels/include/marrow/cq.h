@@ -317,7 +317,7 @@ MARROW_FN int poll_cq(const Channel &ch, uint64_t upto, bool *reached, bool own)
         /* A target already passed: one look where takes_after_target
          * says so. An error CQE, or more to wait for, go on in the
          * general walk. */
-        uint32_t looks = cons >= upto && MARROW_EARLY_LEAVE ? 1 : POLL_SPINS;
+        uint32_t looks = cons >= upto && MARROW_EARLY_LEAVE == 2 ? 1 : POLL_SPINS;
         FirstCqe f = fast_first(ch, first, cons, ci, looks, MARROW_GCRB_WAIT_NONE);
         if (f == FirstCqe::DECODE || (f == FirstCqe::TAKEN && cons < upto)) rc = walk_cq(ch, upto, cons, ci);
     } else
