@@ -8,19 +8,26 @@ use marrow_mlx5::prelude::*;
 use marrow_softnic::pair::{Endpoint, Pair, Side};
 use std::time::{Duration, Instant};
 
+/// The demo's state across its rows.
 pub(super) struct Demo {
+    /// The two endpoints, A and B.
     pub(super) p: Pair,
+    /// How long each completion may take.
     pub(super) timeout: Duration,
     /// Completions polled, send and receive.
     pub(super) cqes: u64,
+    /// The bytes the current operation sends, compared with what arrived.
     pub(super) src: Vec<u8>,
+    /// Bytes read back from an endpoint's buffer.
     pub(super) scratch: Vec<u8>,
 }
 
+/// Side `s`'s endpoint.
 pub(super) fn ep(p: &Pair, s: Side) -> &Endpoint {
     if s == Side::A { &p.a } else { &p.b }
 }
 
+/// The side across from `s`.
 pub(super) fn other(s: Side) -> Side {
     if s == Side::A { Side::B } else { Side::A }
 }
